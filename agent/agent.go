@@ -1,0 +1,542 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is what the loop needs besides its parts.
+type Config struct {
+	DeviceID     string
+	AgentVersion string
+	Policy       Policy
+	// CommitWindow bounds the health checks after booting a new slot.
+	CommitWindow time.Duration
+	// EffectTimeout bounds one bootloader operation.
+	EffectTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Deps are the agent's edges.
+type Deps struct {
+	Store      Store
+	Bootloader Bootloader
+	Installer  Installer
+	Checker    Checker
+	Rebooter   Rebooter
+	Health     HealthChecker
+	Clock      Clock
+	Publishers []Publisher
+}
+
+// Outcome is what an offer handed to Install came to.
+type Outcome struct {
+	Result  string `json:"result"` // a SPEC result, or "staged" once the boot slot is flipped
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	ID      string `json:"id,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+}
+
+// ResultStaged is the Outcome of an install that reached the boot flip.
+const ResultStaged = "staged"
+
+// ExitCode maps an outcome to `otad install`'s exit status (SPEC §9).
+func (o Outcome) ExitCode() int {
+	switch o.Result {
+	case ResultStaged, ResultUpToDate, ResultSuccess:
+		return 0
+	case ResultRejected:
+		return 3
+	default:
+		return 1
+	}
+}
+
+// Agent runs the state machine: one goroutine owns the state; offers,
+// writer reports, health verdicts and operator commands all queue to it.
+type Agent struct {
+	cfg Config
+	d   Deps
+	log *slog.Logger
+
+	inbox *inbox
+	cmds  chan func()
+
+	mu     sync.Mutex
+	status Status // last published snapshot, for Status()
+
+	// Owned by the loop goroutine.
+	state     State
+	persisted State
+	install   *running
+	health    *running
+	waiters   []*waiter
+	progress  chan struct{}
+	latest    atomic.Pointer[EvProgress]
+	lastBytes int64
+	lastAt    time.Time
+	fatal     error
+
+	// crashAt is a test hook: called before each effect; an error stops the
+	// loop as if the process died right there.
+	crashAt func(Effect) error
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan Event
+}
+
+type waiter struct {
+	sha   string
+	reply chan Outcome
+}
+
+// New loads the journal and returns an agent ready to Run.
+func New(cfg Config, d Deps) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.EffectTimeout == 0 {
+		cfg.EffectTimeout = 30 * time.Second
+	}
+	if cfg.CommitWindow == 0 {
+		cfg.CommitWindow = 5 * time.Minute
+	}
+	if d.Clock == nil {
+		d.Clock = SystemClock{}
+	}
+	s, _, err := d.Store.Load()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg: cfg, d: d, log: cfg.Logger,
+		inbox: newInbox(), cmds: make(chan func()),
+		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
+	}
+	a.status = Snapshot(cfg.DeviceID, cfg.AgentVersion, s, d.Clock.Now())
+	return a, nil
+}
+
+// Status returns the latest status snapshot; safe from any goroutine.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+// Offer queues a raw envelope without blocking. key names the source (an
+// MQTT topic): a newer message from the same source replaces one not yet
+// taken, so a flood of retained redeliveries costs one check.
+func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw, nil) }
+
+// Install hands an envelope to the loop and waits for its outcome: refused,
+// up to date, failed, or the boot slot flipped.
+func (a *Agent) Install(ctx context.Context, raw []byte) (Outcome, error) {
+	reply := make(chan Outcome, 1)
+	a.inbox.put("", raw, reply)
+	select {
+	case o := <-reply:
+		return o, nil
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// MarkGood commits the booted slot by hand.
+func (a *Agent) MarkGood(ctx context.Context) error { return a.command(ctx, EvMarkGood{}) }
+
+// MarkBad rejects the booted slot by hand and returns to the other one.
+func (a *Agent) MarkBad(ctx context.Context) error { return a.command(ctx, EvMarkBad{}) }
+
+func (a *Agent) command(ctx context.Context, ev Event) error {
+	errc := make(chan error, 1)
+	fn := func() {
+		if _, bad := ev.(EvMarkBad); bad {
+			if err := CanMarkBad(a.state); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- a.apply(ctx, ev)
+	}
+	select {
+	case a.cmds <- fn:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run drives the state machine until ctx ends or the device reboots under
+// it. booted and bootID say where and in which boot the agent runs.
+// On return the journal holds the state: an interrupted install resumes on
+// the next Run.
+func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
+	defer func() {
+		a.stopWorkers()
+		a.finishWaiters(err)
+		for _, it := range a.inbox.take() {
+			if it.reply != nil {
+				it.reply <- Outcome{Result: ResultFailed, Code: CodeCancelled, Message: "agent stopped before taking the offer"}
+			}
+		}
+		if errors.Is(err, ErrRebooted) {
+			err = nil
+		}
+	}()
+	if err := a.apply(ctx, EvBoot{Booted: booted, BootID: bootID}); err != nil {
+		return err
+	}
+	for {
+		var installDone, healthDone chan Event
+		if a.install != nil {
+			installDone = a.install.done
+		}
+		if a.health != nil {
+			healthDone = a.health.done
+		}
+		var ev Event
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping", "state", a.state.Phase)
+			return nil
+		case <-a.inbox.wake:
+			items := a.inbox.take()
+			for i, it := range items {
+				if err := a.handleOffer(ctx, it); err != nil {
+					a.inbox.requeue(items[i+1:])
+					return err
+				}
+			}
+			continue
+		case fn := <-a.cmds:
+			fn()
+			if a.fatal != nil {
+				return a.fatal
+			}
+			continue
+		case <-a.progress:
+			if p := a.latest.Swap(nil); p != nil {
+				ev = *p
+			}
+		case ev = <-installDone:
+			a.install = nil
+		case ev = <-healthDone:
+			a.health = nil
+		}
+		if ev == nil {
+			continue
+		}
+		if err := a.apply(ctx, ev); err != nil {
+			return err
+		}
+	}
+}
+
+func (a *Agent) handleOffer(ctx context.Context, it item) error {
+	facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: otherSlot(a.state.Booted)}
+	t, err := a.d.Checker.Check(it.raw, facts)
+	if err != nil {
+		code := CodeOf(err, "bad_envelope")
+		a.log.Warn("offer refused", "code", code, "err", err)
+		ev := EvRefused{Code: code, Message: err.Error()}
+		if t.Payload.SHA256 != "" {
+			ev.ID, ev.SHA256 = t.ID, t.SHA256()
+		}
+		if it.reply != nil {
+			it.reply <- Outcome{Result: ResultRejected, Code: code, Message: err.Error(), ID: ev.ID, SHA256: ev.SHA256}
+		}
+		return a.apply(ctx, ev)
+	}
+	if it.reply != nil {
+		a.waiters = append(a.waiters, &waiter{sha: t.SHA256(), reply: it.reply})
+	}
+	a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256())
+	return a.apply(ctx, EvOffer{Target: t})
+}
+
+// fatal is set by a command that stopped the loop (journal write failed,
+// test crash, reboot that ends the process).
+func (a *Agent) setFatal(err error) { a.fatal = err }
+
+// apply steps the machine and carries out the effects in order.
+func (a *Agent) apply(ctx context.Context, ev Event) error {
+	next, fx := Step(a.state, a.cfg.Policy, ev)
+	a.state = next
+	var records []Record
+	for _, e := range fx {
+		if a.crashAt != nil {
+			if err := a.crashAt(e); err != nil {
+				a.setFatal(err)
+				return err
+			}
+		}
+		err := a.exec(ctx, e, &records)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrRebooted) || errors.Is(err, errJournal) {
+			a.settleWaiters(records)
+			a.setFatal(err)
+			return err
+		}
+		// A bootloader operation failed: memory goes back to what the journal
+		// says, and the machine decides from there.
+		a.log.Error("effect failed", "effect", fmt.Sprintf("%T", e), "err", err)
+		a.settleWaiters(records)
+		a.state = a.persisted.Clone()
+		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error()})
+	}
+	a.settleWaiters(records)
+	return nil
+}
+
+var errJournal = errors.New("journal write failed")
+
+func (a *Agent) exec(ctx context.Context, e Effect, records *[]Record) error {
+	switch e := e.(type) {
+	case Persist:
+		if err := a.d.Store.Save(e.State); err != nil {
+			return fmt.Errorf("%w: %w", errJournal, err)
+		}
+		a.persisted = e.State.Clone()
+	case Emit:
+		*records = append(*records, e.Record)
+		a.publish(e.Record)
+	case Mark:
+		mctx, cancel := context.WithTimeout(ctx, a.cfg.EffectTimeout)
+		defer cancel()
+		var err error
+		switch e.Op {
+		case MarkBad:
+			err = a.d.Bootloader.MarkBad(mctx, e.Slot)
+		case MarkActive:
+			err = a.d.Bootloader.MarkActive(mctx, e.Slot)
+		case MarkGood:
+			err = a.d.Bootloader.MarkGood(mctx, e.Slot)
+		}
+		if err != nil {
+			return fmt.Errorf("bootloader: mark %s %s: %w", e.Slot, e.Op, err)
+		}
+		a.log.Info("bootloader", "mark", e.Op, "slot", e.Slot)
+	case StartInstall:
+		a.startInstall(e)
+	case CancelInstall:
+		a.stopInstall()
+	case Reboot:
+		a.log.Info("rebooting")
+		return a.d.Rebooter.Reboot(ctx)
+	case StartHealth:
+		a.startHealth()
+	case PublishProgress:
+		a.publishProgress(e)
+	}
+	return nil
+}
+
+func (a *Agent) startInstall(e StartInstall) {
+	a.stopInstall()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan Event, 1)}
+	a.install = r
+	a.lastBytes, a.lastAt = 0, a.d.Clock.Now()
+	gen := e.Gen
+	go func() {
+		err := a.d.Installer.Install(ctx, e.Target, func(verifying bool, done, total int64) {
+			a.latest.Store(&EvProgress{Gen: gen, Verifying: verifying, BytesDone: done, Total: total})
+			select {
+			case a.progress <- struct{}{}:
+			default:
+			}
+		})
+		ev := EvInstallDone{Gen: gen}
+		if err != nil {
+			ev.Code, ev.Message = CodeOf(err, CodeWriteFailed), err.Error()
+		}
+		r.done <- ev
+	}()
+}
+
+// stopInstall cancels the writer and waits until it has stopped: there is
+// never more than one writer of a slot.
+func (a *Agent) stopInstall() {
+	if a.install == nil {
+		return
+	}
+	a.install.cancel()
+	<-a.install.done
+	a.install = nil
+}
+
+func (a *Agent) startHealth() {
+	if a.health != nil {
+		a.health.cancel()
+		<-a.health.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.CommitWindow)
+	r := &running{cancel: cancel, done: make(chan Event, 1)}
+	a.health = r
+	go func() {
+		defer cancel()
+		err := a.d.Health.Check(ctx)
+		ev := EvHealth{OK: err == nil}
+		if err != nil {
+			ev.Message = err.Error()
+		}
+		r.done <- ev
+	}()
+}
+
+func (a *Agent) stopWorkers() {
+	a.stopInstall()
+	if a.health != nil {
+		a.health.cancel()
+		<-a.health.done
+		a.health = nil
+	}
+}
+
+func (a *Agent) publish(r Record) {
+	now := a.d.Clock.Now()
+	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, *r.State, now)
+	a.mu.Lock()
+	a.status = st
+	a.mu.Unlock()
+	ev := eventMsg(a.cfg.DeviceID, r.State.BootID, r, now)
+	a.log.Info("transition", "seq", r.Seq, "from", r.From, "to", r.To, "id", r.ID,
+		"result", r.Result, "code", r.Code, "msg", r.Message)
+	for _, p := range a.d.Publishers {
+		p.Publish(st, ev)
+	}
+}
+
+func (a *Agent) publishProgress(e PublishProgress) {
+	now := a.d.Clock.Now()
+	var rate float64
+	if dt := now.Sub(a.lastAt).Seconds(); dt > 0 {
+		rate = float64(e.BytesDone-a.lastBytes) / dt
+	}
+	a.lastBytes, a.lastAt = e.BytesDone, now
+	a.mu.Lock()
+	if a.status.Target != nil {
+		a.status.Target.BytesDone = e.BytesDone
+	}
+	a.mu.Unlock()
+	msg := ProgressMsg{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
+		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate}
+	for _, p := range a.d.Publishers {
+		p.Progress(msg)
+	}
+}
+
+// settleWaiters answers the Install callers whose offer came to an end.
+func (a *Agent) settleWaiters(records []Record) {
+	keep := a.waiters[:0]
+	for _, w := range a.waiters {
+		if o, ok := a.outcomeFor(w.sha, records); ok {
+			w.reply <- o
+			continue
+		}
+		keep = append(keep, w)
+	}
+	a.waiters = keep
+}
+
+func (a *Agent) outcomeFor(sha string, records []Record) (Outcome, bool) {
+	for _, r := range records {
+		if r.Outcome != nil && r.SHA256 == sha {
+			return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+		}
+	}
+	s := a.state
+	if t := s.Target; t != nil && t.SHA256() == sha {
+		switch s.Phase {
+		case Staged, Rebooting, Confirming:
+			return Outcome{Result: ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + t.Slot + " is primary"}, true
+		}
+		return Outcome{}, false
+	}
+	if p := s.Pending; p != nil && p.SHA256() == sha {
+		return Outcome{}, false
+	}
+	if r := s.LastResult; r != nil && r.SHA256 == sha {
+		return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+	}
+	return Outcome{Result: ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
+}
+
+func (a *Agent) finishWaiters(err error) {
+	a.settleWaiters(nil)
+	for _, w := range a.waiters {
+		msg := "agent stopped before the install finished"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		w.reply <- Outcome{Result: ResultFailed, Code: CodeCancelled, Message: msg, SHA256: w.sha}
+	}
+	a.waiters = nil
+}
+
+// inbox is the queue in front of the state machine. Puts never block.
+type inbox struct {
+	mu    sync.Mutex
+	items []item
+	wake  chan struct{}
+}
+
+type item struct {
+	key   string
+	raw   []byte
+	reply chan Outcome
+}
+
+func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
+
+func (q *inbox) put(key string, raw []byte, reply chan Outcome) {
+	q.mu.Lock()
+	replaced := false
+	if key != "" {
+		for i := range q.items {
+			if q.items[i].key == key {
+				q.items[i].raw = raw
+				replaced = true
+				break
+			}
+		}
+	}
+	if !replaced {
+		q.items = append(q.items, item{key: key, raw: raw, reply: reply})
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *inbox) requeue(items []item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = append(append([]item(nil), items...), q.items...)
+}
+
+func (q *inbox) take() []item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	it := q.items
+	q.items = nil
+	return it
+}

@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Fakes for the loop's edges; the real parts are exercised in internal/device.
+
+type memStore struct {
+	mu    sync.Mutex
+	s     State
+	ok    bool
+	saves int
+}
+
+func (m *memStore) Load() (State, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.ok {
+		return State{Phase: Idle, Slots: map[string]SlotInfo{}}, false, nil
+	}
+	return m.s.Clone(), true, nil
+}
+
+func (m *memStore) Save(s State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s, m.ok = s.Clone(), true
+	m.saves++
+	return nil
+}
+
+type fakeBoot struct {
+	mu      sync.Mutex
+	ops     []string
+	failBad bool
+}
+
+func (b *fakeBoot) rec(op, slot string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ops = append(b.ops, op+" "+slot)
+	if op == "bad" && b.failBad {
+		return errors.New("env device gone")
+	}
+	return nil
+}
+func (b *fakeBoot) MarkBad(_ context.Context, s string) error    { return b.rec("bad", s) }
+func (b *fakeBoot) MarkActive(_ context.Context, s string) error { return b.rec("active", s) }
+func (b *fakeBoot) MarkGood(_ context.Context, s string) error   { return b.rec("good", s) }
+
+// fakeInstaller "writes" for a while and counts concurrent writers.
+type fakeInstaller struct {
+	active, maxActive atomic.Int32
+	delay             time.Duration
+	code              string
+}
+
+func (f *fakeInstaller) Install(ctx context.Context, t Target, progress func(bool, int64, int64)) error {
+	n := f.active.Add(1)
+	defer f.active.Add(-1)
+	for {
+		m := f.maxActive.Load()
+		if n <= m || f.maxActive.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	progress(false, 1, t.Payload.Size)
+	select {
+	case <-time.After(f.delay):
+	case <-ctx.Done():
+		return &CodedError{Code: CodeCancelled, Err: ctx.Err()}
+	}
+	progress(true, t.Payload.Size, t.Payload.Size)
+	if f.code != "" {
+		return &CodedError{Code: f.code, Err: errors.New("bad bytes")}
+	}
+	return nil
+}
+
+// jsonChecker takes a Target as JSON; {"refuse": code} is refused.
+type jsonChecker struct{}
+
+func (jsonChecker) Check(raw []byte, f Facts) (Target, error) {
+	var x struct {
+		Target
+		Refuse string `json:"refuse"`
+	}
+	if err := json.Unmarshal(raw, &x); err != nil {
+		return Target{}, &CodedError{Code: "bad_envelope", Err: err}
+	}
+	if x.Refuse != "" {
+		return Target{}, &CodedError{Code: x.Refuse, Err: errors.New("refused")}
+	}
+	if x.IssuedAt.Before(f.NewestIssuedAt) {
+		return Target{}, &CodedError{Code: "stale", Err: errors.New("older than the newest accepted")}
+	}
+	return x.Target, nil
+}
+
+type fakeReboot struct{ n atomic.Int32 }
+
+func (r *fakeReboot) Reboot(context.Context) error { r.n.Add(1); return nil }
+
+type okHealth struct{}
+
+func (okHealth) Check(context.Context) error { return nil }
+
+type rig struct {
+	a     *Agent
+	store *memStore
+	boot  *fakeBoot
+	inst  *fakeInstaller
+	rb    *fakeReboot
+	stop  func() error
+}
+
+func newRig(t *testing.T, p Policy, inst *fakeInstaller) *rig {
+	t.Helper()
+	r := &rig{store: &memStore{}, boot: &fakeBoot{}, inst: inst, rb: &fakeReboot{}}
+	a, err := New(Config{DeviceID: "dev-1", Policy: p, AgentVersion: "test"}, Deps{
+		Store: r.store, Bootloader: r.boot, Installer: inst, Checker: jsonChecker{},
+		Rebooter: r.rb, Health: okHealth{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.a = a
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, "A", "boot-1") }()
+	r.stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func offerJSON(t Target) []byte {
+	b, _ := json.Marshal(t)
+	return b
+}
+
+func TestInstallOutcomes(t *testing.T) {
+	tests := []struct {
+		name     string
+		raw      []byte
+		code     string // installer failure
+		failBad  bool
+		want     Outcome
+		wantOps  []string
+		reboots  int32
+		immediat bool
+	}{
+		{name: "good image is staged and the device reboots", raw: offerJSON(tgt("n", 1)), immediat: true,
+			want: Outcome{Result: ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 1},
+		{name: "manual policy stages without rebooting", raw: offerJSON(tgt("n", 1)),
+			want: Outcome{Result: ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 0},
+		{name: "hash mismatch fails and never flips", raw: offerJSON(tgt("n", 1)), code: "hash_mismatch",
+			want: Outcome{Result: ResultFailed, Code: "hash_mismatch"}, wantOps: []string{"good A", "bad B"}},
+		{name: "refused offer", raw: []byte(`{"refuse":"bad_signature"}`),
+			want: Outcome{Result: ResultRejected, Code: "bad_signature"}, wantOps: []string{"good A"}},
+		{name: "garbage", raw: []byte(`{`), want: Outcome{Result: ResultRejected, Code: "bad_envelope"}, wantOps: []string{"good A"}},
+		{name: "bootloader cannot mark the slot bad: nothing is written", raw: offerJSON(tgt("n", 1)), failBad: true,
+			want: Outcome{Result: ResultFailed, Code: CodeWriteFailed}, wantOps: []string{"good A", "bad B"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := &fakeInstaller{delay: time.Millisecond, code: tc.code}
+			r := newRig(t, Policy{RebootImmediately: tc.immediat, MaxRestarts: 2}, inst)
+			r.boot.failBad = tc.failBad
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			o, err := r.a.Install(ctx, tc.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Result != tc.want.Result || o.Code != tc.want.Code {
+				t.Fatalf("outcome = %+v, want %+v", o, tc.want)
+			}
+			r.stop()
+			r.boot.mu.Lock()
+			ops := fmt.Sprint(r.boot.ops)
+			r.boot.mu.Unlock()
+			if ops != fmt.Sprint(tc.wantOps) {
+				t.Errorf("bootloader ops = %s, want %v", ops, tc.wantOps)
+			}
+			if got := r.rb.n.Load(); got != tc.reboots {
+				t.Errorf("reboots = %d, want %d", got, tc.reboots)
+			}
+			if tc.failBad && inst.maxActive.Load() != 0 {
+				t.Error("installer ran although the slot could not be marked bad")
+			}
+			// The journal and the published status agree.
+			if st := r.a.Status(); st.Seq != r.store.s.Seq {
+				t.Errorf("status seq %d, journal seq %d", st.Seq, r.store.s.Seq)
+			}
+		})
+	}
+}
+
+// 100 offers fired at once: duplicates, conflicting images, stale ones. Never
+// more than one writer; the agent ends on the newest.
+func TestConcurrentOffers(t *testing.T) {
+	inst := &fakeInstaller{delay: 2 * time.Millisecond}
+	r := newRig(t, Policy{MaxRestarts: 2}, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	var wg sync.WaitGroup
+	outcomes := make(chan Outcome, 100)
+	newest := tgt("z", 100)
+	for i := range 100 {
+		var raw []byte
+		switch {
+		case i == 37:
+			raw = offerJSON(newest)
+		case i%10 == 3:
+			raw = []byte(`{"refuse":"bad_signature"}`)
+		default:
+			n := names[rand.IntN(len(names))]
+			raw = offerJSON(tgt(n, rand.IntN(50)))
+		}
+		wg.Go(func() {
+			o, err := r.a.Install(ctx, raw)
+			if err != nil {
+				t.Error(err)
+			}
+			outcomes <- o
+		})
+	}
+	wg.Wait()
+	close(outcomes)
+	staged := 0
+	for o := range outcomes {
+		if o.Result == ResultStaged {
+			staged++
+			if o.SHA256 != newest.SHA256() {
+				t.Errorf("staged %s, not the newest", o.ID)
+			}
+		}
+	}
+	if staged == 0 {
+		t.Error("the newest offer was never staged")
+	}
+	if m := inst.maxActive.Load(); m != 1 {
+		t.Errorf("max concurrent writers = %d, want 1", m)
+	}
+	st := r.a.Status()
+	if st.State != Rebooting || st.Target == nil || st.Target.SHA256 != newest.SHA256() {
+		t.Fatalf("final status %s target %+v, want rebooting on %s", st.State, st.Target, newest.ID)
+	}
+}

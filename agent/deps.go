@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store keeps the journal. Journal is the real one; tests wrap it to crash.
+type Store interface {
+	Load() (State, bool, error)
+	Save(State) error
+}
+
+// Bootloader is what the agent needs of a boot loader backend (SPEC §7).
+type Bootloader interface {
+	MarkBad(ctx context.Context, slot string) error
+	MarkActive(ctx context.Context, slot string) error
+	MarkGood(ctx context.Context, slot string) error
+}
+
+// Installer streams a target's payload into target.Slot and verifies it.
+// It reports progress without blocking and returns a *CodedError on failure.
+type Installer interface {
+	Install(ctx context.Context, t Target, progress func(verifying bool, done, total int64)) error
+}
+
+// Checker runs the offer checks of SPEC §5 and turns a valid offer into a
+// Target. A refusal is a *CodedError carrying the SPEC code.
+type Checker interface {
+	Check(raw []byte, facts Facts) (Target, error)
+}
+
+// Facts are what the offer checks need from the agent's state.
+type Facts struct {
+	SecurityFloor  uint64
+	NewestIssuedAt time.Time
+	InactiveSlot   string
+}
+
+// Rebooter reboots the device. ErrRebooted means the process must end now
+// (the sim bootloader, or an in-process install); nil means the OS is taking
+// the system down and will stop the agent.
+type Rebooter interface {
+	Reboot(ctx context.Context) error
+}
+
+// ErrRebooted ends Run cleanly after a reboot that ends this process.
+var ErrRebooted = errors.New("rebooted")
+
+// HealthChecker decides whether the new slot is healthy enough to commit.
+type HealthChecker interface {
+	Check(ctx context.Context) error
+}
+
+// Publisher receives every transition and progress report. It must not block:
+// a slow broker never stalls the state machine.
+type Publisher interface {
+	Publish(st Status, ev EventMsg)
+	Progress(p ProgressMsg)
+}
+
+// Clock stamps records; tests pin it.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now is time.Now in UTC.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// CodedError is a failure or refusal that carries a SPEC code.
+type CodedError struct {
+	Code string
+	Err  error
+}
+
+func (e *CodedError) Error() string { return fmt.Sprintf("%s: %v", e.Code, e.Err) }
+func (e *CodedError) Unwrap() error { return e.Err }
+
+// CodeOf returns the SPEC code carried by err, or fallback.
+func CodeOf(err error, fallback string) string {
+	var ce *CodedError
+	if errors.As(err, &ce) && ce.Code != "" {
+		return ce.Code
+	}
+	return fallback
+}

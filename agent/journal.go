@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// JournalName is the journal's file name inside the state directory.
+const JournalName = "journal.json"
+
+// journalVersion is the on-disk format; a newer one is refused, not misread.
+const journalVersion = 1
+
+type journalFile struct {
+	Version int `json:"journal_version"`
+	State
+}
+
+// Journal stores the agent's State durably in <dir>/journal.json.
+type Journal struct{ Dir string }
+
+// Path is the journal file.
+func (j Journal) Path() string { return filepath.Join(j.Dir, JournalName) }
+
+// Load reads the journal. A missing journal is a new device: the zero State
+// and ok=false. A corrupt one is an error, never silently reset: it is the
+// only record of what the slots hold.
+func (j Journal) Load() (s State, ok bool, err error) {
+	b, err := os.ReadFile(j.Path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{Phase: Idle, Slots: map[string]SlotInfo{}}, false, nil
+	}
+	if err != nil {
+		return State{}, false, fmt.Errorf("journal %s: %w", j.Path(), err)
+	}
+	var f journalFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return State{}, false, fmt.Errorf("journal %s: corrupt: %w", j.Path(), err)
+	}
+	if f.Version != journalVersion {
+		return State{}, false, fmt.Errorf("journal %s: format version %d, this otad reads %d", j.Path(), f.Version, journalVersion)
+	}
+	switch f.Phase {
+	case Idle, Downloading, Verifying, Staged, Rebooting, Confirming:
+	default:
+		return State{}, false, fmt.Errorf("journal %s: unknown state %q", j.Path(), f.Phase)
+	}
+	if f.Phase != Idle && f.Target == nil {
+		return State{}, false, fmt.Errorf("journal %s: state %s without a target", j.Path(), f.Phase)
+	}
+	if f.Slots == nil {
+		f.Slots = map[string]SlotInfo{}
+	}
+	return f.State, true, nil
+}
+
+// Save replaces the journal atomically: temp file, fsync, rename, fsync the
+// directory. A crash at any point leaves either the old or the new journal.
+func (j Journal) Save(s State) error {
+	b, err := json.MarshalIndent(journalFile{Version: journalVersion, State: s}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("journal: encode: %w", err)
+	}
+	return WriteFileAtomic(j.Path(), append(b, '\n'), 0o600)
+}
+
+// WriteFileAtomic replaces path with data so that readers and crashes see
+// the old or the new content, never a mix.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}

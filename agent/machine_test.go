@@ -1,0 +1,298 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func tgt(name string, minute int) Target {
+	return Target{
+		ID: "rel-" + name, Version: name, SecurityVersion: 1,
+		IssuedAt: t0.Add(time.Duration(minute) * time.Minute),
+		Payload:  Payload{URL: "https://x/" + name, Compression: "none", Size: 100, SHA256: strings.Repeat(name[:1], 64)},
+	}
+}
+
+// fresh is a device booted from A with a committed image "o" (old).
+func fresh() State {
+	return State{Phase: Idle, Booted: "A", BootID: "b1", Slots: map[string]SlotInfo{
+		"A": {ID: "rel-o", Version: "o", SHA256: strings.Repeat("o", 64), Status: SlotGood},
+	}}
+}
+
+// fx renders effects compactly, e.g. "persist emit(idle>downloading) mark(bad,B) install(rel-n)".
+func fx(effects []Effect) string {
+	var out []string
+	for _, e := range effects {
+		switch e := e.(type) {
+		case Persist:
+			out = append(out, "persist")
+		case Emit:
+			s := fmt.Sprintf("emit(%s>%s", e.Record.From, e.Record.To)
+			if e.Record.Result != "" {
+				s += "," + e.Record.Result
+			}
+			if e.Record.Code != "" {
+				s += "," + e.Record.Code
+			}
+			out = append(out, s+")")
+		case Mark:
+			out = append(out, fmt.Sprintf("mark(%s,%s)", e.Op, e.Slot))
+		case StartInstall:
+			out = append(out, fmt.Sprintf("install(%s>%s)", e.Target.ID, e.Target.Slot))
+		case CancelInstall:
+			out = append(out, "cancel")
+		case Reboot:
+			out = append(out, "reboot")
+		case StartHealth:
+			out = append(out, "health")
+		case PublishProgress:
+			out = append(out, "progress")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// run feeds events and returns the final state and the last step's effects.
+func run(t *testing.T, s State, p Policy, evs ...Event) (State, string) {
+	t.Helper()
+	var last []Effect
+	for _, ev := range evs {
+		s, last = Step(s, p, ev)
+	}
+	return s, fx(last)
+}
+
+// Generation numbers follow installs: the first install of a fresh state is 1.
+func done(gen uint64, code string) Event { return EvInstallDone{Gen: gen, Code: code, Message: code} }
+
+func TestStep(t *testing.T) {
+	imm := Policy{RebootImmediately: true, MaxRestarts: 2}
+	manual := Policy{MaxRestarts: 2}
+	n, m, o := tgt("n", 1), tgt("m", 2), tgt("o", 3)
+	atRebooting := func() State {
+		s, _ := run(t, fresh(), imm, EvOffer{n}, done(1, ""))
+		return s
+	}
+	tests := []struct {
+		name       string
+		start      State
+		policy     Policy
+		events     []Event
+		phase      Phase
+		result     string // last_result.result
+		code       string
+		effects    string // of the last event; "none" for none, "" not checked
+		targetID   string
+		pendingID  string
+		checkState func(t *testing.T, s State)
+	}{
+		{name: "idle offer starts install into inactive slot after marking it bad",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}}, phase: Downloading,
+			effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)", targetID: "rel-n",
+			checkState: func(t *testing.T, s State) {
+				if s.Slots["B"] != (SlotInfo{}) {
+					t.Errorf("slot B not forgotten before writing: %+v", s.Slots["B"])
+				}
+			}},
+		{name: "offer equal to the booted committed image is up to date",
+			start: fresh(), policy: imm, events: []Event{EvOffer{o}}, phase: Idle, result: ResultUpToDate,
+			effects: "persist emit(idle>idle,up_to_date)"},
+		{name: "duplicate of the install in progress changes nothing",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{n}}, phase: Downloading,
+			effects: "persist emit(downloading>downloading)", targetID: "rel-n"},
+		{name: "newer offer while downloading supersedes",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}}, phase: Downloading,
+			result: ResultSuperseded, targetID: "rel-m",
+			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>downloading) mark(bad,B) install(rel-m>B)"},
+		{name: "newer offer while verifying supersedes",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 100, Total: 100}, EvOffer{m}},
+			phase: Downloading, result: ResultSuperseded, targetID: "rel-m",
+			effects: "cancel persist emit(verifying>verifying,superseded) persist emit(verifying>downloading) mark(bad,B) install(rel-m>B)"},
+		{name: "offer for the booted image while downloading cancels and is up to date",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{o}}, phase: Idle, result: ResultUpToDate,
+			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>idle,up_to_date)"},
+		{name: "progress moves to verifying once",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 50, Total: 100}},
+			phase: Verifying, effects: "persist emit(downloading>verifying) progress", targetID: "rel-n"},
+		{name: "progress of an old writer is ignored",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, EvProgress{Gen: 1, Verifying: true}},
+			phase: Downloading, effects: "none", targetID: "rel-m"},
+		{name: "verified write stages, flips and reboots (immediate)",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "")}, phase: Rebooting, targetID: "rel-n",
+			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting) reboot",
+			checkState: func(t *testing.T, s State) {
+				if s.Slots["B"].Status != SlotStaged || s.Slots["B"].SHA256 != n.SHA256() {
+					t.Errorf("slot B = %+v", s.Slots["B"])
+				}
+			}},
+		{name: "manual policy flips but does not reboot",
+			start: fresh(), policy: manual, events: []Event{EvOffer{n}, done(1, "")}, phase: Rebooting, targetID: "rel-n",
+			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting)"},
+		{name: "failed write is final and leaves the slot marked bad",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch")}, phase: Idle,
+			result: ResultFailed, code: "hash_mismatch", effects: "persist emit(downloading>idle,failed,hash_mismatch)"},
+		{name: "late completion of a cancelled writer is ignored",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, done(1, "")}, phase: Downloading,
+			targetID: "rel-m", effects: "none", result: ResultSuperseded},
+		{name: "redelivery of a failed offer does not retry",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{n}}, phase: Idle,
+			result: ResultFailed, code: "hash_mismatch", effects: "persist emit(idle>idle)"},
+		{name: "a newer offer of the same image tries again",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{func() Target { x := n; x.IssuedAt = x.IssuedAt.Add(time.Hour); return x }()}},
+			phase: Downloading, targetID: "rel-n", result: ResultFailed, effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)"},
+		{name: "newer offer while rebooting waits in the pending place",
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}}, phase: Rebooting, targetID: "rel-n", pendingID: "rel-m",
+			effects: "persist emit(rebooting>rebooting)"},
+		{name: "pending place keeps the newest",
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvOffer{tgt("p", 9)}}, phase: Rebooting, targetID: "rel-n", pendingID: "rel-p"},
+		{name: "agent restart while rebooting (same boot) reboots again",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: Rebooting, effects: "reboot", targetID: "rel-n"},
+		{name: "new boot on the target confirms",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}}, phase: Confirming, targetID: "rel-n",
+			effects: "persist emit(rebooting>confirming) health"},
+		{name: "new boot on the old slot: bootloader fell back",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b2"}}, phase: Idle,
+			result: ResultRolledBack, code: CodeRolledBackByBootloader,
+			effects: "persist emit(rebooting>idle,rolled_back,rolled_back_by_bootloader) mark(bad,B) persist mark(good,A)"},
+		{name: "health pass commits and raises the floor",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}, phase: Idle,
+			result: ResultSuccess, effects: "mark(good,B) persist emit(confirming>idle,success)",
+			checkState: func(t *testing.T, s State) {
+				if s.SecurityFloor != 1 || s.Slots["B"].Status != SlotGood || s.Target != nil {
+					t.Errorf("floor %d slot B %+v target %v", s.SecurityFloor, s.Slots["B"], s.Target)
+				}
+			}},
+		{name: "health failure marks bad and reboots into the old slot",
+			start: atRebooting(), policy: manual, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false, Message: "x"}},
+			phase: Idle, result: ResultFailed, code: CodeHealthCheckFailed,
+			effects: "mark(bad,B) persist emit(confirming>idle,failed,health_check_failed) reboot"},
+		{name: "after a health failure the old slot boots and stays idle",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false}, EvBoot{Booted: "A", BootID: "b3"}},
+			phase: Idle, result: ResultFailed, effects: "persist mark(good,A)"},
+		{name: "crash after rejecting, same boot on the bad slot: leave again, never commit",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false}, EvBoot{Booted: "B", BootID: "b2"}},
+			phase: Idle, effects: "persist mark(bad,B) reboot"},
+		{name: "success starts the pending offer into the now inactive slot",
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}},
+			phase: Downloading, targetID: "rel-m", result: ResultSuccess,
+			effects: "mark(good,B) persist emit(confirming>idle,success) persist emit(idle>downloading) mark(bad,A) install(rel-m>A)"},
+		{name: "interrupted download restarts from scratch after a restart",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: Downloading, targetID: "rel-n",
+			effects: "persist mark(good,A) persist emit(downloading>downloading) mark(bad,B) install(rel-n>B)",
+			checkState: func(t *testing.T, s State) {
+				if s.Restarts != 1 {
+					t.Errorf("restarts = %d", s.Restarts)
+				}
+			}},
+		{name: "an install interrupted too often is given up",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}, EvBoot{Booted: "A", BootID: "b2"}, EvBoot{Booted: "A", BootID: "b3"}},
+			phase: Idle, result: ResultFailed, code: CodeCancelled},
+		{name: "staged then power cut before the reboot and the old slot boots: fell back",
+			start: func() State {
+				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s.Phase = Staged
+				return s
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9"}}, phase: Idle, result: ResultRolledBack},
+		{name: "staged, same boot: flip again and reboot",
+			start: func() State {
+				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s.Phase = Staged
+				return s
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: Rebooting,
+			effects: "mark(active,B) persist emit(staged>rebooting) reboot", targetID: "rel-n"},
+		{name: "refused offer records its code and changes nothing else",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvRefused{Code: "bad_signature", Message: "x"}}, phase: Downloading,
+			result: ResultRejected, code: "bad_signature", targetID: "rel-n", effects: "persist emit(downloading>downloading,rejected,bad_signature)"},
+		{name: "manual mark-bad with a good other slot returns to it",
+			start: func() State {
+				s, _ := run(t, atRebooting(), imm, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true})
+				return s
+			}(), policy: imm, events: []Event{EvMarkBad{}}, phase: Idle, result: ResultRolledBack,
+			effects: "mark(bad,B) mark(active,A) persist emit(idle>idle,rolled_back,cancelled) reboot"},
+		{name: "manual mark-bad with nothing to return to is refused",
+			start: fresh(), policy: imm, events: []Event{EvMarkBad{}}, phase: Idle, effects: "persist emit(idle>idle)"},
+		{name: "manual mark-good while confirming commits",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvMarkGood{}}, phase: Idle, result: ResultSuccess},
+		{name: "bootloader failure while marking bad fails the install",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvEffectFailed{Effect: Mark{Op: MarkBad, Slot: "B"}, Message: "env"}},
+			phase: Idle, result: ResultFailed, code: CodeWriteFailed, effects: "cancel persist emit(downloading>idle,failed,write_failed)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, effects := run(t, tc.start, tc.policy, tc.events...)
+			if s.Phase != tc.phase {
+				t.Errorf("phase = %s, want %s", s.Phase, tc.phase)
+			}
+			if tc.result != "" && (s.LastResult == nil || s.LastResult.Result != tc.result) {
+				t.Errorf("last result = %+v, want %s", s.LastResult, tc.result)
+			}
+			if tc.code != "" && (s.LastResult == nil || s.LastResult.Code != tc.code) {
+				t.Errorf("last code = %+v, want %s", s.LastResult, tc.code)
+			}
+			if effects == "" {
+				effects = "none"
+			}
+			if tc.effects != "" && effects != tc.effects {
+				t.Errorf("effects\n got: %s\nwant: %s", effects, tc.effects)
+			}
+			gotT := ""
+			if s.Target != nil {
+				gotT = s.Target.ID
+			}
+			if gotT != tc.targetID {
+				t.Errorf("target = %q, want %q", gotT, tc.targetID)
+			}
+			gotP := ""
+			if s.Pending != nil {
+				gotP = s.Pending.ID
+			}
+			if gotP != tc.pendingID {
+				t.Errorf("pending = %q, want %q", gotP, tc.pendingID)
+			}
+			if tc.checkState != nil {
+				tc.checkState(t, s)
+			}
+		})
+	}
+}
+
+// Every emitted record grows seq and is preceded by a journal write holding it.
+func TestSeqJournaledBeforePublish(t *testing.T) {
+	s := fresh()
+	p := Policy{RebootImmediately: true, MaxRestarts: 2}
+	var persistedSeq, lastSeq uint64
+	evs := []Event{EvOffer{tgt("n", 1)}, EvProgress{Gen: 1, Verifying: true}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
+	for _, ev := range evs {
+		var effects []Effect
+		s, effects = Step(s, p, ev)
+		for _, e := range effects {
+			switch e := e.(type) {
+			case Persist:
+				persistedSeq = e.State.Seq
+			case Emit:
+				if e.Record.Seq <= lastSeq {
+					t.Fatalf("seq %d after %d", e.Record.Seq, lastSeq)
+				}
+				if persistedSeq < e.Record.Seq {
+					t.Fatalf("seq %d published before journaled (journal has %d)", e.Record.Seq, persistedSeq)
+				}
+				lastSeq = e.Record.Seq
+			}
+		}
+	}
+}
+
+// Step must not change its input state (it is a value the loop may keep).
+func TestStepDoesNotMutateInput(t *testing.T) {
+	s := fresh()
+	before := fmt.Sprintf("%+v", s.Slots)
+	Step(s, Policy{}, EvOffer{tgt("n", 1)})
+	if after := fmt.Sprintf("%+v", s.Slots); after != before {
+		t.Fatalf("input slots changed: %s -> %s", before, after)
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/otad/otad/verify"
+)
+
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return exitCode(stderr, "verify", verifyEnvelope(ctx, args, stdout, stderr))
+}
+
+// verifyEnvelope runs checks 1-4 of SPEC §5 (no device policy) and prints the manifest.
+func verifyEnvelope(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	var pubs stringList
+	fset := newFlagSet("verify", "--pub P [--pub P2] [--threshold N] FILE ('-' reads stdin)", stderr)
+	fset.Var(&pubs, "pub", "trusted public key file (PEM, PKIX); repeatable")
+	threshold := fset.Int("threshold", 1, "distinct trusted keys that must have signed")
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one envelope FILE, got %d arguments", len(pos))
+	}
+	if len(pubs) == 0 {
+		return usagef("missing --pub")
+	}
+	if *threshold < 1 {
+		return usagef("--threshold %d: want at least 1", *threshold)
+	}
+	keys := make([]verify.Key, 0, len(pubs))
+	for _, p := range pubs {
+		k, err := verify.LoadKeyFile(p)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	kr := verify.NewKeyring(keys...)
+	if *threshold > kr.Len() {
+		return usagef("--threshold %d but only %d distinct keys given", *threshold, kr.Len())
+	}
+
+	file := pos[0]
+	raw, err := readEnvelope(file)
+	if err != nil {
+		return err
+	}
+	env, err := verify.ParseEnvelope(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := kr.VerifyThreshold(env.Manifest, env.Signatures, *threshold); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if _, err := verify.ParseManifest(env.Manifest); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	// Print the signed bytes themselves (indented), unknown fields included.
+	var out bytes.Buffer
+	if err := json.Indent(&out, env.Manifest, "", "  "); err != nil {
+		return fmt.Errorf("%s: indent manifest: %w", file, err)
+	}
+	out.WriteByte('\n')
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	fmt.Fprintf(stderr, "%s: signatures OK (%d of %d trusted keys required), manifest OK\n", file, *threshold, kr.Len())
+	return nil
+}
+
+// readEnvelope reads at most one byte more than an envelope may have, so an
+// oversized file is refused (too_large) without reading all of it.
+func readEnvelope(file string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, verify.MaxEnvelopeSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return b, nil
+}

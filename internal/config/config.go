@@ -1,0 +1,288 @@
+// Package config loads and validates /etc/otad/otad.toml (SPEC §10).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// DefaultPath is where otad looks without -c.
+const DefaultPath = "/etc/otad/otad.toml"
+
+// Config is the whole configuration file.
+type Config struct {
+	DeviceID      string     `toml:"device_id"`
+	Compatible    string     `toml:"compatible"`
+	StateDir      string     `toml:"state_dir"`
+	ControlSocket string     `toml:"control_socket"`
+	MQTT          MQTT       `toml:"mqtt"`
+	Trust         Trust      `toml:"trust"`
+	Slots         Slots      `toml:"slots"`
+	Bootloader    Bootloader `toml:"bootloader"`
+	Download      Download   `toml:"download"`
+	Commit        Commit     `toml:"commit"`
+	Reboot        Reboot     `toml:"reboot"`
+
+	// Path is the file the config came from, for error messages.
+	Path string `toml:"-"`
+}
+
+// MQTT is the [mqtt] table; no broker means local-only operation.
+type MQTT struct {
+	Broker      string   `toml:"broker"`
+	TopicPrefix string   `toml:"topic_prefix"`
+	Groups      []string `toml:"groups"`
+	CAFile      string   `toml:"ca_file"`
+	CertFile    string   `toml:"cert_file"`
+	KeyFile     string   `toml:"key_file"`
+	Username    string   `toml:"username"`
+	Password    string   `toml:"password"`
+}
+
+// Trust is the [trust] table.
+type Trust struct {
+	KeysDir   string   `toml:"keys_dir"`
+	Threshold int      `toml:"threshold"`
+	ClockSkew Duration `toml:"clock_skew"`
+}
+
+// Slots is the [slots] table.
+type Slots struct {
+	A       string `toml:"A"`
+	B       string `toml:"B"`
+	Cmdline string `toml:"cmdline"`
+	// Readback re-reads the written slot from storage and hashes it again.
+	Readback *bool `toml:"readback"`
+}
+
+// Devices maps slot name to device path.
+func (s Slots) Devices() map[string]string { return map[string]string{"A": s.A, "B": s.B} }
+
+// Bootloader is the [bootloader] table.
+type Bootloader struct {
+	Type      string `toml:"type"`
+	EnvConfig string `toml:"env_config"`
+	EnvFile   string `toml:"env_file"`
+	Attempts  int    `toml:"attempts"`
+}
+
+// Download is the [download] table.
+type Download struct {
+	Schemes    []string `toml:"schemes"`
+	Retries    int      `toml:"retries"`
+	Backoff    Duration `toml:"backoff"`
+	MaxBackoff Duration `toml:"max_backoff"`
+}
+
+// Commit is the [commit] table.
+type Commit struct {
+	HealthCommand []string `toml:"health_command"`
+	Window        Duration `toml:"window"`
+}
+
+// Reboot is the [reboot] table.
+type Reboot struct {
+	Policy string `toml:"policy"`
+}
+
+// Duration reads "15s", "5m" from TOML strings.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (like \"15s\" or \"5m\"): %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Error is a configuration error naming the file and key at fault.
+type Error struct {
+	Path string
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", e.Path, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Path, e.Key, e.Msg)
+}
+
+// Load reads and validates path. machineIDFile supplies the default device
+// ID (normally /etc/machine-id).
+func Load(path, machineIDFile string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b, path, machineIDFile)
+}
+
+// Parse decodes and validates a config file's bytes.
+func Parse(data []byte, path, machineIDFile string) (*Config, error) {
+	c := &Config{Path: path}
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			var keys []string
+			for _, e := range sm.Errors {
+				row, _ := e.Position()
+				keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
+			}
+			return nil, &Error{Path: path, Msg: "unknown key " + strings.Join(keys, ", ")}
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			key := strings.Join(de.Key(), ".")
+			return nil, &Error{Path: path, Key: key, Msg: fmt.Sprintf("line %d column %d: %s", row, col, de.Error())}
+		}
+		return nil, &Error{Path: path, Msg: err.Error()}
+	}
+	c.defaults()
+	if c.DeviceID == "" && machineIDFile != "" {
+		id, err := os.ReadFile(machineIDFile)
+		if err != nil {
+			return nil, &Error{Path: path, Key: "device_id", Msg: fmt.Sprintf("not set, and the machine ID cannot be read: %v", err)}
+		}
+		c.DeviceID = strings.TrimSpace(string(id))
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) defaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.StateDir, "/var/lib/otad")
+	def(&c.ControlSocket, "/run/otad/otad.sock")
+	def(&c.MQTT.TopicPrefix, "ota")
+	def(&c.Slots.Cmdline, "/proc/cmdline")
+	def(&c.Bootloader.Type, "uboot")
+	if c.Bootloader.Type == "uboot" {
+		def(&c.Bootloader.EnvConfig, "/etc/fw_env.config")
+	}
+	if c.Bootloader.Attempts == 0 {
+		c.Bootloader.Attempts = 3
+	}
+	if c.Trust.Threshold == 0 {
+		c.Trust.Threshold = 1
+	}
+	def(&c.Trust.KeysDir, "/etc/otad/keys.d")
+	if c.Trust.ClockSkew.Duration == 0 {
+		c.Trust.ClockSkew.Duration = 5 * time.Minute
+	}
+	if c.Download.Schemes == nil {
+		c.Download.Schemes = []string{"https"}
+	}
+	if c.Download.Retries == 0 {
+		c.Download.Retries = 3
+	}
+	if c.Download.Backoff.Duration == 0 {
+		c.Download.Backoff.Duration = 15 * time.Second
+	}
+	if c.Download.MaxBackoff.Duration == 0 {
+		c.Download.MaxBackoff.Duration = 5 * time.Minute
+	}
+	if c.Commit.Window.Duration == 0 {
+		c.Commit.Window.Duration = 5 * time.Minute
+	}
+	def(&c.Reboot.Policy, "immediate")
+	if c.Slots.Readback == nil {
+		on := true
+		c.Slots.Readback = &on
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(key, format string, a ...any) error {
+		return &Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case c.DeviceID == "":
+		return bad("device_id", "empty")
+	case strings.ContainsAny(c.DeviceID, "/+#"):
+		return bad("device_id", "%q has a character MQTT topics cannot carry (/ + #)", c.DeviceID)
+	case c.Compatible == "":
+		return bad("compatible", "required (the compatible string offers must name)")
+	case c.Slots.A == "":
+		return bad("slots.A", "required (the device of slot A)")
+	case c.Slots.B == "":
+		return bad("slots.B", "required (the device of slot B)")
+	case c.Slots.A == c.Slots.B:
+		return bad("slots.B", "same device as slots.A (%s)", c.Slots.A)
+	case c.Bootloader.Attempts < 1 || c.Bootloader.Attempts > 9:
+		return bad("bootloader.attempts", "%d is not between 1 and 9", c.Bootloader.Attempts)
+	case c.Trust.Threshold < 1:
+		return bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)
+	case c.Download.Retries < 0:
+		return bad("download.retries", "negative")
+	case c.Download.Backoff.Duration < 0 || c.Download.MaxBackoff.Duration < c.Download.Backoff.Duration:
+		return bad("download.max_backoff", "%s is below download.backoff %s", c.Download.MaxBackoff, c.Download.Backoff)
+	case c.Commit.Window.Duration <= 0:
+		return bad("commit.window", "must be positive")
+	}
+	switch c.Bootloader.Type {
+	case "uboot":
+	case "grub", "sim":
+		if c.Bootloader.EnvFile == "" {
+			return bad("bootloader.env_file", "required for type %q", c.Bootloader.Type)
+		}
+	default:
+		return bad("bootloader.type", "%q is not one of uboot, grub, sim", c.Bootloader.Type)
+	}
+	for _, s := range c.Download.Schemes {
+		if !slices.Contains([]string{"https", "http", "file"}, s) {
+			return bad("download.schemes", "%q is not one of https, http, file", s)
+		}
+	}
+	switch c.Reboot.Policy {
+	case "immediate", "manual":
+	default:
+		return bad("reboot.policy", "%q is not immediate or manual", c.Reboot.Policy)
+	}
+	if c.MQTT.Broker != "" {
+		u, err := url.Parse(c.MQTT.Broker)
+		if err != nil || u.Host == "" {
+			return bad("mqtt.broker", "%q is not a URL like mqtts://host:8883", c.MQTT.Broker)
+		}
+		switch u.Scheme {
+		case "mqtt", "mqtts", "tcp", "ssl", "tls":
+		default:
+			return bad("mqtt.broker", "scheme %q: use mqtt:// or mqtts://", u.Scheme)
+		}
+		if (c.MQTT.CertFile == "") != (c.MQTT.KeyFile == "") {
+			return bad("mqtt.cert_file", "cert_file and key_file go together")
+		}
+		for _, g := range c.MQTT.Groups {
+			if g == "" || strings.ContainsAny(g, "/+#") {
+				return bad("mqtt.groups", "%q is not a valid group name", g)
+			}
+		}
+	}
+	if len(c.Commit.HealthCommand) > 0 && c.Commit.HealthCommand[0] == "" {
+		return bad("commit.health_command", "the first element must be the program")
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+device_id = "gw-0001"
+compatible = "acme,gw-v2"
+[slots]
+A = "/dev/mmcblk0p2"
+B = "/dev/mmcblk0p3"
+`
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), "otad.toml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != "/var/lib/otad" || c.Bootloader.Type != "uboot" || c.Bootloader.EnvConfig != "/etc/fw_env.config" ||
+		c.Bootloader.Attempts != 3 || c.Download.Retries != 3 || c.Download.Backoff.Duration != 15*time.Second ||
+		c.Download.MaxBackoff.Duration != 5*time.Minute || c.Reboot.Policy != "immediate" || !*c.Slots.Readback ||
+		c.MQTT.TopicPrefix != "ota" || c.Trust.Threshold != 1 || c.Download.Schemes[0] != "https" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestMachineIDDefault(t *testing.T) {
+	mid := filepath.Join(t.TempDir(), "machine-id")
+	os.WriteFile(mid, []byte("0123abcd\n"), 0o644)
+	c, err := Parse([]byte(strings.Replace(minimal, `device_id = "gw-0001"`, "", 1)), "otad.toml", mid)
+	if err != nil || c.DeviceID != "0123abcd" {
+		t.Fatalf("device id %q err %v", c.DeviceID, err)
+	}
+	_, err = Parse([]byte(strings.Replace(minimal, `device_id = "gw-0001"`, "", 1)), "otad.toml", "/nonexistent/machine-id")
+	if err == nil || !strings.Contains(err.Error(), "device_id") {
+		t.Fatalf("want error naming device_id, got %v", err)
+	}
+}
+
+func TestParseErrorsNameFileAndKey(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+	}{
+		{"unknown key", minimal + "\n[download]\nretrys = 3\n", "download.retrys"},
+		{"bad duration", minimal + "\n[download]\nbackoff = \"soon\"\n", "backoff"},
+		{"bad type", minimal + "\n[bootloader]\ntype = \"lilo\"\n", "bootloader.type"},
+		{"grub needs env_file", minimal + "\n[bootloader]\ntype = \"grub\"\n", "bootloader.env_file"},
+		{"missing compatible", strings.Replace(minimal, `compatible = "acme,gw-v2"`, "", 1), "compatible"},
+		{"missing slot", strings.Replace(minimal, `B = "/dev/mmcblk0p3"`, "", 1), "slots.B"},
+		{"same slots", strings.Replace(minimal, `/dev/mmcblk0p3`, "/dev/mmcblk0p2", 1), "slots.B"},
+		{"bad scheme", minimal + "\n[download]\nschemes = [\"ftp\"]\n", "download.schemes"},
+		{"bad policy", minimal + "\n[reboot]\npolicy = \"later\"\n", "reboot.policy"},
+		{"bad broker", minimal + "\n[mqtt]\nbroker = \"http://x:1\"\n", "mqtt.broker"},
+		{"cert without key", minimal + "\n[mqtt]\nbroker = \"mqtts://x:8883\"\ncert_file = \"c.pem\"\n", "mqtt.cert_file"},
+		{"wrong type", minimal + "\n[bootloader]\nattempts = \"three\"\n", "attempts"},
+		{"syntax", minimal + "\n[slots\n", "line"},
+		{"slash in device id", strings.Replace(minimal, "gw-0001", "gw/1", 1), "device_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.toml), "/etc/otad/otad.toml", "")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "/etc/otad/otad.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name the file and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte(minimal + "\n[mqtt]\nbroker = \"mqtt://127.0.0.1:1883\"\ngroups = [\"canary\"]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b, "f.toml", "")
+		if err == nil && (c.Compatible == "" || c.Slots.A == "" || c.Slots.A == c.Slots.B) {
+			t.Fatalf("invalid config accepted: %+v", c)
+		}
+	})
+}

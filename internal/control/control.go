@@ -1,0 +1,227 @@
+// Package control is the daemon's local control socket: `otad install`,
+// `otad status` and the mark commands go through the running daemon's queue.
+// One JSON request and one JSON response per connection.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/agent"
+)
+
+// Handler is what the daemon serves.
+type Handler interface {
+	Install(ctx context.Context, raw []byte) (agent.Outcome, error)
+	Status() agent.Status
+	MarkGood(ctx context.Context) error
+	MarkBad(ctx context.Context) error
+}
+
+// MaxRequest bounds a request: an envelope is at most 256 KiB (base64 grows it).
+const MaxRequest = 512 << 10
+
+type request struct {
+	Op       string `json:"op"`
+	Envelope []byte `json:"envelope,omitempty"`
+}
+
+type response struct {
+	Outcome *agent.Outcome `json:"outcome,omitempty"`
+	Status  *agent.Status  `json:"status,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
+// Server serves Handler on a unix socket.
+type Server struct {
+	ln  net.Listener
+	h   Handler
+	log *slog.Logger
+}
+
+// Listen creates the socket (mode 0600 in a 0700 directory), replacing a
+// stale one left by a crashed daemon. The caller holds the state lock, so no
+// other daemon can be serving it.
+func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	_ = os.Remove(path)
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	return &Server{ln: ln, h: h, log: log}, nil
+}
+
+// Serve accepts connections until ctx ends.
+func (s *Server) Serve(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.ln.Close()
+	}()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(ctx, c.(*net.UnixConn))
+	}
+}
+
+// Close stops listening and removes the socket.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	os.Remove(s.ln.Addr().String())
+	return err
+}
+
+func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	if err := checkPeer(c); err != nil {
+		s.log.Warn("control: connection refused", "err", err)
+		json.NewEncoder(c).Encode(response{Error: err.Error()})
+		return
+	}
+	var req request
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := json.NewDecoder(io.LimitReader(c, MaxRequest)).Decode(&req); err != nil {
+		json.NewEncoder(c).Encode(response{Error: "bad request: " + err.Error()})
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	// The client waits for the outcome; if it goes away, stop waiting.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		var b [1]byte
+		c.Read(b[:])
+		cancel()
+	}()
+	var resp response
+	switch req.Op {
+	case "install":
+		o, err := s.h.Install(cctx, req.Envelope)
+		if err != nil {
+			resp.Error = err.Error()
+		} else {
+			resp.Outcome = &o
+		}
+	case "status":
+		st := s.h.Status()
+		resp.Status = &st
+	case "mark-good":
+		if err := s.h.MarkGood(cctx); err != nil {
+			resp.Error = err.Error()
+		}
+	case "mark-bad":
+		if err := s.h.MarkBad(cctx); err != nil {
+			resp.Error = err.Error()
+		}
+	default:
+		resp.Error = fmt.Sprintf("unknown op %q", req.Op)
+	}
+	json.NewEncoder(c).Encode(resp)
+}
+
+// checkPeer lets in root and the daemon's own user only: the socket's mode
+// already says so, this holds even if someone loosens it.
+func checkPeer(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+		return fmt.Errorf("uid %d may not control otad", cred.Uid)
+	}
+	return nil
+}
+
+// ErrNoDaemon means no daemon listens on the socket: the caller works in-process.
+var ErrNoDaemon = errors.New("no otad daemon is running")
+
+// Client talks to a running daemon.
+type Client struct{ Path string }
+
+func (c Client) call(ctx context.Context, req request) (response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Path)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return response{}, ErrNoDaemon
+		}
+		return response{}, fmt.Errorf("control socket %s: %w", c.Path, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return response{}, fmt.Errorf("control socket %s: %w", c.Path, err)
+	}
+	var resp response
+	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		if ctx.Err() != nil {
+			return response{}, ctx.Err()
+		}
+		return response{}, fmt.Errorf("control socket %s: %w", c.Path, err)
+	}
+	if resp.Error != "" {
+		return resp, errors.New(resp.Error)
+	}
+	return resp, nil
+}
+
+// Install hands an envelope to the daemon and waits for the outcome.
+func (c Client) Install(ctx context.Context, raw []byte) (agent.Outcome, error) {
+	r, err := c.call(ctx, request{Op: "install", Envelope: raw})
+	if err != nil {
+		return agent.Outcome{}, err
+	}
+	if r.Outcome == nil {
+		return agent.Outcome{}, errors.New("daemon sent no outcome")
+	}
+	return *r.Outcome, nil
+}
+
+// Status asks the daemon for its status snapshot.
+func (c Client) Status(ctx context.Context) (agent.Status, error) {
+	r, err := c.call(ctx, request{Op: "status"})
+	if err != nil {
+		return agent.Status{}, err
+	}
+	if r.Status == nil {
+		return agent.Status{}, errors.New("daemon sent no status")
+	}
+	return *r.Status, nil
+}
+
+// MarkGood asks the daemon to commit the booted slot.
+func (c Client) MarkGood(ctx context.Context) error {
+	_, err := c.call(ctx, request{Op: "mark-good"})
+	return err
+}
+
+// MarkBad asks the daemon to reject the booted slot.
+func (c Client) MarkBad(ctx context.Context) error {
+	_, err := c.call(ctx, request{Op: "mark-bad"})
+	return err
+}

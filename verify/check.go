@@ -1,0 +1,101 @@
+package verify
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy is the device's configured offer policy.
+type Policy struct {
+	DeviceID   string
+	Compatible string
+	Threshold  int           // distinct trusted keys required; < 1 means 1
+	ClockSkew  time.Duration // grace after expires_at
+	Schemes    []string      // allowed payload URL schemes; default ["https"] when empty
+}
+
+// Facts is the device state an offer is judged against.
+type Facts struct {
+	Now              time.Time
+	SecurityFloor    uint64
+	NewestIssuedAt   time.Time // zero = no offer accepted yet
+	InactiveSlotSize int64     // bytes; 0 = unknown, the size check is then skipped
+}
+
+// Offer is an offer that passed every check.
+type Offer struct {
+	Envelope      []byte // the envelope as received
+	ManifestBytes []byte // the exact signed manifest bytes
+	Manifest      Manifest
+}
+
+// Check runs the eleven checks of SPEC §5 in order and stops at the first failure,
+// returning a *RefusedError. The manifest is parsed only after its signatures verify.
+func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
+	env, err := ParseEnvelope(raw) // 1, 2
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.VerifyThreshold(env.Manifest, env.Signatures, p.Threshold); err != nil { // 3
+		return nil, err
+	}
+	m, err := ParseManifest(env.Manifest) // 4
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPolicy(m, p, f); err != nil { // 5-11
+		return nil, err
+	}
+	return &Offer{
+		Envelope:      append([]byte(nil), raw...),
+		ManifestBytes: env.Manifest,
+		Manifest:      *m,
+	}, nil
+}
+
+// checkPolicy runs checks 5 to 11 on a parsed manifest.
+func checkPolicy(m *Manifest, p Policy, f Facts) error {
+	if p.Compatible == "" || !slices.Contains(m.Compatible, p.Compatible) {
+		return refuse(CodeIncompatible, "compatible", fmt.Sprintf("%q not in %s", p.Compatible, quoteList(m.Compatible)))
+	}
+	if m.Devices != nil && !slices.Contains(m.Devices, p.DeviceID) {
+		return refuse(CodeNotForThisDevice, "devices", fmt.Sprintf("device %q not listed", p.DeviceID))
+	}
+	if !m.ExpiresAt.Add(p.ClockSkew).After(f.Now) {
+		return refuse(CodeExpired, "expires_at", fmt.Sprintf("expired at %s (now %s, skew allowance %s)",
+			m.ExpiresAt.Format(time.RFC3339), f.Now.UTC().Format(time.RFC3339), p.ClockSkew))
+	}
+	if m.SecurityVersion < f.SecurityFloor {
+		return refuse(CodeDowngrade, "security_version", fmt.Sprintf("%d is below the device floor %d", m.SecurityVersion, f.SecurityFloor))
+	}
+	if !f.NewestIssuedAt.IsZero() && m.IssuedAt.Before(f.NewestIssuedAt) {
+		return refuse(CodeStale, "issued_at", fmt.Sprintf("%s is older than the newest accepted offer (%s)",
+			m.IssuedAt.Format(time.RFC3339Nano), f.NewestIssuedAt.UTC().Format(time.RFC3339Nano)))
+	}
+	if f.InactiveSlotSize > 0 && m.Payload.Size > f.InactiveSlotSize {
+		return refuse(CodeTooBigForSlot, "payload.size", fmt.Sprintf("%d bytes do not fit the inactive slot (%d bytes)", m.Payload.Size, f.InactiveSlotSize))
+	}
+	schemes := p.Schemes
+	if len(schemes) == 0 {
+		schemes = []string{"https"}
+	}
+	u, err := url.Parse(m.Payload.URL)
+	if err != nil { // ParseManifest already parsed it; kept for safety
+		return refuseErr(CodeURLNotAllowed, "payload.url", "", err)
+	}
+	if !slices.ContainsFunc(schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) }) {
+		return refuse(CodeURLNotAllowed, "payload.url", fmt.Sprintf("scheme %q not allowed (allowed: %s)", u.Scheme, strings.Join(schemes, ", ")))
+	}
+	return nil
+}
+
+func quoteList(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = fmt.Sprintf("%q", truncate(s))
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

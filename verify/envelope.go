@@ -1,0 +1,114 @@
+package verify
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// maxSignatures bounds the work one envelope can cause: without a keyid every
+// signature is tried against every trusted key.
+const maxSignatures = 32
+
+// Signature is one signature over the raw manifest bytes. Sig is base64 in JSON.
+type Signature struct {
+	KeyID string `json:"keyid,omitempty"`
+	Sig   []byte `json:"sig"`
+}
+
+// Envelope is the signed offer of SPEC §4. Manifest holds the exact signed bytes
+// (base64 in JSON).
+type Envelope struct {
+	Manifest   []byte      `json:"manifest"`
+	Signatures []Signature `json:"signatures"`
+}
+
+// ParseEnvelope runs checks 1 and 2 of SPEC §5: the size limit, then the envelope's
+// JSON shape (manifest present, at least one signature). The manifest itself is not
+// looked at: that waits until its signatures verify.
+func ParseEnvelope(raw []byte) (*Envelope, error) {
+	if len(raw) > MaxEnvelopeSize {
+		return nil, refuse(CodeTooLarge, "", fmt.Sprintf("envelope is %d bytes, limit %d", len(raw), MaxEnvelopeSize))
+	}
+	// Decode base64 ourselves so a bad value is reported with its field.
+	var in struct {
+		Manifest   *string `json:"manifest"`
+		Signatures []struct {
+			KeyID string `json:"keyid"`
+			Sig   string `json:"sig"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, refuseErr(CodeBadEnvelope, jsonErrorField(err), "", err)
+	}
+	if in.Manifest == nil || *in.Manifest == "" {
+		return nil, refuse(CodeBadEnvelope, "manifest", "missing or empty")
+	}
+	var env Envelope
+	var err error
+	if env.Manifest, err = decodeBase64(*in.Manifest); err != nil {
+		return nil, refuseErr(CodeBadEnvelope, "manifest", "not base64", err)
+	}
+	if len(in.Signatures) == 0 {
+		return nil, refuse(CodeBadEnvelope, "signatures", "no signatures")
+	}
+	if len(in.Signatures) > maxSignatures {
+		return nil, refuse(CodeBadEnvelope, "signatures", fmt.Sprintf("%d signatures, at most %d allowed", len(in.Signatures), maxSignatures))
+	}
+	env.Signatures = make([]Signature, len(in.Signatures))
+	for i, s := range in.Signatures {
+		field := fmt.Sprintf("signatures[%d].sig", i)
+		if s.Sig == "" {
+			return nil, refuse(CodeBadEnvelope, field, "missing or empty")
+		}
+		sig, err := decodeBase64(s.Sig)
+		if err != nil {
+			return nil, refuseErr(CodeBadEnvelope, field, "not base64", err)
+		}
+		// Key IDs are hex; compare them in one case.
+		env.Signatures[i] = Signature{KeyID: strings.ToLower(strings.TrimSpace(s.KeyID)), Sig: sig}
+	}
+	return &env, nil
+}
+
+// MarshalEnvelope wraps manifest bytes and their signatures into an envelope.
+func MarshalEnvelope(manifest []byte, sigs ...Signature) ([]byte, error) {
+	if len(manifest) == 0 {
+		return nil, errors.New("marshal envelope: empty manifest")
+	}
+	if len(sigs) == 0 {
+		return nil, errors.New("marshal envelope: no signatures")
+	}
+	b, err := json.Marshal(Envelope{Manifest: manifest, Signatures: sigs})
+	if err != nil {
+		return nil, fmt.Errorf("marshal envelope: %w", err)
+	}
+	if len(b) > MaxEnvelopeSize {
+		return nil, fmt.Errorf("marshal envelope: %d bytes, over the %d byte limit devices accept", len(b), MaxEnvelopeSize)
+	}
+	return b, nil
+}
+
+// decodeBase64 accepts standard base64 with or without padding (cosign prints it padded).
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err == nil {
+		return b, nil
+	}
+	if rb, rerr := base64.RawStdEncoding.DecodeString(s); rerr == nil {
+		return rb, nil
+	}
+	return nil, err
+}
+
+// jsonErrorField names the JSON path a decoding error is about, when encoding/json says.
+func jsonErrorField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	return ""
+}
