@@ -20,6 +20,9 @@ type Config struct {
 	// EffectTimeout bounds one bootloader operation.
 	EffectTimeout time.Duration
 	Logger        *slog.Logger
+	// Interrupt is fault injection for crash tests: called before each
+	// effect, an error stops the loop right there, as if the process died.
+	Interrupt func(Effect) error
 }
 
 // Deps are the agent's edges.
@@ -82,10 +85,6 @@ type Agent struct {
 	lastBytes int64
 	lastAt    time.Time
 	fatal     error
-
-	// crashAt is a test hook: called before each effect; an error stops the
-	// loop as if the process died right there.
-	crashAt func(Effect) error
 }
 
 type running struct {
@@ -256,10 +255,11 @@ func (a *Agent) handleOffer(ctx context.Context, it item) error {
 		if t.Payload.SHA256 != "" {
 			ev.ID, ev.SHA256 = t.ID, t.SHA256()
 		}
+		aerr := a.apply(ctx, ev)
 		if it.reply != nil {
 			it.reply <- Outcome{Result: ResultRejected, Code: code, Message: err.Error(), ID: ev.ID, SHA256: ev.SHA256}
 		}
-		return a.apply(ctx, ev)
+		return aerr
 	}
 	if it.reply != nil {
 		a.waiters = append(a.waiters, &waiter{sha: t.SHA256(), reply: it.reply})
@@ -278,8 +278,8 @@ func (a *Agent) apply(ctx context.Context, ev Event) error {
 	a.state = next
 	var records []Record
 	for _, e := range fx {
-		if a.crashAt != nil {
-			if err := a.crashAt(e); err != nil {
+		if a.cfg.Interrupt != nil {
+			if err := a.cfg.Interrupt(e); err != nil {
 				a.setFatal(err)
 				return err
 			}
@@ -432,7 +432,10 @@ func (a *Agent) publishProgress(e PublishProgress) {
 	a.lastBytes, a.lastAt = e.BytesDone, now
 	a.mu.Lock()
 	if a.status.Target != nil {
-		a.status.Target.BytesDone = e.BytesDone
+		// Copy: snapshots handed out by Status share the old pointer.
+		t := *a.status.Target
+		t.BytesDone = e.BytesDone
+		a.status.Target = &t
 	}
 	a.mu.Unlock()
 	msg := ProgressMsg{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),

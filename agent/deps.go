@@ -3,7 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 )
 
@@ -76,7 +76,13 @@ type CodedError struct {
 	Err  error
 }
 
-func (e *CodedError) Error() string { return fmt.Sprintf("%s: %v", e.Code, e.Err) }
+func (e *CodedError) Error() string {
+	msg := e.Err.Error()
+	if strings.HasPrefix(msg, e.Code+":") {
+		return msg // the inner error already names its code
+	}
+	return e.Code + ": " + msg
+}
 func (e *CodedError) Unwrap() error { return e.Err }
 
 // CodeOf returns the SPEC code carried by err, or fallback.

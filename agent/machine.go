@@ -377,14 +377,22 @@ func (m *machine) offer(t Target) {
 	}
 }
 
-// finished reports whether t is the offer that last ended in failure; a
-// duplicate delivery of it (retained MQTT message, retry) must not loop.
+// finished reports whether t is the offer the agent last finished with; a
+// duplicate delivery of it (retained MQTT message, retry) changes nothing:
+// a failure is final for that offer, and a success stays reported as such.
 func (m *machine) finished(t Target) bool {
 	r := m.s.LastResult
 	if r == nil || r.SHA256 != t.SHA256() || t.IssuedAt.After(r.IssuedAt) {
 		return false
 	}
-	return r.Result == ResultFailed || r.Result == ResultRolledBack
+	switch r.Result {
+	case ResultFailed, ResultRolledBack:
+		return true
+	case ResultSuccess, ResultUpToDate:
+		b := m.s.Slots[m.s.Booted]
+		return b.Status == SlotGood && b.SHA256 == t.SHA256()
+	}
+	return false
 }
 
 func (m *machine) startInstall(t Target, msg string) {

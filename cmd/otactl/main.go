@@ -35,9 +35,11 @@ type command struct {
 // commands is the subcommand table; a new subcommand is one more entry.
 func commands() map[string]command {
 	return map[string]command{
-		"keygen": {"write a signing key pair NAME.key / NAME.pub", runKeygen},
-		"sign":   {"sign an image into an offer envelope (stdout)", runSign},
-		"verify": {"check an envelope offline and print its manifest", runVerify},
+		"keygen":  {"write a signing key pair NAME.key / NAME.pub", runKeygen},
+		"sign":    {"sign an image into an offer envelope (stdout)", runSign},
+		"verify":  {"check an envelope offline and print its manifest", runVerify},
+		"publish": {"publish an envelope as a device's or group's desired state (MQTT)", runPublish},
+		"status":  {"fleet table from the MQTT status topics", runStatus},
 	}
 }
 

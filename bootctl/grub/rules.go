@@ -1,0 +1,131 @@
+package grub
+
+import (
+	"maps"
+	"strings"
+
+	"github.com/otad/otad/bootctl"
+)
+
+// Variable names of RAUC's GRUB scheme (SPEC §7).
+const OrderVar = "ORDER"
+
+// OKVar and TryVar name a slot's variables, e.g. "A_OK", "A_TRY".
+func OKVar(slot string) string  { return slot + "_OK" }
+func TryVar(slot string) string { return slot + "_TRY" }
+
+func schemeVars() []string {
+	return []string{OrderVar, OKVar(bootctl.SlotA), TryVar(bootctl.SlotA), OKVar(bootctl.SlotB), TryVar(bootctl.SlotB)}
+}
+
+// effective returns the five variables as grub.cfg sees them after load_env: when
+// none is set (no readable or an unprovisioned grubenv) the factory state, slot A
+// committed; otherwise unset ORDER is "A B" and unset x_OK / x_TRY are 0.
+func effective(vars map[string]string) map[string]string {
+	e := map[string]string{}
+	any := false
+	for _, k := range schemeVars() {
+		e[k] = vars[k]
+		any = any || vars[k] != ""
+	}
+	if !any {
+		return map[string]string{OrderVar: bootctl.DefaultOrder, "A_OK": "1", "A_TRY": "0", "B_OK": "0", "B_TRY": "0"}
+	}
+	if e[OrderVar] == "" {
+		e[OrderVar] = bootctl.DefaultOrder
+	}
+	for _, s := range bootctl.Slots() {
+		for _, k := range []string{OKVar(s), TryVar(s)} {
+			if e[k] == "" {
+				e[k] = "0"
+			}
+		}
+	}
+	return e
+}
+
+// walkOrder is the list grub.cfg loops over: "${ORDER} A B", so a slot left out
+// of (or torn out of) ORDER is still tried after the listed ones.
+func walkOrder(order string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range append(strings.Fields(order), bootctl.Slots()...) {
+		if bootctl.CheckSlot(w) == nil && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func bootable(e map[string]string, s string) bool {
+	return e[OKVar(s)] == "1" && e[TryVar(s)] == "0"
+}
+
+// GrubPick is the decision logic of the shipped packaging/bootloader/grub.cfg,
+// written once (a test runs grub.cfg's own logic against it).
+//
+// Walking ORDER (then any slot it leaves out), the first slot with x_OK=1 and
+// x_TRY=0 gets x_TRY=1 and boots; otad's mark good sets x_TRY=0 again. When none
+// qualifies, every slot with x_OK=1 (a completely written, verified image) gets
+// x_TRY=0 and the walk is repeated: trying a verified image again beats not
+// booting at all. A slot with x_OK=0 may be half written and never boots; with no
+// x_OK=1 slot at all the result is "" (grub.cfg halts). newVars is the environment
+// after save_env (vars itself is not modified).
+func GrubPick(vars map[string]string) (slot string, newVars map[string]string) {
+	e := effective(vars)
+	for pass := 0; pass < 2; pass++ {
+		if pass == 1 {
+			for _, s := range bootctl.Slots() {
+				if e[OKVar(s)] == "1" {
+					e[TryVar(s)] = "0"
+				}
+			}
+		}
+		for _, s := range walkOrder(e[OrderVar]) {
+			if bootable(e, s) {
+				e[TryVar(s)] = "1"
+				nv := maps.Clone(vars)
+				if nv == nil {
+					nv = map[string]string{}
+				}
+				maps.Copy(nv, e)
+				return s, nv
+			}
+		}
+	}
+	return "", maps.Clone(vars)
+}
+
+// grubState is the bootctl view: bootable = x_OK=1 and x_TRY=0, no counter.
+func grubState(vars map[string]string) bootctl.State {
+	e := effective(vars)
+	st := bootctl.State{Order: walkOrder(e[OrderVar]), Slots: map[string]bootctl.SlotState{}}
+	for _, s := range bootctl.Slots() {
+		st.Slots[s] = bootctl.SlotState{Bootable: bootable(e, s), AttemptsLeft: -1}
+	}
+	return st
+}
+
+// applyMark returns the five variables to write for a mark: the effective state
+// (so a first write to an unprovisioned grubenv does not lose the factory
+// defaults) with the mark applied.
+func applyMark(vars map[string]string, mark, slot string) map[string]string {
+	e := effective(vars)
+	switch mark {
+	case markBad:
+		e[OKVar(slot)], e[TryVar(slot)] = "0", "0"
+	case markActive:
+		e[OrderVar] = slot + " " + bootctl.Other(slot)
+		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"
+	case markGood:
+		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"
+	}
+	return e
+}
+
+const (
+	markBad    = "bad"
+	markActive = "active"
+	markGood   = "good"
+)

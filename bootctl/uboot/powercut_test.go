@@ -1,0 +1,250 @@
+package uboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/otad/otad/bootctl"
+)
+
+var errPowerCut = errors.New("power cut")
+
+// tearLengths are the prefix lengths of a copy that reach the disk before the cut.
+func tearLengths(size int) []int {
+	// Every byte of the header and the variables (they end before byte 80 here),
+	// then a few points in the padding.
+	var n []int
+	for i := 0; i <= 80; i++ {
+		n = append(n, i)
+	}
+	return append(n, 512, 4096, size-1)
+}
+
+// ubootBoot models U-Boot running boot.cmd: pick a slot and saveenv (U-Boot's own
+// redundant write is not ours to tear).
+func ubootBoot(t *testing.T, e *Env) string {
+	t.Helper()
+	var slot string
+	err := e.Update(context.Background(), func(v map[string]string) error {
+		s, nv := bootctl.UBootPick(v, e.attempts)
+		slot = s
+		maps.Copy(v, nv)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("boot: %v", err)
+	}
+	return slot
+}
+
+type step struct {
+	name     string
+	mark     string // bad | active | good | boot
+	slot     string
+	verified []string // slots holding a verified image while this step runs
+	after    string   // the slot the next boot must pick once the step completed
+}
+
+// The agent's env writes for an install of B on a device running A (SPEC §6), then
+// the commit; and the same with a rollback instead.
+var scenarios = map[string][]step{
+	"commit": {
+		{"mark inactive bad", "bad", "B", []string{"A"}, "A"},
+		{"mark active", "active", "B", []string{"A", "B"}, "B"},
+		{"boot new", "boot", "", nil, ""},
+		{"mark good", "good", "B", []string{"A", "B"}, "B"},
+	},
+	"rollback": {
+		{"mark inactive bad", "bad", "B", []string{"A"}, "A"},
+		{"mark active", "active", "B", []string{"A", "B"}, "B"},
+		{"boot new", "boot", "", nil, ""},
+		{"health failed: mark new bad", "bad", "B", []string{"A", "B"}, "A"},
+	},
+}
+
+func doMark(ctx context.Context, e *Env, s step) error {
+	switch s.mark {
+	case "bad":
+		return e.MarkBad(ctx, s.slot)
+	case "active":
+		return e.MarkActive(ctx, s.slot)
+	case "good":
+		return e.MarkGood(ctx, s.slot)
+	}
+	return fmt.Errorf("unknown mark %q", s.mark)
+}
+
+// TestPowerCutAtEveryWrite cuts the power in the middle of each of the agent's env
+// writes (a prefix of the copy being written reaches the disk), then boots: the
+// slot chosen must hold a verified image. With a redundant env this always holds;
+// a single copy cannot be torn safely (U-Boot then falls back to its built-in
+// default env), so there the test checks that a torn env is reported as
+// ErrBadEnv and never read as something else.
+func TestPowerCutAtEveryWrite(t *testing.T) {
+	initial := map[string]string{"BOOT_ORDER": "A B", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "3", "bootcmd": "run x"}
+	if n := len(mustEncodeVars(t, initial)); n > 80 {
+		t.Fatalf("the variables take %d bytes; widen tearLengths", n)
+	}
+	for _, l := range layouts {
+		for scName, sc := range scenarios {
+			for cut := range sc {
+				if sc[cut].mark == "boot" {
+					continue
+				}
+				// Bring a device to the state just before the cut once, then restore
+				// its files for every tear length.
+				ctx := context.Background()
+				cfg, copies := setup(t, l, initial)
+				e := testOpen(t, cfg).WithLockFile("")
+				e.sync = func(*os.File) error { return nil }
+				for _, s := range sc[:cut] {
+					if s.mark == "boot" {
+						if got := ubootBoot(t, e); got != "B" {
+							t.Fatalf("%s/%s: boot after mark active picked %q", l.name, scName, got)
+						}
+						continue
+					}
+					if err := doMark(ctx, e, s); err != nil {
+						t.Fatalf("%s/%s: %s: %v", l.name, scName, s.name, err)
+					}
+				}
+				saved := map[string][]byte{}
+				for _, c := range copies {
+					b, err := os.ReadFile(c[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					saved[c[0]] = b
+				}
+				for _, n := range tearLengths(envSize) {
+					name := fmt.Sprintf("%s/%s/%s/%d", l.name, scName, sc[cut].name, n)
+					for p, b := range saved {
+						restore(t, p, b)
+					}
+					before, err := e.Load(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cutAfter := n
+					e.writeAt = func(f *os.File, b []byte, off int64) (int, error) {
+						w, err := f.WriteAt(b[:cutAfter], off)
+						if err != nil {
+							return w, err
+						}
+						return w, errPowerCut
+					}
+					if err := doMark(ctx, e, sc[cut]); !errors.Is(err, errPowerCut) {
+						t.Fatalf("%s: write was not cut: %v", name, err)
+					}
+					// Power back on: a fresh reader, as U-Boot and then otad would have.
+					e2 := testOpen(t, cfg).WithLockFile("")
+					e2.sync = e.sync
+					snap, err := e2.Load(ctx)
+					if !l.redundant {
+						if err != nil {
+							if !errors.Is(err, bootctl.ErrBadEnv) {
+								t.Fatalf("%s: torn single env: %v", name, err)
+							}
+							continue
+						}
+						if !maps.Equal(snap.Vars, before.Vars) {
+							want := maps.Clone(before.Vars)
+							_ = applyMark(want, sc[cut], 3)
+							if !maps.Equal(snap.Vars, want) {
+								t.Fatalf("%s: torn single env read as %v", name, snap.Vars)
+							}
+						}
+						continue
+					}
+					if err != nil {
+						t.Fatalf("%s: redundant env unreadable after a torn write: %v", name, err)
+					}
+					slot, _ := bootctl.UBootPick(snap.Vars, 3)
+					if !slices.Contains(sc[cut].verified, slot) {
+						t.Fatalf("%s: boot would pick %q, verified are %v (env %v)", name, slot, sc[cut].verified, snap.Vars)
+					}
+					// The agent retries the mark after the reboot: then it holds.
+					e2.writeAt = (*os.File).WriteAt
+					if err := doMark(ctx, e2, sc[cut]); err != nil {
+						t.Fatalf("%s: retry: %v", name, err)
+					}
+					snap, err = e2.Load(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if slot, _ := bootctl.UBootPick(snap.Vars, 3); slot != sc[cut].after {
+						t.Fatalf("%s: after the retried mark boot picks %q, want %q", name, slot, sc[cut].after)
+					}
+				}
+			}
+		}
+	}
+}
+
+func applyMark(v map[string]string, s step, attempts int) error {
+	switch s.mark {
+	case "bad":
+		return bootctl.UBootMarkBad(v, s.slot)
+	case "active":
+		return bootctl.UBootMarkActive(v, s.slot, attempts)
+	case "good":
+		return bootctl.UBootMarkGood(v, s.slot, attempts)
+	}
+	return nil
+}
+
+// A slot written while the power failed stays unbootable: the install's mark bad
+// completed, the slot write did not, so no later boot picks it.
+func TestPowerCutDuringSlotWrite(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg, _ := setup(t, l, map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "3"})
+			e := testOpen(t, cfg)
+			// Running B, installing A.
+			if err := e.MarkBad(ctx, "A"); err != nil {
+				t.Fatal(err)
+			}
+			for boot := 0; boot < 10; boot++ {
+				if got := ubootBoot(t, e); got != "B" {
+					t.Fatalf("boot %d picked %q", boot, got)
+				}
+				if err := e.MarkGood(ctx, "B"); err != nil { // healthy boot of B
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func mustEncodeVars(t *testing.T, v map[string]string) []byte {
+	t.Helper()
+	b, err := EncodeEnv(v, envSize, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := 5
+	for b[end] != 0 || b[end+1] != 0 {
+		end++
+	}
+	return b[:end+2]
+}
+
+// restore rewrites a file without truncating it: ext4 flushes files replaced by
+// truncation, which makes thousands of restores slow.
+func restore(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteAt(b, 0)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

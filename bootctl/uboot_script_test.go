@@ -1,0 +1,316 @@
+package bootctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+const bootCmdPath = "../packaging/bootloader/boot.cmd"
+
+var (
+	reSetenvVal  = regexp.MustCompile(`^setenv\s+(\w+)\s+(.*)$`)
+	reSetenvDel  = regexp.MustCompile(`^setenv\s+(\w+)\s*$`)
+	reSetexprSub = regexp.MustCompile(`^setexpr\s+(\w+)\s+(\S+)\s+-\s+(\S+)\s*$`)
+	reFirstWord  = regexp.MustCompile(`^[A-Za-z_][\w.]*`)
+)
+
+// translateBootCmd turns the U-Boot hush script into POSIX sh, one line at a time.
+// Only a small, known command set is translated; anything else fails the test so a
+// change to the script that the translation cannot follow is noticed.
+func translateBootCmd(t *testing.T, script string) string {
+	t.Helper()
+	var out strings.Builder
+	out.WriteString(`__saveenv() {
+  echo "SAVEENV"
+  __seen=
+  for __v in $__envnames; do
+    eval "__set=\${$__v+x}"
+    case " $__seen " in *" $__v "*) continue;; esac
+    __seen="$__seen $__v"
+    if [ -n "$__set" ]; then eval "echo \"SAVE $__v=\${$__v}\""; fi
+  done
+}
+`)
+	sc := bufio.NewScanner(strings.NewReader(script))
+	for n := 1; sc.Scan(); n++ {
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		if line == "" || strings.HasPrefix(line, "#") {
+			out.WriteString("\n")
+			continue
+		}
+		// Lines starting with a compound keyword keep their shape; the command after
+		// "test -n ... ||" is translated on its own.
+		if i := strings.Index(line, " || "); i > 0 && strings.HasPrefix(line, "test ") {
+			out.WriteString(line[:i+4] + translateCmd(t, n, line[i+4:]) + "\n")
+			continue
+		}
+		out.WriteString(translateCmd(t, n, line) + "\n")
+	}
+	return out.String()
+}
+
+func translateCmd(t *testing.T, n int, line string) string {
+	t.Helper()
+	word := reFirstWord.FindString(line)
+	switch {
+	case strings.HasPrefix(line, "if ") || strings.HasPrefix(line, "elif ") || strings.HasPrefix(line, "for "):
+		return line
+	case line == "fi" || line == "done" || line == "else" || line == "then" || line == "do":
+		return line
+	case reSetenvDel.MatchString(line):
+		return "unset " + reSetenvDel.FindStringSubmatch(line)[1]
+	case reSetenvVal.MatchString(line):
+		m := reSetenvVal.FindStringSubmatch(line)
+		v := m[2]
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		// Hush keeps local variables apart from the env; track which names are env
+		// so __saveenv stores only those.
+		return fmt.Sprintf(`%s="%s"; __envnames="$__envnames %s"`, m[1], v, m[1])
+	case reSetexprSub.MatchString(line):
+		// U-Boot's setexpr reads hex and prints %lx.
+		m := reSetexprSub.FindStringSubmatch(line)
+		return fmt.Sprintf(`%s=$(printf %%x $((0x%s - 0x%s))); __envnames="$__envnames %s"`, m[1], m[2], m[3], m[1])
+	case line == "saveenv":
+		return "__saveenv"
+	case line == "reset":
+		return "echo RESET; exit 0"
+	case word == "test" || word == "echo":
+		return line
+	case word == "load":
+		return fmt.Sprintf(`echo "LOAD %s"`, strings.TrimSpace(strings.TrimPrefix(line, "load")))
+	case word == "booti" || word == "bootz" || word == "bootm":
+		return `echo "BOOT bootargs=${bootargs}"; exit 0`
+	case regexp.MustCompile(`^\w+=\S*$`).MatchString(line): // hush local variable
+		return line
+	}
+	t.Fatalf("%s:%d: the test cannot translate %q; extend translateCmd", bootCmdPath, n, line)
+	return ""
+}
+
+type scriptRun struct {
+	slot   string            // from rauc.slot= in bootargs
+	saved  map[string]string // the env as last saved
+	resets int
+	out    string
+}
+
+// runBootCmd runs the translated script like a board would: on RESET the script runs
+// again from the saved env.
+func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "boot.sh")
+	if err := os.WriteFile(file, []byte(sh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := vars
+	var run scriptRun
+	for boot := 0; boot < 4; boot++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, "/bin/sh", file)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		names := ""
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+			names += " " + k
+		}
+		cmd.Env = append(cmd.Env, "__envnames="+names)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Fatalf("sh %s: %v\nstdout:\n%s\nstderr:\n%s", file, err, stdout.String(), stderr.String())
+		}
+		run.out += stdout.String()
+		saved := map[string]string(nil)
+		reset := false
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			switch {
+			case l == "SAVEENV":
+				saved = map[string]string{}
+			case strings.HasPrefix(l, "SAVE "):
+				k, v, _ := strings.Cut(strings.TrimPrefix(l, "SAVE "), "=")
+				saved[k] = v
+			case l == "RESET":
+				reset = true
+			case strings.HasPrefix(l, "BOOT bootargs="):
+				for _, f := range strings.Fields(strings.TrimPrefix(l, "BOOT bootargs=")) {
+					if v, ok := strings.CutPrefix(f, "rauc.slot="); ok {
+						run.slot = v
+					}
+				}
+			}
+		}
+		if saved == nil {
+			t.Fatalf("the script never ran saveenv:\n%s", stdout.String())
+		}
+		run.saved = saved
+		if !reset {
+			return run
+		}
+		run.resets++
+		env = map[string]string{}
+		for k, v := range saved {
+			env[k] = v
+		}
+		for k, v := range vars { // the rest of the env is unchanged by a reset
+			if _, ok := saved[k]; !ok && !strings.HasPrefix(k, "BOOT_") {
+				env[k] = v
+			}
+		}
+	}
+	t.Fatalf("the script kept resetting:\n%s", run.out)
+	return run
+}
+
+func TestBootCmdMatchesUBootPick(t *testing.T) {
+	src, err := os.ReadFile(bootCmdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const attempts = 3
+	if !strings.Contains(string(src), fmt.Sprintf("setenv BOOT_A_LEFT %d", attempts)) {
+		t.Fatalf("%s: the default attempts are no longer %d; update this test", bootCmdPath, attempts)
+	}
+	sh := translateBootCmd(t, string(src))
+
+	orders := []string{"", "A B", "B A", "A", "B", "B B", "C", "A  B", "C B"}
+	lefts := []string{"", "0", "1", "2", "3", "9", "x", "-1"}
+	type tc struct{ vars map[string]string }
+	var cases []tc
+	for _, o := range orders {
+		for _, a := range lefts {
+			for _, b := range lefts {
+				v := map[string]string{"other": "keep me"}
+				if o != "" {
+					v["BOOT_ORDER"] = o
+				}
+				if a != "" {
+					v["BOOT_A_LEFT"] = a
+				}
+				if b != "" {
+					v["BOOT_B_LEFT"] = b
+				}
+				cases = append(cases, tc{v})
+			}
+		}
+	}
+	// Running sh for every combination is slow on 2 cores; take a deterministic
+	// subset in -short mode.
+	step := 1
+	if testing.Short() {
+		step = 7
+	}
+	checked := 0
+	for i := 0; i < len(cases); i += step {
+		c := cases[i]
+		name := fmt.Sprintf("order=%q/A=%q/B=%q", c.vars["BOOT_ORDER"], c.vars["BOOT_A_LEFT"], c.vars["BOOT_B_LEFT"])
+		wantSlot, wantVars := UBootPick(c.vars, attempts)
+		if wantSlot == "" {
+			continue // BOOT_ORDER without any slot: U-Boot resets forever; checked below
+		}
+		got := runBootCmd(t, sh, c.vars)
+		if got.slot != wantSlot {
+			t.Errorf("%s: script booted %q, UBootPick %q\n%s", name, got.slot, wantSlot, got.out)
+			continue
+		}
+		for _, k := range []string{"BOOT_ORDER", "BOOT_A_LEFT", "BOOT_B_LEFT"} {
+			if got.saved[k] != wantVars[k] {
+				t.Errorf("%s: script saved %s=%q, UBootPick %q", name, k, got.saved[k], wantVars[k])
+			}
+		}
+		for _, k := range []string{"otad_slot", "otad_part", "bootargs"} {
+			if _, ok := got.saved[k]; ok {
+				t.Errorf("%s: the script saved its scratch variable %s", name, k)
+			}
+		}
+		if wantVars["other"] != "keep me" {
+			t.Errorf("%s: UBootPick changed an unrelated variable", name)
+		}
+		checked++
+	}
+	if checked < 20 {
+		t.Fatalf("only %d cases compared", checked)
+	}
+}
+
+// A BOOT_ORDER naming no slot makes the script reset again and again; UBootPick
+// reports it as "" so the sim can refuse to boot.
+func TestUBootPickNoSlotInOrder(t *testing.T) {
+	slot, nv := UBootPick(map[string]string{"BOOT_ORDER": "C D"}, 3)
+	if slot != "" {
+		t.Fatalf("slot = %q, want none", slot)
+	}
+	if nv["BOOT_A_LEFT"] != "3" || nv["BOOT_B_LEFT"] != "3" {
+		t.Fatalf("counters not reset: %v", nv)
+	}
+}
+
+func TestBootCmdBuildsWithMkimage(t *testing.T) {
+	mk := requireTool(t, "mkimage", "u-boot-tools")
+	out := filepath.Join(t.TempDir(), "boot.scr")
+	b, err := exec.Command(mk, "-A", "arm64", "-T", "script", "-C", "none", "-d", bootCmdPath, out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mkimage: %v\n%s", err, b)
+	}
+}
+
+// requireTool finds a Debian tool; missing tools fail under CI and skip elsewhere.
+func requireTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found (apt-get install %s)", name, pkg)
+		}
+		t.Skipf("%s not found: apt-get install %s", name, pkg)
+	}
+	return p
+}
+
+func TestUBootPickTable(t *testing.T) {
+	tests := []struct {
+		name     string
+		vars     map[string]string
+		wantSlot string
+		wantA    string
+		wantB    string
+		wantOrd  string
+	}{
+		{"fresh env", map[string]string{}, "A", "2", "3", "A B"},
+		{"B first", map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "3"}, "B", "3", "2", "B A"},
+		{"B exhausted falls back", map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "0"}, "A", "2", "0", "B A"},
+		{"both exhausted reset", map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "0", "BOOT_B_LEFT": "0"}, "B", "3", "2", "B A"},
+		{"hex countdown like setexpr", map[string]string{"BOOT_A_LEFT": "10"}, "A", "f", "3", "A B"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slot, nv := UBootPick(tt.vars, 3)
+			if slot != tt.wantSlot || nv["BOOT_A_LEFT"] != tt.wantA || nv["BOOT_B_LEFT"] != tt.wantB || nv["BOOT_ORDER"] != tt.wantOrd {
+				keys := make([]string, 0, len(nv))
+				for k := range nv {
+					keys = append(keys, k+"="+nv[k])
+				}
+				sort.Strings(keys)
+				t.Fatalf("got %q %v, want %q A=%s B=%s order=%s", slot, keys, tt.wantSlot, tt.wantA, tt.wantB, tt.wantOrd)
+			}
+			if len(tt.vars) > 0 && tt.vars["BOOT_A_LEFT"] == tt.wantA && tt.wantSlot == "A" {
+				t.Fatal("input map was modified")
+			}
+		})
+	}
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/mqtt/mosquittotest"
+)
+
+// retainedOn returns the retained message on topic as a fresh subscriber sees it (ok false: none).
+func retainedOn(t *testing.T, broker, topic string) (payload string, ok bool) {
+	t.Helper()
+	got := make(chan paho.Message, 1)
+	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("test-reader")
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	tok := c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+		select {
+		case got <- m:
+		default:
+		}
+	})
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	select {
+	case m := <-got:
+		if !m.Retained() || m.Qos() != 1 {
+			t.Errorf("%s: retained %v QoS %d, want a retained QoS 1 message", topic, m.Retained(), m.Qos())
+		}
+		return string(m.Payload()), true
+	case <-time.After(time.Second):
+		return "", false
+	}
+}
+
+// signedEnvelope makes a real envelope with otactl keygen + sign.
+func signedEnvelope(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	img := filepath.Join(dir, "rootfs.img")
+	makeImage(t, img, 64<<10)
+	mustRun(t, "keygen", filepath.Join(dir, "release"))
+	r := mustRun(t, "sign", "--key", filepath.Join(dir, "release.key"), "--image", img, "--version", "4.2.0",
+		"--compatible", "acme,gw-v2", "--url", "https://updates.example.com/rootfs.img")
+	env := filepath.Join(dir, "offer.json")
+	if err := os.WriteFile(env, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func TestPublishCommand(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	env := signedEnvelope(t)
+	want, err := os.ReadFile(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mustRun(t, "publish", "--broker", b.URL, "--device", "gw-1", env)
+	if got, ok := retainedOn(t, b.URL, "ota/devices/gw-1/desired"); !ok || got != string(want) {
+		t.Errorf("device desired topic: retained %v, payload %d bytes, want the envelope (%d bytes)", ok, len(got), len(want))
+	}
+	mustRun(t, "publish", "--broker", b.URL, "--prefix", "fleet", "--group", "canary", env)
+	if got, ok := retainedOn(t, b.URL, "fleet/groups/canary/desired"); !ok || got != string(want) {
+		t.Errorf("group desired topic: retained %v, payload %d bytes", ok, len(got))
+	}
+	mustRun(t, "publish", "--broker", b.URL, "--device", "gw-1", "--clear")
+	if got, ok := retainedOn(t, b.URL, "ota/devices/gw-1/desired"); ok {
+		t.Errorf("after --clear a retained offer remains: %q", got)
+	}
+
+	junk := filepath.Join(t.TempDir(), "junk.json")
+	if err := os.WriteFile(junk, []byte(`{"hello":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no broker", []string{"--device", "gw-1", env}, exitUsage, "missing --broker"},
+		{"no target", []string{"--broker", b.URL, env}, exitUsage, "exactly one of --device and --group"},
+		{"both targets", []string{"--broker", b.URL, "--device", "a", "--group", "g", env}, exitUsage, "exactly one of"},
+		{"wildcard device", []string{"--broker", b.URL, "--device", "gw/+", env}, exitUsage, `--device "gw/+"`},
+		{"no file", []string{"--broker", b.URL, "--device", "gw-1"}, exitUsage, "exactly one envelope FILE"},
+		{"clear with file", []string{"--broker", b.URL, "--device", "gw-1", "--clear", env}, exitUsage, "--clear takes no FILE"},
+		{"missing file", []string{"--broker", b.URL, "--device", "gw-1", "/nonexistent/offer.json"}, exitFailure, "/nonexistent/offer.json"},
+		{"not an envelope", []string{"--broker", b.URL, "--device", "gw-1", junk}, exitRefused, "junk.json"},
+		{"bad broker URL", []string{"--broker", "http://x", "--device", "gw-1", env}, exitFailure, "mqtt.broker"},
+		{"broker down", []string{"--broker", "mqtt://127.0.0.1:1", "--device", "gw-1", "--timeout", "3s", env}, exitFailure, "connect to mqtt://127.0.0.1:1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := otactl(t, append([]string{"publish"}, tt.args...)...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", r.code, r.stderr, tt.code, tt.msg)
+			}
+		})
+	}
+	if got, ok := retainedOn(t, b.URL, "ota/devices/gw-1/desired"); ok {
+		t.Errorf("a refused publish left %q retained", got)
+	}
+}
+
+const statusGW1 = `{"device": "gw-1", "seq": 913, "boot_id": "b", "state": "downloading",
+ "booted_slot": "A",
+ "slots": {"A": {"version": "4.1.0", "sha256": "aa", "security_version": 6},
+           "B": {"version": "", "sha256": "", "security_version": 0}},
+ "target": {"id": "rel-42", "version": "4.2.0", "sha256": "bb", "bytes_done": 123, "bytes_total": 456},
+ "last_result": {"id": "rel-41", "result": "failed", "code": "hash_mismatch", "message": "m"},
+ "agent_version": "0.1.0", "time": "2026-11-29T10:00:00Z"}`
+
+const statusGW2 = `{"device":"gw-2","seq":7,"state":"idle","booted_slot":"B",
+ "slots":{"A":{"version":"4.1.0"},"B":{"version":"4.2.0"}},
+ "last_result":{"id":"rel-42","result":"success"}}`
+
+func TestStatusCommand(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := mqtt.Config{Broker: b.URL}
+	for topic, payload := range map[string]string{
+		"ota/devices/gw-1/status": statusGW1,
+		"ota/devices/gw-1/online": `{"online":true}`,
+		"ota/devices/gw-2/status": statusGW2,
+		"ota/devices/gw-2/online": `{"online":false}`,
+		"ota/devices/gw-3/status": `{"seq": "not a number"`,
+	} {
+		if err := mqtt.PublishRetained(ctx, cfg, topic, []byte(payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := mustRun(t, "status", "--broker", b.URL, "--timeout", "1s")
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	want := []string{
+		`^DEVICE\s+ONLINE\s+STATE\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ$`,
+		`^gw-1\s+yes\s+downloading\s+A\s+4\.1\.0\s+-\s+4\.2\.0 26%\s+failed/hash_mismatch\s+913$`,
+		`^gw-2\s+no\s+idle\s+B\s+4\.1\.0\s+4\.2\.0\s+-\s+success\s+7$`,
+		`^gw-3\s+\?\s+\(bad status\)\s+-\s+-\s+-\s+-\s+-\s+-$`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	}
+	for i, re := range want {
+		if !regexp.MustCompile(re).MatchString(lines[i]) {
+			t.Errorf("line %d = %q, want /%s/", i, lines[i], re)
+		}
+	}
+
+	// An empty broker: header only, and a note.
+	empty := mosquittotest.Start(t, mosquittotest.Options{})
+	r = mustRun(t, "status", "--broker", empty.URL, "--timeout", "500ms")
+	if strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stderr, "no device status") {
+		t.Errorf("empty fleet: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if r := otactl(t, "status", "--broker", "mqtt://127.0.0.1:1", "--timeout", "1s"); r.code != exitFailure {
+		t.Errorf("broker down: exit %d, want %d", r.code, exitFailure)
+	}
+	if r := otactl(t, "status", "--timeout", "1s"); r.code != exitUsage {
+		t.Errorf("no --broker: exit %d, want %d", r.code, exitUsage)
+	}
+}
+
+// syncBuffer is written by the watch loop while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStatusWatch(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	cfg := mqtt.Config{Broker: b.URL}
+	pubCtx, cancelPub := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelPub()
+	if err := mqtt.PublishRetained(pubCtx, cfg, "ota/devices/gw-1/status", []byte(statusGW1)); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"status", "--broker", b.URL, "--watch"}, &out, &errOut) }()
+
+	waitOutput := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), what) {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("watch output lacks %q:\n%s\nstderr: %s", what, out.String(), errOut.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitOutput("downloading")
+	// A device is live: progress (not retained) moves its bar and its TARGET column.
+	progress := `{"device":"gw-1","id":"rel-42","sha256":"bb","bytes_done":228,"bytes_total":456,"bytes_per_second":12897485}`
+	d, err := mqtt.Dial(mqtt.Config{Broker: b.URL, DeviceID: "gw-1"}, func(string, []byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for !d.Connected() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Progress may be dropped before the device's subscriptions settle: resend until seen.
+	for i := 0; i < 50 && !strings.Contains(out.String(), "[##########..........]  50% 12.3 MiB/s"); i++ {
+		d.PublishProgress([]byte(progress))
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitOutput("[##########..........]  50% 12.3 MiB/s")
+	waitOutput("4.2.0 50%")
+	waitOutput("yes") // the device's online message
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Error("ANSI escapes written to a non-terminal")
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("watch ended with exit %d: %s", c, errOut.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end on cancel")
+	}
+}
+
+func TestRenderFleet(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	f := newFleet("ota")
+	f.now = func() time.Time { return now }
+	for _, m := range []struct{ topic, payload string }{
+		{"ota/devices/gw-1/status", statusGW1},
+		{"ota/devices/gw-1/progress", `{"id":"rel-42","bytes_done":456,"bytes_total":456,"bytes_per_second":2048}`},
+		{"ota/devices/gw-2/status", statusGW2},
+		{"ota/devices/gw-2/status", ""}, // cleared
+		{"ota/devices/gw-2/online", `{"online":false}`},
+		{"ota/devices/evil\x1b[2J/status", `{"state":"x\ty"}`},
+		{"ota/groups/canary/desired", "ignored"},
+		{"ota/devices/gw-9/progress", "not json"},
+	} {
+		f.update(m.topic, []byte(m.payload))
+	}
+	var buf bytes.Buffer
+	if err := f.render(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`^DEVICE\s+ONLINE\s+STATE\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ\s+PROGRESS$`,
+		`^evil\?\[2J\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
+		`^gw-1\s+\?\s+downloading\s+A\s+4\.1\.0\s+-\s+4\.2\.0 100%\s+failed/hash_mismatch\s+913\s+\[#{20}\] 100% 2\.0 KiB/s$`,
+		`^gw-2\s+no\s+\?\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,
+	}
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, re := range want {
+		if !regexp.MustCompile(re).MatchString(lines[i]) {
+			t.Errorf("line %d = %q, want /%s/", i, lines[i], re)
+		}
+	}
+
+	// Stale progress is not shown.
+	now = now.Add(time.Minute)
+	buf.Reset()
+	if err := f.render(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "KiB/s") || !strings.Contains(buf.String(), "4.2.0 26%") {
+		t.Errorf("stale progress still shown:\n%s", buf.String())
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	for _, tt := range []struct {
+		done, total int64
+		rate        float64
+		want        string
+	}{
+		{0, 100, 0, "[....................]   0%"},
+		{50, 100, 12.3 * 1024 * 1024, "[##########..........]  50% 12.3 MiB/s"},
+		{200, 100, 10, "[####################] 100% 10.0 B/s"},
+		{5, 0, 0, "[....................]   0%"},
+		{-5, 100, 0, "[....................]   0%"},
+	} {
+		if got := progressBar(tt.done, tt.total, tt.rate); got != tt.want {
+			t.Errorf("progressBar(%d, %d, %v) = %q, want %q", tt.done, tt.total, tt.rate, got, tt.want)
+		}
+	}
+}
+
+func FuzzDecodeStatus(f *testing.F) {
+	f.Add([]byte(statusGW1))
+	f.Add([]byte(statusGW2))
+	f.Add([]byte(`{"seq":-1}`))
+	f.Add([]byte(`{"slots":{"A":null},"target":null}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeStatus(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must render without panicking, and on one line.
+		fl := newFleet("ota")
+		fl.devices["d"] = &deviceView{status: &s}
+		var buf bytes.Buffer
+		if err := fl.render(&buf, true); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(buf.String(), "\n"); n != 2 {
+			t.Fatalf("%d lines for one device:\n%s", n, buf.String())
+		}
+	})
+}

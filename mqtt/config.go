@@ -1,0 +1,199 @@
+// Package mqtt is otad's MQTT transport (SPEC §8): a device connection that receives
+// offers from its desired topics and publishes status, events, progress and presence,
+// plus the operator side's plain publish and watch clients. It deals in topics and
+// []byte payloads only; decoding is the caller's business.
+package mqtt
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// ErrConfig marks a bad [mqtt] configuration; the message names the key at fault.
+var ErrConfig = errors.New("mqtt config")
+
+// DefaultTopicPrefix is the SPEC §8 topic prefix.
+const DefaultTopicPrefix = "ota"
+
+const defaultConnectTimeout = 10 * time.Second
+
+// Config is the [mqtt] section of SPEC §10 plus the device identity.
+type Config struct {
+	Broker      string // mqtt://host:port or mqtts://host:port (also tcp://, ssl://, tls://)
+	TopicPrefix string // default "ota"
+	DeviceID    string // client ID and topic component
+	Groups      []string
+	// mqtts: CA to trust (empty: the system pool); client cert/key for mTLS.
+	CAFile, CertFile, KeyFile string
+	Username, Password        string
+	Logger                    *slog.Logger
+	ConnectTimeout            time.Duration // per attempt; default 10s
+}
+
+func configErr(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+}
+
+func (c Config) prefix() string {
+	if c.TopicPrefix == "" {
+		return DefaultTopicPrefix
+	}
+	return c.TopicPrefix
+}
+
+func (c Config) connectTimeout() time.Duration {
+	if c.ConnectTimeout <= 0 {
+		return defaultConnectTimeout
+	}
+	return c.ConnectTimeout
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// checkTopicPart refuses what would change a topic's shape: separators and wildcards.
+func checkTopicPart(key, v string) error {
+	switch {
+	case v == "":
+		return configErr(key, "empty")
+	case strings.ContainsAny(v, "/+#\x00"):
+		return configErr(key, "%q: must not contain '/', '+', '#' or NUL", v)
+	}
+	return nil
+}
+
+func checkPrefix(p string) error {
+	if strings.ContainsAny(p, "+#\x00") || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		return configErr("mqtt.topic_prefix", "%q: must not contain wildcards, NUL or empty levels", p)
+	}
+	return nil
+}
+
+// brokerURL maps the SPEC schemes onto paho's and fills in the default port.
+func brokerURL(raw string) (server string, useTLS bool, host string, err error) {
+	if raw == "" {
+		return "", false, "", configErr("mqtt.broker", "empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false, "", configErr("mqtt.broker", "%q: %v", raw, err)
+	}
+	port := "1883"
+	switch strings.ToLower(u.Scheme) {
+	case "mqtt", "tcp":
+	case "mqtts", "ssl", "tls":
+		useTLS, port = true, "8883"
+	default:
+		return "", false, "", configErr("mqtt.broker", "%q: scheme %q, want mqtt, mqtts, tcp, ssl or tls", raw, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return "", false, "", configErr("mqtt.broker", "%q: no host", raw)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", false, "", configErr("mqtt.broker", "%q: want scheme://host:port only", raw)
+	}
+	if p := u.Port(); p != "" {
+		port = p
+	}
+	scheme := "tcp"
+	if useTLS {
+		scheme = "ssl"
+	}
+	return scheme + "://" + net.JoinHostPort(u.Hostname(), port), useTLS, u.Hostname(), nil
+}
+
+// tlsConfig loads the CA and client certificate; errors name the file.
+func tlsConfig(c Config, serverName string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, configErr("mqtt.ca_file", "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, configErr("mqtt.ca_file", "%s: no PEM certificate found", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	switch {
+	case c.CertFile == "" && c.KeyFile == "":
+	case c.CertFile == "":
+		return nil, configErr("mqtt.cert_file", "empty but mqtt.key_file is set")
+	case c.KeyFile == "":
+		return nil, configErr("mqtt.key_file", "empty but mqtt.cert_file is set")
+	default:
+		// Stat first so a missing file is reported with its own key.
+		if _, err := os.Stat(c.CertFile); err != nil {
+			return nil, configErr("mqtt.cert_file", "%v", err)
+		}
+		if _, err := os.Stat(c.KeyFile); err != nil {
+			return nil, configErr("mqtt.key_file", "%v", err)
+		}
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, configErr("mqtt.cert_file", "%s with key %s: %v", c.CertFile, c.KeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// clientOptions is what every client here shares: broker, TLS, credentials, timeouts.
+func clientOptions(c Config, clientID string) (*paho.ClientOptions, error) {
+	server, useTLS, host, err := brokerURL(c.Broker)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(c.prefix()); err != nil {
+		return nil, err
+	}
+	tc, err := tlsConfig(c, host)
+	if err != nil {
+		return nil, err
+	}
+	if !useTLS && (c.CAFile != "" || c.CertFile != "") {
+		c.logger().Warn("mqtt: TLS files are ignored for a plain broker URL", "broker", c.Broker)
+	}
+	o := paho.NewClientOptions().
+		AddBroker(server).
+		SetClientID(clientID).
+		SetProtocolVersion(4).
+		SetConnectTimeout(c.connectTimeout()).
+		SetWriteTimeout(c.connectTimeout()).
+		SetKeepAlive(30 * time.Second).
+		SetPingTimeout(10 * time.Second).
+		SetMaxReconnectInterval(time.Minute).
+		SetOrderMatters(true)
+	if useTLS {
+		o.SetTLSConfig(tc)
+	}
+	if c.Username != "" {
+		o.SetUsername(c.Username)
+		o.SetPassword(c.Password)
+	}
+	return o, nil
+}
+
+// randomClientID names operator clients, which have no identity of their own.
+func randomClientID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "otactl-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,363 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+var (
+	onlinePayload  = []byte(`{"online":true}`)
+	offlinePayload = []byte(`{"online":false}`)
+)
+
+const (
+	// progressInterval keeps progress at most 2 messages a second (SPEC §8 is QoS 0, best effort).
+	progressInterval = 500 * time.Millisecond
+	// maxQueuedEvents bounds the events kept while the broker is away; the oldest go first.
+	maxQueuedEvents = 1000
+	// Backoff of the first connect; after it, paho's own reconnect backoff takes over.
+	firstBackoff = time.Second
+	maxBackoff   = time.Minute
+)
+
+// Device is a device's connection (SPEC §8).
+type Device struct {
+	cfg     Config
+	topics  Topics
+	desired map[string]bool
+	client  paho.Client
+	log     *slog.Logger
+	onOffer func(topic string, payload []byte)
+
+	stop      context.CancelFunc
+	ctx       context.Context
+	wake      chan struct{}
+	loopsDone sync.WaitGroup
+	closeOnce sync.Once
+
+	mu            sync.Mutex // guards the fields below
+	connected     bool       // between OnConnect and ConnectionLost
+	onlinePending bool
+	status        []byte
+	statusPending bool
+	events        [][]byte
+	progress      []byte
+	progressAt    time.Time // when progress was last handed to paho
+}
+
+// Dial returns at once: it connects (and reconnects, forever, with backoff) in the
+// background, so a device boots and installs with the broker down. onOffer is called from
+// paho's goroutine for every message on the device's and its groups' desired topics (an
+// empty payload means the retained offer was cleared); it must not block. A persistent
+// session may deliver an offer twice (queued, then again as retained on resubscribe).
+// The error is only for a bad config.
+func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, error) {
+	if onOffer == nil {
+		return nil, fmt.Errorf("%w: nil offer handler", ErrConfig)
+	}
+	if err := checkTopicPart("device_id", cfg.DeviceID); err != nil {
+		return nil, err
+	}
+	for i, g := range cfg.Groups {
+		if err := checkTopicPart(fmt.Sprintf("mqtt.groups[%d]", i), g); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := clientOptions(cfg, cfg.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	t := Topics{Prefix: cfg.prefix(), Device: cfg.DeviceID}
+	d := &Device{
+		cfg:     cfg,
+		topics:  t,
+		desired: map[string]bool{t.Desired(): true},
+		log:     cfg.logger().With("broker", cfg.Broker, "client_id", cfg.DeviceID),
+		onOffer: onOffer,
+		wake:    make(chan struct{}, 1),
+	}
+	for _, g := range cfg.Groups {
+		d.desired[t.Group(g)] = true
+	}
+	// Persistent session so offers published while the device was away are queued for it;
+	// subscriptions are still renewed on every connect in case the broker lost the session.
+	opts.SetCleanSession(false).
+		SetResumeSubs(false).
+		SetAutoReconnect(true).
+		SetConnectRetry(false). // the first connect is our own loop, with jittered backoff
+		// Ordered, so events queued in paho over a reconnect are resent in order.
+		SetStore(copyingStore{paho.NewOrderedMemoryStore()}).
+		SetBinaryWill(t.Online(), offlinePayload, 1, true).
+		// Also the handler for queued messages the broker sends before we resubscribe.
+		SetDefaultPublishHandler(d.handle).
+		SetOnConnectHandler(d.onConnect).
+		SetConnectionLostHandler(d.onConnectionLost).
+		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { d.log.Debug("mqtt: reconnecting") })
+	d.client = paho.NewClient(opts)
+	d.ctx, d.stop = context.WithCancel(context.Background())
+	d.loopsDone.Add(2)
+	go d.connectLoop()
+	go d.sendLoop()
+	return d, nil
+}
+
+// Topics returns the device's topic names.
+func (d *Device) Topics() Topics { return d.topics }
+
+// handle runs on paho's goroutine; it only passes desired-topic messages on.
+func (d *Device) handle(_ paho.Client, m paho.Message) {
+	if !d.desired[m.Topic()] {
+		d.log.Warn("mqtt: message on an unexpected topic dropped", "topic", m.Topic())
+		return
+	}
+	d.onOffer(m.Topic(), m.Payload())
+}
+
+// connectLoop makes the first connection; paho reconnects after that by itself.
+func (d *Device) connectLoop() {
+	defer d.loopsDone.Done()
+	backoff := firstBackoff
+	for {
+		tok := d.client.Connect()
+		err := waitToken(d.ctx, tok, d.cfg.connectTimeout()+5*time.Second)
+		if err == nil {
+			return
+		}
+		if d.ctx.Err() != nil {
+			return
+		}
+		// Jitter spreads a fleet's retries after a broker outage.
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		d.log.Warn("mqtt: connect failed, retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-time.After(sleep):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// onConnect runs (in its own goroutine) after every connect: renew the subscriptions
+// and have the sender publish presence and the latest status again.
+func (d *Device) onConnect(c paho.Client) {
+	d.log.Info("mqtt: connected")
+	d.mu.Lock()
+	d.connected = true
+	d.onlinePending = true
+	d.statusPending = d.status != nil
+	d.mu.Unlock()
+	d.kick()
+
+	filters := make(map[string]byte, len(d.desired))
+	for topic := range d.desired {
+		filters[topic] = 1
+	}
+	tok := c.SubscribeMultiple(filters, nil) // nil: messages go to the default handler
+	if err := waitToken(d.ctx, tok, d.cfg.connectTimeout()); err != nil {
+		d.log.Error("mqtt: subscribe failed", "err", err)
+		return
+	}
+	for topic, code := range tok.(*paho.SubscribeToken).Result() {
+		if code == 0x80 {
+			d.log.Error("mqtt: broker refused subscription", "topic", topic)
+		}
+	}
+}
+
+func (d *Device) onConnectionLost(_ paho.Client, err error) {
+	d.log.Warn("mqtt: connection lost", "err", err)
+	d.mu.Lock()
+	d.connected = false
+	d.mu.Unlock()
+}
+
+func (d *Device) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendLoop is the only caller of Publish, so publishes keep their order and callers never
+// wait on the network.
+func (d *Device) sendLoop() {
+	defer d.loopsDone.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			d.flush() // what is queued goes out before Close's offline message
+			return
+		case <-d.wake:
+		case <-timer.C:
+		}
+		if wait := d.flush(); wait > 0 {
+			timer.Reset(wait)
+		}
+	}
+}
+
+// flush publishes what is pending if connected; it returns how long a held-back progress
+// message has to wait, or 0.
+func (d *Device) flush() time.Duration {
+	d.mu.Lock()
+	if !d.connected {
+		d.mu.Unlock()
+		return 0
+	}
+	online := d.onlinePending
+	d.onlinePending = false
+	var status []byte
+	if d.statusPending {
+		status, d.statusPending = d.status, false
+	}
+	events := d.events
+	d.events = nil
+	var progress []byte
+	var wait time.Duration
+	if d.progress != nil {
+		if since := time.Since(d.progressAt); since >= progressInterval {
+			progress, d.progress, d.progressAt = d.progress, nil, time.Now()
+		} else {
+			wait = progressInterval - since
+		}
+	}
+	d.mu.Unlock()
+
+	// QoS 1 messages handed over here are kept in paho's store if the connection drops.
+	if online {
+		d.publish(d.topics.Online(), 1, true, onlinePayload)
+	}
+	if status != nil {
+		d.publish(d.topics.Status(), 1, true, status)
+	}
+	for _, e := range events {
+		d.publish(d.topics.Events(), 1, false, e)
+	}
+	if progress != nil {
+		d.publish(d.topics.Progress(), 0, false, progress)
+	}
+	return wait
+}
+
+func (d *Device) publish(topic string, qos byte, retained bool, payload []byte) {
+	tok := d.client.Publish(topic, qos, retained, payload)
+	// Publish fails at once only when paho is not connecting at all; the delivery itself
+	// completes later and is paho's to retry.
+	select {
+	case <-tok.Done():
+		if err := tok.Error(); err != nil {
+			d.log.Warn("mqtt: publish failed", "topic", topic, "err", err)
+		}
+	default:
+	}
+}
+
+// PublishStatus publishes the retained status snapshot (QoS 1). Only the latest matters:
+// while disconnected it is kept and published on the next connect.
+func (d *Device) PublishStatus(payload []byte) {
+	d.mu.Lock()
+	d.status = append([]byte(nil), payload...)
+	d.statusPending = true
+	d.mu.Unlock()
+	d.kick()
+}
+
+// PublishEvent publishes one event (QoS 1, not retained). Events raised while
+// disconnected are queued (at most 1000, oldest dropped first).
+func (d *Device) PublishEvent(payload []byte) {
+	d.mu.Lock()
+	if len(d.events) >= maxQueuedEvents {
+		d.events = d.events[1:]
+		d.log.Warn("mqtt: event queue full, oldest event dropped")
+	}
+	d.events = append(d.events, append([]byte(nil), payload...))
+	d.mu.Unlock()
+	d.kick()
+}
+
+// PublishProgress publishes progress (QoS 0, not retained), at most 2 per second: a
+// newer message replaces one that is still held back, so the last of a burst goes out.
+// Progress raised while disconnected is dropped.
+func (d *Device) PublishProgress(payload []byte) {
+	d.mu.Lock()
+	if !d.connected {
+		d.mu.Unlock()
+		return
+	}
+	d.progress = append([]byte(nil), payload...)
+	d.mu.Unlock()
+	d.kick()
+}
+
+// Connected reports whether the connection to the broker is up now.
+func (d *Device) Connected() bool { return d.client.IsConnectionOpen() }
+
+// Close flushes what is queued, publishes {"online":false} retained (a clean disconnect
+// does not fire the Last Will), waits for it bounded by ctx and disconnects.
+func (d *Device) Close(ctx context.Context) error {
+	var err error
+	d.closeOnce.Do(func() { err = d.close(ctx) })
+	return err
+}
+
+func (d *Device) close(ctx context.Context) error {
+	d.stop()
+	done := make(chan struct{})
+	go func() { d.loopsDone.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("mqtt close: waiting for the sender: %w", ctx.Err())
+	}
+	if err == nil && d.client.IsConnectionOpen() {
+		tok := d.client.Publish(d.topics.Online(), 1, true, offlinePayload)
+		if werr := waitToken(ctx, tok, d.cfg.connectTimeout()); werr != nil {
+			err = fmt.Errorf("mqtt close: publish offline to %s: %w", d.topics.Online(), werr)
+		}
+	}
+	d.client.Disconnect(250)
+	return err
+}
+
+// errTimeout is returned when a paho token does not complete in time.
+var errTimeout = errors.New("timed out")
+
+// waitToken waits for tok, at most timeout and not past ctx.
+func waitToken(ctx context.Context, tok paho.Token, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("after %v: %w", timeout, errTimeout)
+	}
+}
+
+// copyingStore keeps its own copy of each outgoing PUBLISH. paho's resume() marks stored
+// packets Dup and resends them; without a copy, a publish made right after a connect (in
+// the window before resume() runs) is the very packet the network goroutine is writing,
+// a data race. The resend itself is a QoS 1 duplicate, which MQTT allows.
+type copyingStore struct{ paho.Store }
+
+func (s copyingStore) Put(key string, m packets.ControlPacket) {
+	if p, ok := m.(*packets.PublishPacket); ok {
+		cp := *p
+		m = &cp
+	}
+	s.Store.Put(key, m)
+}

@@ -1,0 +1,244 @@
+// Package mosquittotest runs a real mosquitto broker for tests: its own process on a free
+// loopback port, with a generated config, persistence and log under t.TempDir(). It never
+// touches a system broker service. It also makes a throwaway PKI for TLS tests.
+package mosquittotest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TLS makes the broker's listener a TLS one.
+type TLS struct {
+	CAFile, CertFile, KeyFile string // CA that signs client certificates; the server's pair
+	RequireCertificate        bool   // mTLS: refuse clients without a certificate from CAFile
+	UseIdentityAsUsername     bool   // the client certificate's CN becomes the username (for ACL %u)
+}
+
+// Options configure the broker.
+type Options struct {
+	TLS *TLS
+	// ACL is the contents of an acl_file (mosquitto.conf(5)); empty means no ACL.
+	ACL string
+	// Extra lines appended to the generated mosquitto.conf.
+	Extra []string
+}
+
+// Broker is a running (or stopped) mosquitto.
+type Broker struct {
+	URL  string // mqtt://127.0.0.1:PORT, or mqtts:// with TLS
+	Port int
+	Dir  string // config, persistence and log live here
+
+	t    testing.TB
+	bin  string
+	conf string
+	log  *syncBuffer
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Require returns the path of a Debian tool, or ends the test: t.Fatal when CI is set
+// (CI must install it), t.Skip otherwise.
+func Require(t testing.TB, tool, aptPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		// Debian installs mosquitto in /usr/sbin, which is not on every user's PATH.
+		if _, serr := os.Stat("/usr/sbin/" + tool); serr == nil {
+			return "/usr/sbin/" + tool
+		}
+		msg := fmt.Sprintf("%s not found: apt-get install %s", tool, aptPackage)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// Start runs a broker for the test and stops it in t.Cleanup (its log is printed if the
+// test failed).
+func Start(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	b := &Broker{
+		t:    t,
+		bin:  Require(t, "mosquitto", "mosquitto"),
+		Port: FreePort(t),
+		Dir:  t.TempDir(),
+		log:  &syncBuffer{},
+	}
+	scheme := "mqtt"
+	if opts.TLS != nil {
+		scheme = "mqtts"
+	}
+	b.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, b.Port)
+	b.conf = filepath.Join(b.Dir, "mosquitto.conf")
+	if err := os.WriteFile(b.conf, []byte(b.config(opts)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if opts.ACL != "" {
+		if err := os.WriteFile(filepath.Join(b.Dir, "acl"), []byte(opts.ACL), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		b.Stop()
+		if t.Failed() {
+			t.Logf("mosquitto log (%s):\n%s", b.URL, b.Log())
+		}
+	})
+	b.start()
+	return b
+}
+
+func (b *Broker) config(opts Options) string {
+	lines := []string{
+		"listener " + strconv.Itoa(b.Port) + " 127.0.0.1",
+		// Identities come from client certificates (or nowhere) in tests; the ACL decides.
+		"allow_anonymous true",
+		// Restart keeps retained messages and persistent sessions.
+		"persistence true",
+		"persistence_location " + filepath.Join(b.Dir, "data") + "/",
+		"log_dest stdout",
+		"log_type error",
+		"log_type warning",
+		"log_type notice",
+		"log_type information",
+		"log_type subscribe",
+		"connection_messages true",
+		"log_timestamp_format %H:%M:%S",
+	}
+	if os.Geteuid() == 0 {
+		// As root mosquitto drops to user "mosquitto", which cannot read t.TempDir().
+		lines = append(lines, "user root")
+	}
+	if tc := opts.TLS; tc != nil {
+		lines = append(lines, "cafile "+tc.CAFile, "certfile "+tc.CertFile, "keyfile "+tc.KeyFile)
+		lines = append(lines, "require_certificate "+strconv.FormatBool(tc.RequireCertificate))
+		lines = append(lines, "use_identity_as_username "+strconv.FormatBool(tc.UseIdentityAsUsername))
+	}
+	if opts.ACL != "" {
+		lines = append(lines, "acl_file "+filepath.Join(b.Dir, "acl"))
+	}
+	lines = append(lines, opts.Extra...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func (b *Broker) start() {
+	b.t.Helper()
+	if err := os.MkdirAll(filepath.Join(b.Dir, "data"), 0o700); err != nil {
+		b.t.Fatal(err)
+	}
+	cmd := exec.Command(b.bin, "-c", b.conf)
+	cmd.Stdout, cmd.Stderr = b.log, b.log
+	if err := cmd.Start(); err != nil {
+		b.t.Fatalf("start mosquitto: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	b.mu.Lock()
+	b.cmd, b.done = cmd, done
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
+	for {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-done:
+			b.t.Fatalf("mosquitto exited at start: %v\n%s", cmd.ProcessState, b.Log())
+		case <-ctx.Done():
+			b.t.Fatalf("mosquitto not listening on %s after 10s\n%s", addr, b.Log())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the broker gracefully (it saves its persistence file); a no-op when stopped.
+func (b *Broker) Stop() {
+	b.mu.Lock()
+	cmd, done := b.cmd, b.done
+	b.cmd = nil
+	b.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Restart stops the broker if it runs and starts it again on the same port, with the
+// retained messages and sessions it saved.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	b.Stop()
+	b.start()
+}
+
+// Wipe deletes the saved state (retained messages, sessions); call it while stopped to
+// restart as a broker that has never seen the clients.
+func (b *Broker) Wipe() {
+	b.t.Helper()
+	if err := os.RemoveAll(filepath.Join(b.Dir, "data")); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// Log returns what the broker logged so far.
+func (b *Broker) Log() string { return b.log.String() }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

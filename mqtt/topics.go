@@ -1,0 +1,52 @@
+package mqtt
+
+import "strings"
+
+// Topics builds the SPEC §8 topic names for a device.
+type Topics struct{ Prefix, Device string }
+
+func (t Topics) prefix() string {
+	if t.Prefix == "" {
+		return DefaultTopicPrefix
+	}
+	return t.Prefix
+}
+
+func (t Topics) device(leaf string) string {
+	return t.prefix() + "/devices/" + t.Device + "/" + leaf
+}
+
+// Desired is the device's own offer topic (cloud → device, retained).
+func (t Topics) Desired() string { return t.device("desired") }
+
+// Group is group g's offer topic (cloud → device, retained).
+func (t Topics) Group(g string) string { return t.prefix() + "/groups/" + g + "/desired" }
+
+// Status is the retained status snapshot topic.
+func (t Topics) Status() string { return t.device("status") }
+
+// Events is the per-transition event topic.
+func (t Topics) Events() string { return t.device("events") }
+
+// Progress is the download progress topic.
+func (t Topics) Progress() string { return t.device("progress") }
+
+// Online is the retained presence topic the Last Will clears.
+func (t Topics) Online() string { return t.device("online") }
+
+// DeviceOf returns the device ID in a device topic under prefix
+// ("ota/devices/gw-1/status" → "gw-1", "status"), or ok false.
+func DeviceOf(prefix, topic string) (device, leaf string, ok bool) {
+	if prefix == "" {
+		prefix = DefaultTopicPrefix
+	}
+	rest, found := strings.CutPrefix(topic, prefix+"/devices/")
+	if !found {
+		return "", "", false
+	}
+	device, leaf, found = strings.Cut(rest, "/")
+	if !found || device == "" || leaf == "" || strings.Contains(leaf, "/") {
+		return "", "", false
+	}
+	return device, leaf, true
+}

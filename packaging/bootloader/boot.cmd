@@ -1,0 +1,71 @@
+# otad A/B boot script for U-Boot (RAUC-compatible variables, SPEC §7).
+# Build: mkimage -A arm64 -T script -C none -d boot.cmd boot.scr
+#
+# Variables kept in the U-Boot environment (saved with saveenv):
+#   BOOT_ORDER   slots in the order to try, e.g. "A B" (unset: "A B")
+#   BOOT_A_LEFT  boot attempts left for slot A (unset: 3)
+#   BOOT_B_LEFT  boot attempts left for slot B (unset: 3)
+# The default 3 must equal `attempts` in /etc/otad/otad.toml (1..9: setexpr counts
+# in hex, test -gt compares in decimal; they agree on one digit).
+#
+# Every boot walks BOOT_ORDER and boots the first slot with attempts left, after
+# counting one attempt down and saving the env. otad restores the counter once the
+# slot passes its health check (mark good), sets it to 0 before writing a slot
+# (mark bad) and puts a freshly written slot first (mark active). When no slot has
+# attempts left, both counters are reset and the board resets (RAUC's behaviour).
+#
+# Board assumptions (edit for your board): the root filesystems are partitions 2
+# (slot A) and 3 (slot B) of mmc 0, each holding /boot/Image and /boot/${fdtfile};
+# the kernel sees them as /dev/mmcblk0p2 and /dev/mmcblk0p3. Extra kernel
+# arguments come from the env variable otad_bootargs. Decision state lives in
+# hush local variables (otad_slot, otad_part) so saveenv does not store it.
+#
+# bootctl's tests (TestBootCmdMatchesUBootPick) run this file's logic under /bin/sh and compare it
+# with bootctl.UBootPick: keep to the commands they translate (setenv, setexpr,
+# saveenv, reset, test, echo, load, booti/bootz/bootm) and one command per line.
+
+test -n "${BOOT_ORDER}" || setenv BOOT_ORDER "A B"
+test -n "${BOOT_A_LEFT}" || setenv BOOT_A_LEFT 3
+test -n "${BOOT_B_LEFT}" || setenv BOOT_B_LEFT 3
+
+otad_slot=
+for BOOT_SLOT in ${BOOT_ORDER}; do
+  if test -z "${otad_slot}"; then
+    if test "x${BOOT_SLOT}" = "xA"; then
+      if test "${BOOT_A_LEFT}" -gt 0; then
+        setexpr BOOT_A_LEFT ${BOOT_A_LEFT} - 1
+        echo "otad: slot A, ${BOOT_A_LEFT} attempts left after this one"
+        otad_slot=A
+        otad_part=2
+      fi
+    elif test "x${BOOT_SLOT}" = "xB"; then
+      if test "${BOOT_B_LEFT}" -gt 0; then
+        setexpr BOOT_B_LEFT ${BOOT_B_LEFT} - 1
+        echo "otad: slot B, ${BOOT_B_LEFT} attempts left after this one"
+        otad_slot=B
+        otad_part=3
+      fi
+    fi
+  fi
+done
+
+if test -z "${otad_slot}"; then
+  echo "otad: no slot has attempts left; resetting both counters to 3"
+  setenv BOOT_A_LEFT 3
+  setenv BOOT_B_LEFT 3
+  saveenv
+  reset
+fi
+
+# Count the attempt before booting, so a kernel that hangs still used it up.
+saveenv
+
+setenv bootargs "${otad_bootargs} root=/dev/mmcblk0p${otad_part} rootwait otad.slot=${otad_slot} rauc.slot=${otad_slot}"
+load mmc 0:${otad_part} ${kernel_addr_r} /boot/Image
+load mmc 0:${otad_part} ${fdt_addr_r} /boot/${fdtfile}
+booti ${kernel_addr_r} - ${fdt_addr_r}
+
+# Only reached when the slot could not be loaded: the attempt is already counted,
+# so resetting tries again and eventually falls back to the other slot.
+echo "otad: booting slot ${otad_slot} failed; resetting"
+reset

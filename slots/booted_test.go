@@ -1,0 +1,149 @@
+package slots
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOtherValid(t *testing.T) {
+	tests := []struct {
+		in, other string
+		valid     bool
+	}{
+		{"A", "B", true},
+		{"B", "A", true},
+		{"a", "", false},
+		{"C", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		if got := Other(tt.in); got != tt.other {
+			t.Errorf("Other(%q) = %q, want %q", tt.in, got, tt.other)
+		}
+		if got := Valid(tt.in); got != tt.valid {
+			t.Errorf("Valid(%q) = %v, want %v", tt.in, got, tt.valid)
+		}
+	}
+}
+
+func TestBootedFromCmdline(t *testing.T) {
+	dir := t.TempDir()
+	devA := filepath.Join(dir, "mmcblk0p2")
+	devB := filepath.Join(dir, "mmcblk0p3")
+	for _, p := range []string{devA, devB} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byLabel := filepath.Join(dir, "by-partlabel")
+	if err := os.Mkdir(byLabel, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	linkB := filepath.Join(byLabel, "rootfs-b")
+	if err := os.Symlink("../mmcblk0p3", linkB); err != nil {
+		t.Fatal(err)
+	}
+	devices := map[string]string{A: devA, B: devB}
+	linked := map[string]string{A: devA, B: linkB}
+	tests := []struct {
+		name    string
+		cmdline string
+		devices map[string]string
+		want    string
+		wantErr string
+	}{
+		{name: "otad.slot", cmdline: "console=ttyS0 otad.slot=B root=" + devA + " rw", devices: devices, want: B},
+		{name: "otad.slot wins over rauc.slot", cmdline: "rauc.slot=A otad.slot=B", want: B},
+		{name: "rauc.slot", cmdline: "quiet rauc.slot=A\n", want: A},
+		{name: "lower case slot", cmdline: "otad.slot=b", want: B},
+		{name: "last occurrence wins", cmdline: "otad.slot=A otad.slot=B", want: B},
+		{name: "quoted value", cmdline: `init=/sbin/init foo="a b c" otad.slot="A"`, want: A},
+		{name: "quoted space does not split", cmdline: `foo="x otad.slot=B" rauc.slot=A`, want: A},
+		{name: "root= path", cmdline: "root=" + devB + " rootwait", devices: devices, want: B},
+		{name: "root= unclean path", cmdline: "root=" + dir + "/./mmcblk0p2", devices: devices, want: A},
+		{name: "root= real path, device configured as symlink", cmdline: "root=" + devB, devices: linked, want: B},
+		{name: "root= symlink, device configured as real path", cmdline: "root=" + linkB, devices: devices, want: B},
+		{name: "bad otad.slot", cmdline: "otad.slot=C root=" + devA, devices: devices, wantErr: `otad.slot="C" is not a slot name`},
+		{name: "bad rauc.slot", cmdline: "rauc.slot=system0", wantErr: `rauc.slot="system0"`},
+		{name: "root= unknown device", cmdline: "root=/dev/sda9", devices: devices, wantErr: `root="/dev/sda9" matches none of the slot devices A=` + devA},
+		{name: "no devices configured", cmdline: "root=/dev/sda9", wantErr: "(none configured)"},
+		{name: "PARTUUID not resolvable", cmdline: "root=PARTUUID=0badc0de-02", devices: devices, wantErr: "/dev/disk/by-partuuid/0badc0de-02 is not there"},
+		{name: "unknown root form", cmdline: "root=/dev/nfs nfsroot=server:/srv", devices: devices, wantErr: "matches none"},
+		{name: "unknown tag", cmdline: "root=FOO=bar", devices: devices, wantErr: "cannot match this form"},
+		{name: "empty", cmdline: "", wantErr: "no otad.slot=, rauc.slot= or root="},
+		{name: "empty root", cmdline: "root= ro", devices: devices, wantErr: "no otad.slot="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := BootedFromCmdline(tt.cmdline, tt.devices)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("BootedFromCmdline() = %q, %v; want error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("BootedFromCmdline() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadBooted(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "cmdline")
+	if err := os.WriteFile(good, []byte("BOOT_IMAGE=/vmlinuz rauc.slot=B ro\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, []byte(strings.Repeat("x", maxCmdline+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("ro quiet"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want, wantErr string
+	}{
+		{"good", good, B, ""},
+		{"missing", filepath.Join(dir, "nope"), "", "nope"},
+		{"too large", huge, "", "larger than"},
+		{"no slot, names the file", bad, "", bad + ": kernel command line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadBooted(tt.path, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ReadBooted() = %q, %v; want error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ReadBooted() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzBootedFromCmdline(f *testing.F) {
+	for _, s := range []string{
+		"otad.slot=A", "rauc.slot=B root=/dev/mmcblk0p2", `foo="a b" otad.slot="B"`,
+		"root=PARTUUID=1234-02 rw", "root=/dev/sda2", "\"", "root==", "otad.slot=\x00",
+	} {
+		f.Add(s)
+	}
+	devices := map[string]string{A: "/dev/mmcblk0p2", B: "/dev/mmcblk0p3"}
+	f.Fuzz(func(t *testing.T, cmdline string) {
+		got, err := BootedFromCmdline(cmdline, devices)
+		if err == nil && !Valid(got) {
+			t.Fatalf("BootedFromCmdline(%q) = %q without error", cmdline, got)
+		}
+		if err != nil && got != "" {
+			t.Fatalf("BootedFromCmdline(%q) = %q with error %v", cmdline, got, err)
+		}
+	})
+}

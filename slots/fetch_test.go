@@ -1,0 +1,310 @@
+package slots
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// flakyServer serves data, cutting the connection after cutAfter bytes on the
+// first request; later requests honour Range (unless ignoreRange) and fail
+// with the queued statuses first.
+type flakyServer struct {
+	data        []byte
+	cutAfter    int
+	ignoreRange bool
+	statuses    []int // answered in order before serving
+	retryAfter  string
+
+	mu       sync.Mutex
+	requests int
+	ranges   []string
+	ifRanges []string
+}
+
+func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests++
+	n := s.requests
+	s.ranges = append(s.ranges, r.Header.Get("Range"))
+	s.ifRanges = append(s.ifRanges, r.Header.Get("If-Range"))
+	var status int
+	if len(s.statuses) > 0 {
+		status, s.statuses = s.statuses[0], s.statuses[1:]
+	}
+	s.mu.Unlock()
+	if status != 0 {
+		if s.retryAfter != "" {
+			w.Header().Set("Retry-After", s.retryAfter)
+		}
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	w.Header().Set("ETag", `"v1"`)
+	if n == 1 && s.cutAfter > 0 || s.ignoreRange {
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.data)))
+		w.WriteHeader(http.StatusOK)
+		if n == 1 && s.cutAfter > 0 {
+			w.Write(s.data[:s.cutAfter])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // drop the connection mid-body
+		}
+		w.Write(s.data)
+		return
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(s.data))
+}
+
+func (s *flakyServer) log() (int, []string, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests, append([]string(nil), s.ranges...), append([]string(nil), s.ifRanges...)
+}
+
+func TestWriteRetryAndResume(t *testing.T) {
+	const imgSize = 2<<20 + 999
+	img := testImage(imgSize, 8)
+	tests := []struct {
+		name         string
+		compression  string
+		cutAfter     int
+		ignoreRange  bool
+		statuses     []int
+		attempts     int
+		wantCode     Code
+		wantRequests int
+		wantRanges   []string // Range header of each request
+		wantSleeps   int
+	}{
+		{
+			name: "resume none with Range", compression: "none", cutAfter: 700_001,
+			wantRequests: 2, wantRanges: []string{"", "bytes=700001-"}, wantSleeps: 1,
+		},
+		{
+			name: "resume zstd with Range feeds the same decoder", compression: "zstd", cutAfter: 100_003,
+			wantRequests: 2, wantRanges: []string{"", "bytes=100003-"}, wantSleeps: 1,
+		},
+		{
+			name: "resume gzip with Range", compression: "gzip", cutAfter: 50_000,
+			wantRequests: 2, wantRanges: []string{"", "bytes=50000-"}, wantSleeps: 1,
+		},
+		{
+			name: "server ignores Range: skip to the offset", compression: "none", cutAfter: 1_000_000, ignoreRange: true,
+			wantRequests: 2, wantRanges: []string{"", "bytes=1000000-"}, wantSleeps: 1,
+		},
+		{
+			name: "server ignores Range zstd", compression: "zstd", cutAfter: 70_000, ignoreRange: true,
+			wantRequests: 2, wantRanges: []string{"", "bytes=70000-"}, wantSleeps: 1,
+		},
+		{
+			name: "404 is final without retry", compression: "none", statuses: []int{404},
+			wantCode: CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
+		},
+		{
+			name: "403 is final", compression: "none", statuses: []int{403},
+			wantCode: CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
+		},
+		{
+			name: "503 then success", compression: "none", statuses: []int{503},
+			wantRequests: 2, wantRanges: []string{"", ""}, wantSleeps: 1,
+		},
+		{
+			name: "429 and 408 are transient", compression: "gzip", statuses: []int{429, 408},
+			wantRequests: 3, wantRanges: []string{"", "", ""}, wantSleeps: 2,
+		},
+		{
+			name: "5xx until attempts run out", compression: "none", statuses: []int{500, 502, 503, 504},
+			wantCode: CodeDownloadFailed, wantRequests: 3, wantRanges: []string{"", "", ""}, wantSleeps: 2,
+		},
+		{
+			name: "cut then 503 then resume", compression: "zstd", cutAfter: 100_000, statuses: []int{0, 503},
+			wantRequests: 3, wantRanges: []string{"", "bytes=100000-", "bytes=100000-"}, wantSleeps: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := compressed(t, img, tt.compression)
+			fs := &flakyServer{data: body, cutAfter: tt.cutAfter, ignoreRange: tt.ignoreRange}
+			for _, s := range tt.statuses {
+				if s == 0 {
+					continue // the cut request comes first
+				}
+				fs.statuses = append(fs.statuses, s)
+			}
+			if tt.cutAfter > 0 && len(tt.statuses) > 0 {
+				// Serve the cut first, then the statuses.
+				fs.statuses = append([]int{0}, fs.statuses...)
+			}
+			srv := httptest.NewServer(fs)
+			defer srv.Close()
+			slot := makeSlot(t, t.TempDir(), "slot", imgSize+100)
+			rec := &sleepRecorder{}
+			retry := fastRetry(rec)
+			if tt.attempts > 0 {
+				retry.Attempts = tt.attempts
+			}
+			err := write(t.Context(), Job{URL: srv.URL, Compression: tt.compression, Size: imgSize, SHA256: sha(img), Target: slot, Readback: true, Retry: retry}, testTuning())
+			if CodeOf(err) != tt.wantCode {
+				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
+			}
+			n, ranges, ifRanges := fs.log()
+			if n != tt.wantRequests {
+				t.Errorf("%d requests, want %d", n, tt.wantRequests)
+			}
+			if strings.Join(ranges, "|") != strings.Join(tt.wantRanges, "|") {
+				t.Errorf("Range headers %q, want %q", ranges, tt.wantRanges)
+			}
+			for i, r := range ranges {
+				if r != "" && ifRanges[i] != `"v1"` {
+					t.Errorf("request %d: If-Range %q, want the ETag", i, ifRanges[i])
+				}
+			}
+			if d := rec.got(); len(d) != tt.wantSleeps {
+				t.Errorf("slept %v, want %d sleeps", d, tt.wantSleeps)
+			}
+			if tt.wantCode == "" {
+				checkSlot(t, slot, img, imgSize+100)
+			} else if strings.Contains(err.Error(), "HTTP") && !strings.Contains(err.Error(), srv.URL) {
+				t.Errorf("error %q does not name the URL", err)
+			}
+		})
+	}
+}
+
+// TestRetryBackoffDelays checks the delays are full jitter within the caps:
+// rand * min(Max, Base*2^n).
+func TestRetryBackoffDelays(t *testing.T) {
+	tests := []struct {
+		name       string
+		retry      Retry
+		rands      []float64
+		retryAfter string
+		want       []time.Duration
+	}{
+		{
+			name:  "doubling caps, capped at max",
+			retry: Retry{Attempts: 5, Base: 10 * time.Millisecond, Max: 25 * time.Millisecond},
+			rands: []float64{0.5, 0.999, 0.25, 0},
+			want:  []time.Duration{5 * time.Millisecond, 19980 * time.Microsecond, 6250 * time.Microsecond, 0},
+		},
+		{
+			name:  "defaults are 3 attempts, 15s base, 5m cap",
+			retry: Retry{},
+			rands: []float64{0.5, 0.5},
+			want:  []time.Duration{7500 * time.Millisecond, 15 * time.Second},
+		},
+		{
+			name:       "Retry-After is a floor within the cap",
+			retry:      Retry{Attempts: 3, Base: 10 * time.Millisecond, Max: 25 * time.Millisecond},
+			rands:      []float64{0, 0},
+			retryAfter: "1",
+			want:       []time.Duration{25 * time.Millisecond, 25 * time.Millisecond},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := &flakyServer{data: []byte("x"), retryAfter: tt.retryAfter}
+			for range 10 {
+				fs.statuses = append(fs.statuses, http.StatusServiceUnavailable)
+			}
+			srv := httptest.NewServer(fs)
+			defer srv.Close()
+			rec := &sleepRecorder{}
+			i := 0
+			tt.retry.Sleep = rec.sleep
+			tt.retry.Rand = func() float64 { r := tt.rands[i%len(tt.rands)]; i++; return r }
+			slot := makeSlot(t, t.TempDir(), "slot", 10)
+			err := write(t.Context(), Job{URL: srv.URL, Size: 1, SHA256: sha([]byte("x")), Target: slot, Retry: tt.retry}, testTuning())
+			if CodeOf(err) != CodeDownloadFailed || !strings.Contains(err.Error(), "giving up after") {
+				t.Fatalf("Write() = %v, want download_failed after the attempts", err)
+			}
+			got := rec.got()
+			if len(got) != len(tt.want) {
+				t.Fatalf("delays %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("delay %d = %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+			if n, _, _ := fs.log(); n != len(tt.want)+1 {
+				t.Errorf("%d requests, want %d", n, len(tt.want)+1)
+			}
+		})
+	}
+}
+
+func TestParseContentRange(t *testing.T) {
+	tests := []struct {
+		in                string
+		start, end, total int64
+		ok                bool
+	}{
+		{"bytes 0-99/100", 0, 99, 100, true},
+		{"bytes 5-9/*", 5, 9, -1, true},
+		{"bytes */100", -1, -1, 100, false},
+		{"bytes 9-5/100", -1, -1, 100, false},
+		{"bytes 0-100/100", -1, -1, 100, false},
+		{"items 0-1/2", -1, -1, -1, false},
+		{"bytes x-1/2", -1, -1, 2, false},
+		{"", -1, -1, -1, false},
+	}
+	for _, tt := range tests {
+		s, e, tot, ok := parseContentRange(tt.in)
+		if s != tt.start || e != tt.end || tot != tt.total || ok != tt.ok {
+			t.Errorf("parseContentRange(%q) = %d, %d, %d, %v; want %d, %d, %d, %v", tt.in, s, e, tot, ok, tt.start, tt.end, tt.total, tt.ok)
+		}
+	}
+}
+
+func FuzzParseContentRange(f *testing.F) {
+	for _, s := range []string{"bytes 0-99/100", "bytes */5", "bytes 1-2/*", "bytes -1--2/3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		start, end, total, ok := parseContentRange(s)
+		if ok && (start < 0 || end < start || (total >= 0 && end >= total)) {
+			t.Errorf("parseContentRange(%q) accepted %d-%d/%d", s, start, end, total)
+		}
+	})
+}
+
+func TestWriteResumesStalledBody(t *testing.T) {
+	img := testImage(1<<20, 9)
+	var mu sync.Mutex
+	var ranges []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		first := len(ranges) == 1
+		mu.Unlock()
+		if first {
+			w.Header().Set("Content-Length", strconv.Itoa(len(img)))
+			w.Write(img[:300_000])
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // stall until the client gives up on us
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(img))
+	}))
+	defer srv.Close()
+	slot := makeSlot(t, t.TempDir(), "slot", 1<<20)
+	tun := testTuning()
+	tun.stall = 200 * time.Millisecond
+	rec := &sleepRecorder{}
+	err := write(t.Context(), Job{URL: srv.URL, Size: int64(len(img)), SHA256: sha(img), Target: slot, Retry: fastRetry(rec)}, tun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ranges) != 2 || ranges[1] != "bytes=300000-" {
+		t.Errorf("Range headers %q, want a resume from 300000", ranges)
+	}
+	checkSlot(t, slot, img, 1<<20)
+}

@@ -1,0 +1,388 @@
+package slots
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Progress phases.
+const (
+	PhaseDownloading = "downloading"
+	PhaseVerifying   = "verifying"
+)
+
+// Progress reports how far a Write has got. While downloading, BytesDone
+// counts decompressed bytes written to the slot and Downloaded the bytes
+// fetched; while verifying, BytesDone counts bytes read back.
+type Progress struct {
+	Phase      string
+	BytesDone  int64
+	BytesTotal int64
+	Downloaded int64
+}
+
+// Job describes one payload (SPEC §3) and where it goes.
+type Job struct {
+	URL          string
+	Compression  string
+	Size         int64
+	SHA256       string
+	DownloadSize int64
+
+	// Target is the inactive slot: a block device, or a regular file in tests.
+	Target string
+	// Booted is the booted slot; Write refuses to write it.
+	Booted string
+	// Readback reads the slot back from storage (not the page cache) and
+	// hashes it again.
+	Readback bool
+	Retry    Retry
+	// HTTPClient nil uses a client with connect, TLS and header timeouts and
+	// no overall timeout.
+	HTTPClient *http.Client
+	// Progress, when set, is called from Write's goroutine at most every
+	// 250 ms and at the end of each phase; it must not block.
+	Progress func(Progress)
+}
+
+// tuning holds the pipeline's knobs. Write uses defaultTuning; tests and
+// benchmarks try others.
+type tuning struct {
+	chunk         int           // bytes per pipeline buffer, per decode and per write
+	buffers       int           // pipeline buffers between the decoder and the writer
+	syncLag       int64         // the writer waits for writeback this far behind its head
+	readChunk     int           // bytes per readback read
+	readBufs      int           // readback reads in flight
+	stall         time.Duration // a body delivering nothing this long is resumed
+	progressEvery time.Duration
+	mountinfo     string
+
+	noDirect       bool                            // force the readback's buffered fallback
+	beforeReadback func(off, n int64, direct bool) // called before each readback read
+}
+
+func defaultTuning() tuning {
+	return tuning{
+		chunk:         2 << 20,
+		buffers:       4,
+		syncLag:       16 << 20,
+		readChunk:     2 << 20,
+		readBufs:      2,
+		stall:         60 * time.Second,
+		progressEvery: 250 * time.Millisecond,
+		mountinfo:     "/proc/self/mountinfo",
+	}
+}
+
+// Write streams the job's payload into the target slot: download (resuming
+// after transient failures), decompress, hash and write in large aligned
+// chunks, syncing as it goes; then check size and sha256, fdatasync, and with
+// Readback compare the slot's storage with the sha256 too. It returns nil only
+// when all of that succeeded; otherwise an *Error whose Code is a SPEC §6
+// failure code. Memory use is fixed whatever the image size.
+func Write(ctx context.Context, job Job) error {
+	return write(ctx, job, defaultTuning())
+}
+
+func write(ctx context.Context, job Job, tun tuning) error {
+	expected, err := job.check()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
+	}
+	tgt, err := openTarget(job.Target, job.Booted, tun.mountinfo)
+	if err != nil {
+		return err
+	}
+	defer tgt.close()
+	if tgt.size < job.Size {
+		return newError(CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, tgt.size, job.URL, job.Size))
+	}
+	n := tun.buffers
+	if job.Readback {
+		n += tun.readBufs
+	}
+	size := max(tun.chunk, tun.readChunk)
+	bufs, release, err := mapBuffers(n, size)
+	if err != nil {
+		return newError(CodeWriteFailed, err)
+	}
+	defer release()
+	p := &pipeline{
+		job:       &job,
+		tun:       &tun,
+		tgt:       tgt,
+		expected:  expected,
+		free:      make(chan []byte, tun.buffers),
+		full:      make(chan chunk, tun.buffers),
+		durableCh: make(chan struct{}, 1),
+	}
+	for _, b := range bufs[:tun.buffers] {
+		p.free <- b[:tun.chunk]
+	}
+	if job.Readback {
+		for _, b := range bufs[tun.buffers:] {
+			p.readBufs = append(p.readBufs, b[:tun.readChunk])
+		}
+	}
+	err = p.run(ctx)
+	if err != nil && ctx.Err() != nil && CodeOf(err) != CodeCancelled {
+		// The caller's cancellation caused whatever failed.
+		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
+	}
+	return err
+}
+
+// check validates the job's fields and returns the decoded sha256.
+func (j *Job) check() ([]byte, error) {
+	if j.Target == "" {
+		return nil, newError(CodeWriteFailed, errors.New("job: no target slot"))
+	}
+	if j.URL == "" {
+		return nil, newError(CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target))
+	}
+	if !knownCompression(j.Compression) {
+		return nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", j.URL, j.Compression))
+	}
+	if j.Size <= 0 {
+		return nil, newError(CodeSizeMismatch, fmt.Errorf("payload %s: size %d is not positive", j.URL, j.Size))
+	}
+	if j.DownloadSize < 0 {
+		return nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: download_size %d is negative", j.URL, j.DownloadSize))
+	}
+	sum, err := hex.DecodeString(j.SHA256)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, newError(CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
+	}
+	return sum, nil
+}
+
+type chunk struct {
+	buf []byte
+	off int64
+	n   int
+}
+
+// pipeline runs three stages over a fixed set of buffers:
+//
+//	producer: fetch → decompress → sha256 → full
+//	writer (the caller's goroutine): full → pwrite → sync_file_range → free
+//	readback: O_DIRECT reads of regions already synced → second sha256
+//
+// so the network, the CPU and the storage work at the same time.
+type pipeline struct {
+	job      *Job
+	tun      *tuning
+	tgt      *target
+	expected []byte
+
+	free     chan []byte
+	full     chan chunk
+	readBufs [][]byte
+
+	written    atomic.Int64
+	downloaded atomic.Int64
+	durable    atomic.Int64 // bytes known to be on storage, for readback
+	durableCh  chan struct{}
+	readDone   atomic.Int64
+	direct     atomic.Bool // readback used O_DIRECT
+
+	lastReport time.Time
+}
+
+func (p *pipeline) run(parent context.Context) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	var failed atomic.Bool
+	stop := func(err error) {
+		failed.Store(true)
+		cancel(err)
+	}
+
+	var wg sync.WaitGroup
+	prodDone := make(chan struct{})
+	var prodErr error
+	wg.Go(func() {
+		defer close(prodDone)
+		defer close(p.full)
+		if err := p.produce(ctx); err != nil {
+			prodErr = err
+			stop(err)
+		}
+	})
+	rbDone := make(chan struct{})
+	if p.job.Readback {
+		wg.Go(func() {
+			defer close(rbDone)
+			if err := p.readback(ctx); err != nil {
+				stop(err)
+			}
+		})
+	} else {
+		close(rbDone)
+	}
+
+	p.report(PhaseDownloading, 0, true)
+	s := &syncer{fd: int(p.tgt.f.Fd()), name: p.job.Target, lag: p.tun.syncLag, rangeOK: true, publish: p.publishDurable}
+	werr := p.writeLoop(ctx, s)
+	if werr != nil {
+		stop(werr)
+	}
+	<-prodDone
+	if werr == nil && prodErr == nil && !failed.Load() {
+		if err := s.finish(p.job.Size); err != nil {
+			stop(err)
+		} else {
+			p.report(PhaseDownloading, p.job.Size, true)
+		}
+	}
+	if p.job.Readback {
+		tick := time.NewTicker(p.tun.progressEvery)
+	wait:
+		for {
+			select {
+			case <-rbDone:
+				break wait
+			case <-tick.C:
+				if !failed.Load() {
+					p.report(PhaseVerifying, p.readDone.Load(), false)
+				}
+			}
+		}
+		tick.Stop()
+		if !failed.Load() {
+			p.report(PhaseVerifying, p.readDone.Load(), true)
+		}
+	}
+	wg.Wait()
+	if failed.Load() {
+		return p.classify(context.Cause(ctx))
+	}
+	return nil
+}
+
+func (p *pipeline) classify(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+	}
+	return newError(CodeWriteFailed, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+}
+
+func (p *pipeline) report(phase string, done int64, force bool) {
+	if p.job.Progress == nil {
+		return
+	}
+	now := time.Now()
+	if !force && now.Sub(p.lastReport) < p.tun.progressEvery {
+		return
+	}
+	p.lastReport = now
+	p.job.Progress(Progress{Phase: phase, BytesDone: done, BytesTotal: p.job.Size, Downloaded: p.downloaded.Load()})
+}
+
+func (p *pipeline) publishDurable(off int64) {
+	p.durable.Store(off)
+	select {
+	case p.durableCh <- struct{}{}:
+	default:
+	}
+}
+
+// produce fetches, decompresses and hashes the payload into full buffers.
+func (p *pipeline) produce(ctx context.Context) error {
+	src, err := openSource(ctx, p.job, p.tun, &p.downloaded)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dec, closeDec, err := newDecoder(ctx, src, p.job.Compression, p.job.URL)
+	if err != nil {
+		return err
+	}
+	defer closeDec()
+	h := sha256.New()
+	size := p.job.Size
+	var off int64
+	for off < size {
+		var buf []byte
+		select {
+		case buf = <-p.free:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		n := int(min(int64(len(buf)), size-off))
+		got, err := io.ReadFull(dec, buf[:n])
+		if err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return newError(CodeSizeMismatch, fmt.Errorf("payload %s ends after %d bytes, manifest size is %d", p.job.URL, off+int64(got), size))
+			}
+			return err
+		}
+		h.Write(buf[:n])
+		select {
+		case p.full <- chunk{buf: buf, off: off, n: n}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		off += int64(n)
+	}
+	// One byte past the manifest size tells a longer payload from a complete one.
+	var one [1]byte
+	n, err := io.ReadFull(dec, one[:])
+	if n > 0 {
+		return newError(CodeSizeMismatch, fmt.Errorf("payload %s is longer than manifest size %d", p.job.URL, size))
+	}
+	if err != io.EOF {
+		return err
+	}
+	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
+		return newError(CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.Target, sum, strings.ToLower(p.job.SHA256)))
+	}
+	return nil
+}
+
+// writeLoop writes full buffers to the target in order and hands them back.
+func (p *pipeline) writeLoop(ctx context.Context, s *syncer) error {
+	for {
+		var c chunk
+		select {
+		case cc, ok := <-p.full:
+			if !ok {
+				return nil
+			}
+			c = cc
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		// Nothing more is written once the install is cancelled or failed.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if _, err := p.tgt.f.WriteAt(c.buf[:c.n], c.off); err != nil {
+			return newError(CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.Target, err))
+		}
+		p.free <- c.buf
+		end := c.off + int64(c.n)
+		p.written.Store(end)
+		if err := s.advance(end); err != nil {
+			return err
+		}
+		p.report(PhaseDownloading, end, false)
+	}
+}
