@@ -20,6 +20,11 @@ type Config struct {
 	// EffectTimeout bounds one bootloader operation.
 	EffectTimeout time.Duration
 	Logger        *slog.Logger
+	// Heartbeat, if set, is called from the state-machine goroutine every
+	// HeartbeatEvery: the systemd watchdog is fed from here, so a wedged
+	// loop gets the unit restarted.
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
 	// Interrupt is fault injection for crash tests: called before each
 	// effect, an error stops the loop right there, as if the process died.
 	Interrupt func(Effect) error
@@ -199,6 +204,13 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 	if err := a.apply(ctx, EvBoot{Booted: booted, BootID: bootID}); err != nil {
 		return err
 	}
+	var beat <-chan time.Time
+	if a.cfg.Heartbeat != nil && a.cfg.HeartbeatEvery > 0 {
+		t := time.NewTicker(a.cfg.HeartbeatEvery)
+		defer t.Stop()
+		beat = t.C
+		a.cfg.Heartbeat()
+	}
 	for {
 		var installDone, healthDone chan Event
 		if a.install != nil {
@@ -220,6 +232,9 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 					return err
 				}
 			}
+			continue
+		case <-beat:
+			a.cfg.Heartbeat()
 			continue
 		case fn := <-a.cmds:
 			fn()

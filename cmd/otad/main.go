@@ -18,6 +18,7 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/control"
+	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/internal/statelock"
 )
@@ -139,22 +140,15 @@ func cmdRun(e *env, args []string) int {
 	if err != nil {
 		return e.fail(exitFailed, "%v", err)
 	}
-	log := e.logger()
-	d, lock, code := e.openDevice(cfg, log)
-	if d == nil {
-		return code
+	lock, err := statelock.Acquire(cfg.StateDir)
+	if errors.Is(err, statelock.ErrBusy) {
+		return e.fail(exitBusy, "%v", err)
 	}
-	defer lock.Release()
-	srv, err := control.Listen(cfg.ControlSocket, d.Agent, log)
 	if err != nil {
 		return e.fail(exitFailed, "%v", err)
 	}
-	defer srv.Close()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	go srv.Serve(ctx)
-	log.Info("otad running", "version", version, "device", cfg.DeviceID, "booted", d.Booted)
-	if err := d.Run(ctx); err != nil {
+	defer lock.Release()
+	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: version, Logger: e.logger()}); err != nil {
 		return e.fail(exitFailed, "%v", err)
 	}
 	return exitOK

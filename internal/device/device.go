@@ -41,6 +41,9 @@ type Options struct {
 	Retry *slots.Retry
 	// Interrupt is the agent's fault injection hook (crash tests).
 	Interrupt func(agent.Effect) error
+	// Heartbeat is called from the agent loop every HeartbeatEvery.
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
 }
 
 // Device is an assembled agent and what it runs on.
@@ -85,6 +88,7 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 		CommitWindow: cfg.Commit.Window.Duration,
 		Logger:       log,
 		Interrupt:    opt.Interrupt,
+		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
 	}, agent.Deps{
 		Store:      agent.Journal{Dir: cfg.StateDir},
 		Bootloader: bl,

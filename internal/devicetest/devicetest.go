@@ -1,0 +1,341 @@
+// Package devicetest is a file-backed test device for integration tests:
+// two slot files, the sim bootloader, a state and a trust directory, fresh
+// keys, and an HTTP server for the images it signs offers for.
+package devicetest
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/bootctl/sim"
+	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/statelock"
+	"github.com/otad/otad/slots"
+	"github.com/otad/otad/verify"
+)
+
+const SlotSize = 4 << 20
+
+// Testbed is a file-backed Device: two slot files, a sim bootloader, a state
+// directory, a trust directory, and an HTTP server for images.
+// Testbed is one simulated device and its image server.
+type Testbed struct {
+	T        *testing.T
+	Dir      string
+	Cfg      *config.Config
+	Key      crypto.Signer
+	Srv      *httptest.Server
+	Fetched  atomic.Int64 // payload bytes served
+	Throttle atomic.Bool  // serve slowly, so a test can interrupt mid-write
+	Factory  []byte       // what slot A holds at first
+	images   map[string][]byte
+	mu       sync.Mutex
+}
+
+// Options shape the device's config.
+type Options struct {
+	Policy string // reboot policy; default "immediate"
+	Broker string // MQTT broker URL; empty: no [mqtt]
+	Groups []string
+	Extra  string // more TOML, appended
+}
+
+// ImageSize is the size of the images Offer makes.
+const ImageSize = 3<<20 + 12345
+
+// New makes a file-backed device in a temporary directory.
+func New(t *testing.T, opt Options) *Testbed {
+	t.Helper()
+	if opt.Policy == "" {
+		opt.Policy = "immediate"
+	}
+	dir := t.TempDir()
+	tb := &Testbed{T: t, Dir: dir, images: map[string][]byte{}}
+	tb.Factory = RandBytes(1, SlotSize)
+	Must(t, os.WriteFile(filepath.Join(dir, "slotA"), tb.Factory, 0o600))
+	Must(t, os.WriteFile(filepath.Join(dir, "slotB"), make([]byte, SlotSize), 0o600))
+	Must(t, os.MkdirAll(filepath.Join(dir, "keys"), 0o700))
+	key, err := verify.GenerateKey("ecdsa-p256")
+	Must(t, err)
+	tb.Key = key
+	pub, err := verify.MarshalPublicKeyPEM(key.Public())
+	Must(t, err)
+	Must(t, os.WriteFile(filepath.Join(dir, "keys", "release.pub"), pub, 0o644))
+	tb.Srv = httptest.NewServer(http.HandlerFunc(tb.serve))
+	t.Cleanup(tb.Srv.Close)
+	toml := fmt.Sprintf(`
+device_id = "gw-0001"
+compatible = "acme,gw-v2"
+state_dir = %q
+control_socket = %q
+[trust]
+keys_dir = %q
+[slots]
+A = %q
+B = %q
+[bootloader]
+type = "sim"
+env_file = %q
+attempts = 3
+[download]
+schemes = ["http"]
+retries = 2
+backoff = "10ms"
+max_backoff = "50ms"
+[commit]
+window = "10s"
+[reboot]
+policy = %q
+%s
+`, filepath.Join(dir, "state"), filepath.Join(dir, "otad.sock"), filepath.Join(dir, "keys"),
+		filepath.Join(dir, "slotA"), filepath.Join(dir, "slotB"), filepath.Join(dir, "bootenv"), opt.Policy, mqttTOML(opt)+opt.Extra)
+	cfg, err := config.Parse([]byte(toml), filepath.Join(dir, "otad.toml"), "")
+	Must(t, err)
+	tb.Cfg = cfg
+	return tb
+}
+
+func Must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func RandBytes(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	r.Read(b)
+	return b
+}
+
+func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
+	tb.mu.Lock()
+	img, ok := tb.images[strings.TrimPrefix(r.URL.Path, "/")]
+	tb.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if !tb.Throttle.Load() {
+		tb.Fetched.Add(int64(len(img)))
+		http.ServeContent(w, r, "img", time.Time{}, bytes.NewReader(img))
+		return
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(img)))
+	for off := 0; off < len(img); off += 64 << 10 {
+		n, err := w.Write(img[off:min(off+64<<10, len(img))])
+		tb.Fetched.Add(int64(n))
+		if err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type OfferOpts struct {
+	Issued  time.Time
+	SecVer  uint64
+	Tamper  bool // serve other bytes than the manifest describes
+	Compat  string
+	Device  string
+	Expires time.Duration
+	Size    int64 // manifest size override
+	URL     string
+}
+
+// offer publishes an image on the server and returns a signed envelope for it.
+func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string) {
+	tb.T.Helper()
+	img := RandBytes(seed, ImageSize)
+	sum := sha256.Sum256(img)
+	served := img
+	if o.Tamper {
+		served = bytes.Clone(img)
+		served[len(served)/2] ^= 0xff
+	}
+	tb.mu.Lock()
+	tb.images[name] = served
+	tb.mu.Unlock()
+	if o.Issued.IsZero() {
+		o.Issued = time.Now().UTC().Add(-time.Minute)
+	}
+	if o.Compat == "" {
+		o.Compat = "acme,gw-v2"
+	}
+	if o.Expires == 0 {
+		o.Expires = 24 * time.Hour
+	}
+	if o.Size == 0 {
+		o.Size = int64(len(img))
+	}
+	if o.URL == "" {
+		o.URL = tb.Srv.URL + "/" + name
+	}
+	m := verify.Manifest{
+		Schema: 1, ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: []string{o.Compat},
+		IssuedAt: o.Issued, ExpiresAt: o.Issued.Add(o.Expires),
+		Payload: verify.Payload{URL: o.URL, Compression: "none", Size: o.Size, SHA256: hex.EncodeToString(sum[:])},
+	}
+	if o.Device != "" {
+		m.Devices = []string{o.Device}
+	}
+	mb, err := json.Marshal(m)
+	Must(tb.T, err)
+	sig, err := verify.SignManifest(mb, tb.Key)
+	Must(tb.T, err)
+	env, err := verify.MarshalEnvelope(mb, sig)
+	Must(tb.T, err)
+	return env, hex.EncodeToString(sum[:])
+}
+
+// Instance is one run of the agent process on the Testbed.
+type Instance struct {
+	D    *device.Device
+	lock *statelock.Lock
+	done chan error
+	Stop context.CancelFunc
+}
+
+func (tb *Testbed) Start(interrupt func(agent.Effect) error) *Instance {
+	tb.T.Helper()
+	lock, err := statelock.Acquire(tb.Cfg.StateDir)
+	Must(tb.T, err)
+	d, err := device.Open(tb.Cfg, device.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler), Interrupt: interrupt,
+		Retry: &slots.Retry{Attempts: 2, Base: time.Millisecond, Max: 5 * time.Millisecond}})
+	if err != nil {
+		lock.Release()
+		tb.T.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &Instance{D: d, lock: lock, done: make(chan error, 1), Stop: cancel}
+	go func() {
+		err := d.Run(ctx)
+		lock.Release()
+		in.done <- err
+	}()
+	return in
+}
+
+func (in *Instance) Wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-in.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("agent did not stop")
+		return nil
+	}
+}
+
+func (tb *Testbed) Sim() *sim.Sim {
+	s, err := sim.Open(tb.Cfg.Bootloader.EnvFile, tb.Cfg.Bootloader.Attempts)
+	Must(tb.T, err)
+	return s
+}
+
+func (tb *Testbed) Journal() agent.State {
+	s, _, err := agent.Journal{Dir: tb.Cfg.StateDir}.Load()
+	Must(tb.T, err)
+	return s
+}
+
+func FileSHA(t *testing.T, path string, n int64) string {
+	f, err := os.Open(path)
+	Must(t, err)
+	defer f.Close()
+	h := sha256.New()
+	_, err = io.CopyN(h, f, n)
+	Must(t, err)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// settle runs agents (restarting them after each simulated reboot) until the
+// device is idle with an outcome, and returns the journal.
+// Like a retained MQTT offer, env is delivered again on every start.
+func (tb *Testbed) Settle(label string, env []byte) agent.State {
+	tb.T.Helper()
+	for range 10 {
+		in := tb.Start(nil)
+		if env != nil {
+			go in.D.Agent.Install(context.Background(), env)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		stopped := false
+		for !stopped && time.Now().Before(deadline) {
+			select {
+			case err := <-in.done:
+				Must(tb.T, err)
+				stopped = true // the sim device rebooted
+			case <-time.After(20 * time.Millisecond):
+				if st := in.D.Agent.Status(); st.State == agent.Idle && st.LastResult != nil {
+					in.Stop()
+					Must(tb.T, in.Wait(tb.T))
+					return tb.Journal()
+				}
+			}
+		}
+		if !stopped {
+			tb.T.Fatalf("%s: device did not settle: %+v", label, in.D.Agent.Status())
+		}
+	}
+	tb.T.Fatalf("%s: device kept rebooting", label)
+	return agent.State{}
+}
+
+// checkBootable powers the sim device on and checks that the slot it picks
+// holds what the journal says it holds.
+func (tb *Testbed) CheckBootable(label string) {
+	tb.T.Helper()
+	s := tb.Sim()
+	slot, err := s.Boot()
+	Must(tb.T, err)
+	j := tb.Journal()
+	path := tb.Cfg.Slots.Devices()[slot]
+	info := j.Slots[slot]
+	switch {
+	case slot == "A" && info.SHA256 == "":
+		if got, want := FileSHA(tb.T, path, SlotSize), hex.EncodeToString(sha(tb.Factory)); got != want {
+			tb.T.Fatalf("%s: booted A, and A no longer holds the factory image", label)
+		}
+	case info.SHA256 == "" || (info.Status != agent.SlotGood && info.Status != agent.SlotStaged):
+		tb.T.Fatalf("%s: booted slot %s, which the journal does not vouch for (%+v)", label, slot, info)
+	default:
+		if got := FileSHA(tb.T, path, ImageSize); got != info.SHA256 {
+			tb.T.Fatalf("%s: booted slot %s holds %s, journal says %s", label, slot, got[:12], info.SHA256[:12])
+		}
+	}
+}
+
+func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+func mqttTOML(o Options) string {
+	if o.Broker == "" {
+		return ""
+	}
+	g, _ := json.Marshal(o.Groups)
+	if o.Groups == nil {
+		g = []byte("[]")
+	}
+	return fmt.Sprintf("[mqtt]\nbroker = %q\ngroups = %s\n", o.Broker, g)
+}
