@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,7 @@ type rig struct {
 func newRig(t *testing.T, p Policy, inst *fakeInstaller) *rig {
 	t.Helper()
 	r := &rig{store: &memStore{}, boot: &fakeBoot{}, inst: inst, rb: &fakeReboot{}}
-	a, err := New(Config{DeviceID: "dev-1", Policy: p, AgentVersion: "test"}, Deps{
+	a, err := New(Config{DeviceID: "dev-1", Policy: p, AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)}, Deps{
 		Store: r.store, Bootloader: r.boot, Installer: inst, Checker: jsonChecker{},
 		Rebooter: r.rb, Health: okHealth{},
 	})

@@ -243,6 +243,7 @@ func (m *machine) boot(ev EvBoot) {
 			return
 		}
 		m.healthyBoot()
+		m.emit(Idle, nil, "agent started on slot "+ev.Booted)
 		if m.s.Pending != nil {
 			p := *m.s.Pending
 			m.s.Pending = nil
@@ -279,6 +280,7 @@ func (m *machine) boot(ev EvBoot) {
 	case Rebooting:
 		switch {
 		case sameBoot:
+			m.emit(Rebooting, nil, "agent restarted; waiting for the reboot into slot "+t.Slot)
 			if m.p.RebootImmediately {
 				m.do(Reboot{})
 			}

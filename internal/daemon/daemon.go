@@ -75,8 +75,6 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 			defer ccancel()
 			m.Close(cctx)
 		}()
-		// The retained status reflects this boot even before the first transition.
-		pub.Publish(d.Agent.Status(), agent.EventMsg{})
 	}
 	if !opt.NoControlSocket {
 		srv, err := control.Listen(cfg.ControlSocket, d.Agent, log)

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/otad/otad/slots"
+	"golang.org/x/sys/unix"
+)
+
+// sample is one phase's measurement in one round.
+type sample struct {
+	dur time.Duration
+	cpu time.Duration // user+system
+	rss int64         // peak resident set, bytes
+	// fromStorage is what the phase read from storage (not the page cache),
+	// from the kernel's per-task I/O accounting: it shows that the readback
+	// really reads the slot back.
+	fromStorage int64
+}
+
+// baseline is what the install is measured against: read the image, hash
+// it, write it to a fresh file in the same directory, one final fsync.
+func baseline(image, out string, size int64, want string) (sample, error) {
+	var s sample
+	err := inProcess(&s, func() error {
+		in, err := os.Open(image)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		defer in.Close()
+		o, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		defer o.Close()
+		h := sha256.New()
+		buf := make([]byte, ioChunk)
+		for done := int64(0); done < size; {
+			n, err := io.ReadFull(in, buf[:min(int64(len(buf)), size-done)])
+			if err != nil {
+				return fmt.Errorf("baseline: read %s at offset %d: %w", image, done, err)
+			}
+			h.Write(buf[:n])
+			if _, err := o.Write(buf[:n]); err != nil {
+				return fmt.Errorf("baseline: %w", err)
+			}
+			done += int64(n)
+		}
+		if err := o.Sync(); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != want {
+			return fmt.Errorf("baseline: %s has sha256 %s, want %s", image, got, want)
+		}
+		return o.Close()
+	})
+	// The copy is not needed; unlinking it also drops its pages.
+	if rerr := os.Remove(out); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = fmt.Errorf("baseline: %w", rerr)
+	}
+	return s, err
+}
+
+// writeInProcess runs the slot writer alone in this process: no agent, no
+// offer checks, no process start, and a CPU profile can cover it.
+func writeInProcess(ctx context.Context, job slots.Job) (sample, error) {
+	var s sample
+	err := inProcess(&s, func() error {
+		if err := slots.Write(ctx, job); err != nil {
+			return fmt.Errorf("slots.Write: %w", err)
+		}
+		return nil
+	})
+	return s, err
+}
+
+// inProcess times fn and takes this process's CPU time, storage reads and
+// peak RSS (reset first, so the peak is fn's) over it.
+func inProcess(s *sample, fn func() error) error {
+	// Return earlier phases' garbage, so that the peak is this phase's own.
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	err := fn()
+	s.dur = time.Since(start)
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	s.cpu = time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	s.fromStorage = (ru1.Inblock - ru0.Inblock) * 512
+	s.rss = selfPeakRSS()
+	return err
+}
+
+// selfPeakRSS reads VmHWM from /proc/self/status; -1 when unknown.
+func selfPeakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}
+
+// installOtad runs `otad install -c cfg envelope` as its own process (no
+// daemon listens, so it installs in-process under the state lock) and takes
+// its wall time from exec to exit and its resource use from wait4.
+func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error) {
+	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	dur := time.Since(start)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, tail(out.Bytes()))
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return sample{}, errors.New("no resource usage from wait4 on this platform")
+	}
+	return sample{
+		dur:         dur,
+		cpu:         time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)),
+		rss:         ru.Maxrss << 10, // KiB on Linux
+		fromStorage: ru.Inblock * 512,
+	}, nil
+}
+
+// tail keeps the end of a failed command's output.
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}

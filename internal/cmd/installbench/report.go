@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// phaseStats collects one phase's samples over the rounds and its targets.
+type phaseStats struct {
+	name string
+	// minRatio is the least acceptable ratio of this phase's median
+	// throughput to the baseline's; 0 means no target (a reference phase).
+	minRatio float64
+	// maxRSS is the largest acceptable peak RSS in bytes; 0 means no target.
+	maxRSS  int64
+	samples []sample
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// rate is a sample's throughput in MiB/s.
+func rate(s sample, size int64) float64 { return mib(size) / s.dur.Seconds() }
+
+// median of xs (the mean of the middle two for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
+}
+
+func (p *phaseStats) each(f func(sample) float64) []float64 {
+	xs := make([]float64, len(p.samples))
+	for i, s := range p.samples {
+		xs[i] = f(s)
+	}
+	return xs
+}
+
+func (p *phaseStats) medianRate(size int64) float64 {
+	return median(p.each(func(s sample) float64 { return rate(s, size) }))
+}
+
+// peakRSS is the largest peak over the rounds: the target is a ceiling.
+func (p *phaseStats) peakRSS() int64 {
+	var m int64
+	for _, s := range p.samples {
+		m = max(m, s.rss)
+	}
+	return m
+}
+
+// verdict says whether the phase met its targets, and if not which it missed.
+func (p *phaseStats) verdict(ratio float64, peak int64) string {
+	if p.minRatio == 0 && p.maxRSS == 0 {
+		return "-"
+	}
+	var missed []string
+	if p.minRatio > 0 && ratio < p.minRatio {
+		missed = append(missed, fmt.Sprintf("throughput %.2fx < %.2fx", ratio, p.minRatio))
+	}
+	if p.maxRSS > 0 && peak > p.maxRSS {
+		missed = append(missed, fmt.Sprintf("RSS %.1f MiB > %.0f MiB", mib(peak), mib(p.maxRSS)))
+	}
+	if len(missed) > 0 {
+		return "FAIL (" + strings.Join(missed, ", ") + ")"
+	}
+	return "PASS"
+}
+
+// printRound prints one round's throughputs, each with its ratio to the
+// same round's baseline (phases[0]).
+func printRound(out io.Writer, round int, phases []*phaseStats, size int64) {
+	base := rate(phases[0].samples[round], size)
+	var b strings.Builder
+	fmt.Fprintf(&b, "round %d:", round+1)
+	for i, p := range phases {
+		r := rate(p.samples[round], size)
+		if i == 0 {
+			fmt.Fprintf(&b, "  %s %.1f MiB/s", p.name, r)
+			continue
+		}
+		fmt.Fprintf(&b, " | %s %.1f MiB/s %.2fx", p.name, r, r/base)
+	}
+	fmt.Fprintln(out, b.String())
+}
+
+// printTable prints medians over the rounds against the baseline's median
+// (phases[0]) and returns whether every target was met.
+func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
+	base := phases[0].medianRate(size)
+	fmt.Fprintf(out, "\n%d rounds, %.0f MiB each; MiB/s, CPU and storage reads are medians, peak RSS the largest:\n", len(phases[0].samples), mib(size))
+	const row = "%-28s %9s %7s %7s %10s %8s %13s  %s\n"
+	fmt.Fprintf(out, row, "phase", "MiB/s", "ratio", "target", "peak RSS", "CPU", "storage read", "result")
+	ok := true
+	for _, p := range phases {
+		r := p.medianRate(size)
+		peak := p.peakRSS()
+		target := "-"
+		if p.minRatio > 0 {
+			target = fmt.Sprintf("%.2fx", p.minRatio)
+		}
+		rss := "-"
+		if peak > 0 {
+			rss = fmt.Sprintf("%.1f MiB", mib(peak))
+		}
+		v := p.verdict(r/base, peak)
+		if strings.HasPrefix(v, "FAIL") {
+			ok = false
+		}
+		cpu := time.Duration(median(p.each(func(s sample) float64 { return float64(s.cpu) })))
+		read := median(p.each(func(s sample) float64 { return mib(s.fromStorage) }))
+		fmt.Fprintf(out, row, p.name, fmt.Sprintf("%.1f", r), fmt.Sprintf("%.2fx", r/base), target, rss,
+			fmt.Sprintf("%.2fs", cpu.Seconds()), fmt.Sprintf("%.0f MiB", read), v)
+	}
+	if ok {
+		fmt.Fprintln(out, "RESULT: PASS (all targets met)")
+	} else {
+		fmt.Fprintln(out, "RESULT: FAIL (see the rows marked FAIL)")
+	}
+	return ok
+}

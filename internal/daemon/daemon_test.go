@@ -1,0 +1,270 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/daemon"
+	"github.com/otad/otad/internal/devicetest"
+	"github.com/otad/otad/internal/statelock"
+	"github.com/otad/otad/mqtt/mosquittotest"
+)
+
+const device = "gw-0001"
+
+// observer records what the device publishes, as the cloud sees it.
+type observer struct {
+	mu     sync.Mutex
+	status agent.Status
+	events []agent.EventMsg
+	online string
+	c      paho.Client
+}
+
+func observe(t *testing.T, broker string) *observer {
+	t.Helper()
+	o := &observer{}
+	opts := paho.NewClientOptions().AddBroker(broker).SetClientID("observer").SetCleanSession(true)
+	o.c = paho.NewClient(opts)
+	if tok := o.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("observer connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { o.c.Disconnect(100) })
+	sub := func(topic string, fn func([]byte)) {
+		tok := o.c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			fn(m.Payload())
+		})
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("subscribe %s: %v", topic, tok.Error())
+		}
+	}
+	sub("ota/devices/"+device+"/status", func(b []byte) { json.Unmarshal(b, &o.status) })
+	sub("ota/devices/"+device+"/events", func(b []byte) {
+		var e agent.EventMsg
+		json.Unmarshal(b, &e)
+		o.events = append(o.events, e)
+	})
+	sub("ota/devices/"+device+"/online", func(b []byte) { o.online = string(b) })
+	return o
+}
+
+func (o *observer) snapshot() (agent.Status, []agent.EventMsg) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.status, append([]agent.EventMsg(nil), o.events...)
+}
+
+// waitStatus waits until the retained status satisfies ok.
+func (o *observer) waitStatus(t *testing.T, what string, ok func(agent.Status) bool) agent.Status {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, _ := o.snapshot(); ok(st) {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, ev := o.snapshot()
+	t.Fatalf("timed out waiting for %s; status %+v; %d events", what, st, len(ev))
+	return agent.Status{}
+}
+
+// runDevice runs the daemon like systemd would, starting it again after
+// every (simulated) reboot, until stop is called.
+func runDevice(t *testing.T, tb *devicetest.Testbed) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			lock, err := statelock.Acquire(tb.Cfg.StateDir)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			err = daemon.Run(ctx, tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)})
+			lock.Release()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func mosquittoPub(t *testing.T, b *mosquittotest.Broker, topic string, payload []byte, retained bool) {
+	t.Helper()
+	bin := mosquittotest.Require(t, "mosquitto_pub", "mosquitto-clients")
+	f := filepath.Join(t.TempDir(), "payload")
+	devicetest.Must(t, os.WriteFile(f, payload, 0o600))
+	args := []string{"-p", fmt.Sprint(b.Port), "-h", "127.0.0.1", "-q", "1", "-t", topic, "-f", f}
+	if retained {
+		args = append(args, "-r")
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_pub: %v: %s", err, out)
+	}
+}
+
+func installsStarted(evs []agent.EventMsg) (n int, ids []string) {
+	for _, e := range evs {
+		if e.To == agent.Downloading && (e.From == agent.Idle || e.Result == "") && e.From != agent.Downloading {
+			n++
+			ids = append(ids, e.ID)
+		}
+	}
+	return n, ids
+}
+
+func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tb := devicetest.New(t, devicetest.Options{Broker: b.URL, Groups: []string{"canary"}})
+	obs := observe(t, b.URL)
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{SecVer: 3})
+	runDevice(t, tb)
+	obs.waitStatus(t, "the device online and idle", func(s agent.Status) bool { return s.State == agent.Idle && s.BootedSlot == "A" })
+	mosquittoPub(t, b, "ota/devices/"+device+"/desired", env, true)
+	st := obs.waitStatus(t, "success", func(s agent.Status) bool { return s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess })
+	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != agent.Idle {
+		t.Fatalf("final status: %+v", st)
+	}
+	_, evs := obs.snapshot()
+	var path []string
+	var last uint64
+	for _, e := range evs {
+		if e.Seq <= last {
+			t.Errorf("event seq %d after %d", e.Seq, last)
+		}
+		last = e.Seq
+		if e.From != e.To {
+			path = append(path, string(e.To))
+		}
+	}
+	want := []string{"downloading", "verifying", "staged", "rebooting", "confirming", "idle"}
+	if fmt.Sprint(path) != fmt.Sprint(want) {
+		t.Fatalf("transitions %v, want %v", path, want)
+	}
+	if evs[len(evs)-1].Result != agent.ResultSuccess || evs[len(evs)-1].SHA256 != sum {
+		t.Fatalf("last event %+v", evs[len(evs)-1])
+	}
+}
+
+// 50 copies of one offer, a group offer that is older, and a QoS 1
+// redelivery after the broker restarts: exactly one install, of the newest.
+func TestDuplicatesAndConflictingTopics(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tb := devicetest.New(t, devicetest.Options{Broker: b.URL, Groups: []string{"canary"}, Policy: "manual"})
+	obs := observe(t, b.URL)
+	now := time.Now().UTC()
+	older, _ := tb.Offer("group-old", 5, devicetest.OfferOpts{Issued: now.Add(-2 * time.Hour)})
+	newer, sum := tb.Offer("dev-new", 6, devicetest.OfferOpts{Issued: now.Add(-time.Hour)})
+	// Retained before the device connects: both arrive together on connect.
+	mosquittoPub(t, b, "ota/devices/"+device+"/desired", newer, true)
+	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
+	runDevice(t, tb)
+	obs.waitStatus(t, "rebooting (manual policy)", func(s agent.Status) bool { return s.State == agent.Rebooting })
+	for range 50 {
+		mosquittoPub(t, b, "ota/devices/"+device+"/desired", newer, false)
+	}
+	b.Restart() // the device reconnects; retained offers are delivered again
+	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
+	time.Sleep(2 * time.Second)
+	st, evs := obs.snapshot()
+	if n, ids := installsStarted(evs); n != 1 || ids[0] != "rel-dev-new" {
+		t.Fatalf("installs started: %d %v, want exactly one of rel-dev-new", n, ids)
+	}
+	if st.State != agent.Rebooting || st.Target == nil || st.Target.SHA256 != sum {
+		t.Fatalf("status %+v", st)
+	}
+	if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
+		t.Fatal("slot B does not hold the newest image")
+	}
+}
+
+// The broker goes away mid-install: the install completes anyway and the
+// retained status catches up once the broker is back.
+func TestBrokerOutageMidInstall(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tb := devicetest.New(t, devicetest.Options{Broker: b.URL})
+	obs := observe(t, b.URL)
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	tb.Throttle.Store(true)
+	runDevice(t, tb)
+	mosquittoPub(t, b, "ota/devices/"+device+"/desired", env, true)
+	obs.waitStatus(t, "downloading", func(s agent.Status) bool { return s.State == agent.Downloading })
+	b.Stop()
+	// The install goes on without the broker: wait for the device to commit.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if j := tb.Journal(); j.LastResult != nil && j.LastResult.Result == agent.ResultSuccess {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if j := tb.Journal(); j.LastResult == nil || j.LastResult.Result != agent.ResultSuccess {
+		t.Fatalf("install did not complete while the broker was down: %+v", j.LastResult)
+	}
+	b.Restart()
+	obs2 := observe(t, b.URL)
+	st := obs2.waitStatus(t, "status caught up", func(s agent.Status) bool {
+		return s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess
+	})
+	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum {
+		t.Fatalf("status after reconnect: %+v", st)
+	}
+}
+
+// A refused offer shows in the status and the events with its code.
+func TestRefusedOfferIsReported(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tb := devicetest.New(t, devicetest.Options{Broker: b.URL, Groups: []string{"canary"}})
+	obs := observe(t, b.URL)
+	runDevice(t, tb)
+	obs.waitStatus(t, "online", func(s agent.Status) bool { return s.BootedSlot == "A" })
+	cases := []struct {
+		code  string
+		topic string
+		raw   []byte
+	}{
+		{"bad_envelope", "ota/devices/" + device + "/desired", []byte("not json")},
+		{"incompatible", "ota/groups/canary/desired", func() []byte {
+			e, _ := tb.Offer("x", 3, devicetest.OfferOpts{Compat: "acme,other"})
+			return e
+		}()},
+		{"expired", "ota/devices/" + device + "/desired", func() []byte {
+			e, _ := tb.Offer("y", 3, devicetest.OfferOpts{Issued: time.Now().Add(-72 * time.Hour), Expires: time.Hour})
+			return e
+		}()},
+	}
+	for _, c := range cases {
+		mosquittoPub(t, b, c.topic, c.raw, true)
+		obs.waitStatus(t, c.code, func(s agent.Status) bool {
+			return s.LastResult != nil && s.LastResult.Result == agent.ResultRejected && s.LastResult.Code == c.code
+		})
+		_, evs := obs.snapshot()
+		if e := evs[len(evs)-1]; e.Result != agent.ResultRejected || e.Code != c.code {
+			t.Errorf("last event %+v, want rejected %s", e, c.code)
+		}
+	}
+	if tb.Fetched.Load() != 0 {
+		t.Fatal("bytes fetched for refused offers")
+	}
+}
