@@ -16,7 +16,9 @@ require (
 require (
 	github.com/google/go-containerregistry v0.21.9 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/mochi-mqtt/server/v2 v2.7.9 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/rs/xid v1.4.0 // indirect
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1 // indirect
 	github.com/sigstore/protobuf-specs v0.5.2 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect

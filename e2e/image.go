@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -380,5 +379,3 @@ func copyFile(src, dst string) (err error) {
 	}
 	return nil
 }
-
-var _ = errors.New

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -216,15 +217,23 @@ func (e *env) installInProcess(cfg *config.Config, raw []byte) (agent.Outcome, e
 func (e *env) report(file string, o agent.Outcome) int {
 	switch o.Result {
 	case agent.ResultRejected:
-		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s: %s\n", file, o.Code, o.Message)
+		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
 	case agent.ResultStaged:
 		fmt.Fprintf(e.stdout, "%s: installed %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
 	case agent.ResultUpToDate, agent.ResultSuccess:
 		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
 	default:
-		fmt.Fprintf(e.stderr, "otad: %s: %s %s: %s\n", file, o.Result, o.Code, o.Message)
+		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))
 	}
 	return o.ExitCode()
+}
+
+// withCode is the outcome's message, led by its code once.
+func withCode(o agent.Outcome) string {
+	if o.Code == "" || strings.HasPrefix(o.Message, o.Code+":") {
+		return o.Message
+	}
+	return o.Code + ": " + o.Message
 }
 
 func readEnvelope(file string) ([]byte, error) {

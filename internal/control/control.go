@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,9 +46,10 @@ type response struct {
 
 // Server serves Handler on a unix socket.
 type Server struct {
-	ln  net.Listener
-	h   Handler
-	log *slog.Logger
+	ln     net.Listener
+	h      Handler
+	log    *slog.Logger
+	active sync.WaitGroup
 }
 
 // Listen creates the socket (mode 0600 in a 0700 directory), replacing a
@@ -78,14 +80,25 @@ func (s *Server) Serve(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		go s.handle(ctx, c.(*net.UnixConn))
+		s.active.Add(1)
+		go func() {
+			defer s.active.Done()
+			s.handle(ctx, c.(*net.UnixConn))
+		}()
 	}
 }
 
-// Close stops listening and removes the socket.
+// Close stops listening, removes the socket, and gives the answers in
+// flight (an install outcome just before a reboot) a moment to go out.
 func (s *Server) Close() error {
 	err := s.ln.Close()
 	os.Remove(s.ln.Addr().String())
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
 	return err
 }
 
@@ -124,11 +137,12 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		st := s.h.Status()
 		resp.Status = &st
 	case "mark-good":
-		if err := s.h.MarkGood(cctx); err != nil {
+		if err := s.h.MarkGood(cctx); err != nil && !errors.Is(err, agent.ErrRebooted) {
 			resp.Error = err.Error()
 		}
 	case "mark-bad":
-		if err := s.h.MarkBad(cctx); err != nil {
+		// Success here usually means the device is rebooting.
+		if err := s.h.MarkBad(cctx); err != nil && !errors.Is(err, agent.ErrRebooted) {
 			resp.Error = err.Error()
 		}
 	default:

@@ -307,4 +307,3 @@ func TestSecondProcessIsBusy(t *testing.T) {
 		t.Fatalf("second lock: %v", err)
 	}
 }
-

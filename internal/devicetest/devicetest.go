@@ -108,7 +108,9 @@ policy = %q
 %s
 `, filepath.Join(dir, "state"), filepath.Join(dir, "otad.sock"), filepath.Join(dir, "keys"),
 		filepath.Join(dir, "slotA"), filepath.Join(dir, "slotB"), filepath.Join(dir, "bootenv"), opt.Policy, mqttTOML(opt)+opt.Extra)
-	cfg, err := config.Parse([]byte(toml), filepath.Join(dir, "otad.toml"), "")
+	path := filepath.Join(dir, "otad.toml")
+	Must(t, os.WriteFile(path, []byte(toml), 0o600)) // for tests that run the otad binary
+	cfg, err := config.Parse([]byte(toml), path, "")
 	Must(t, err)
 	tb.Cfg = cfg
 	return tb

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Machine is one emulated device: its disk, its firmware variables and the
+// network and watchdog QEMU gives it. Starting it again (after a power cut)
+// keeps the disk and the variables.
+type Machine struct {
+	Disk string // raw GPT disk image
+	Vars string // writable copy of OVMF_VARS_4M.fd
+	// Timeout bounds one QEMU run; `timeout -s KILL` enforces it even if the
+	// test process dies.
+	Timeout time.Duration
+}
+
+// Run is one running QEMU process.
+type Run struct {
+	Log     *SerialLog
+	Started time.Time
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// Args is the QEMU command line (TCG: KVM does not run these guests here; see QEMU.md).
+func (m Machine) Args() []string {
+	return []string{
+		"-accel", "tcg", "-cpu", "max", "-M", "q35", "-m", "512", "-smp", "1",
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + OVMFCode,
+		"-drive", "if=pflash,format=raw,unit=1,file=" + m.Vars,
+		"-drive", "if=none,id=d0,format=raw,file=" + m.Disk,
+		"-device", "virtio-blk-pci,drive=d0,bootindex=0",
+		"-netdev", "user,id=n0,ipv6=off",
+		// romfile=: no iPXE option ROM, so OVMF does not try to boot from the network.
+		"-device", "virtio-net-pci,netdev=n0,romfile=",
+		"-device", "i6300esb", "-action", "watchdog=reset",
+		"-nographic", "-serial", "stdio", "-monitor", "none",
+	}
+}
+
+// DefaultFatalLines end a wait at once: the guest cannot get further.
+func DefaultFatalLines() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`Kernel panic`),
+		regexp.MustCompile(regexp.QuoteMeta(MarkerFatal)),
+		regexp.MustCompile(`otad: no slot holds a verified image`),
+	}
+}
+
+// Start boots the machine with its console going to logPath.
+func (m Machine) Start(logPath string) (*Run, error) {
+	qemu, err := lookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, err
+	}
+	timeout := m.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	log, err := NewSerialLog(logPath, DefaultFatalLines()...)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"-s", "KILL", strconv.Itoa(int(timeout.Seconds())), qemu}, m.Args()...)
+	cmd := exec.Command("timeout", args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group, so Kill reaches QEMU as well as timeout; and
+	// SIGKILL to both if this process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	r := &Run{Log: log, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Done is closed when QEMU has exited.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Err is QEMU's exit error once Done is closed.
+func (r *Run) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Kill cuts the power: SIGKILL to the run's process group (timeout and QEMU),
+// then waits for the exit.
+func (r *Run) Kill() {
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		r.cmd.Process.Kill()
+	}
+	<-r.done
+}
+
+// Wait waits for QEMU to exit by itself (the guest powered off), bounded by ctx.
+func (r *Run) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for qemu to exit: %w", ctx.Err())
+	}
+}
+
+// Expect waits for the next console line matching pattern (a regexp).
+func (r *Run) Expect(ctx context.Context, pattern string) (string, error) {
+	return r.Log.Expect(ctx, regexp.MustCompile(pattern))
+}
