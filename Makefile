@@ -23,9 +23,14 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet ./...
 
-# Install throughput and peak RSS against a plain read+hash+write baseline (1 GiB).
+# Install throughput and peak RSS of bin/otad against a plain read+hash+write
+# baseline, same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
 bench: build
-	$(GO) run ./internal/cmd/installbench -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB}
+	$(GO) run ./internal/cmd/installbench -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
+
+# The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (SPEC §11).
+demo:
+	$(GO) run ./cmd/otactl demo
 
 fuzz:
 	./scripts/fuzz-smoke $${FUZZTIME:-60s}

@@ -51,13 +51,17 @@ type Outcome struct {
 	SHA256  string `json:"sha256,omitempty"`
 }
 
-// ResultStaged is the Outcome of an install that reached the boot flip.
-const ResultStaged = "staged"
+// Outcomes of Install besides the SPEC results: the boot flip was reached,
+// or the offer waits behind an install that is past the flip.
+const (
+	ResultStaged  = "staged"
+	ResultPending = "pending"
+)
 
 // ExitCode maps an outcome to `otad install`'s exit status (SPEC §9).
 func (o Outcome) ExitCode() int {
 	switch o.Result {
-	case ResultStaged, ResultUpToDate, ResultSuccess:
+	case ResultStaged, ResultPending, ResultUpToDate, ResultSuccess:
 		return 0
 	case ResultRejected:
 		return 3
@@ -73,8 +77,9 @@ type Agent struct {
 	d   Deps
 	log *slog.Logger
 
-	inbox *inbox
-	cmds  chan func()
+	inbox   *inbox
+	cmds    chan func()
+	stopped chan struct{} // closed when Run returns
 
 	mu     sync.Mutex
 	status Status // last published snapshot, for Status()
@@ -122,7 +127,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, d: d, log: cfg.Logger,
-		inbox: newInbox(), cmds: make(chan func()),
+		inbox: newInbox(), cmds: make(chan func()), stopped: make(chan struct{}),
 		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
 	}
 	a.status = Snapshot(cfg.DeviceID, cfg.AgentVersion, s, d.Clock.Now())
@@ -149,10 +154,20 @@ func (a *Agent) Install(ctx context.Context, raw []byte) (Outcome, error) {
 	select {
 	case o := <-reply:
 		return o, nil
+	case <-a.stopped:
+		select {
+		case o := <-reply: // answered on the way out
+			return o, nil
+		default:
+			return Outcome{}, ErrStopped
+		}
 	case <-ctx.Done():
 		return Outcome{}, ctx.Err()
 	}
 }
+
+// ErrStopped answers calls made after Run has returned.
+var ErrStopped = errors.New("agent is not running")
 
 // MarkGood commits the booted slot by hand.
 func (a *Agent) MarkGood(ctx context.Context) error { return a.command(ctx, EvMarkGood{}) }
@@ -173,6 +188,8 @@ func (a *Agent) command(ctx context.Context, ev Event) error {
 	}
 	select {
 	case a.cmds <- fn:
+	case <-a.stopped:
+		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -189,6 +206,7 @@ func (a *Agent) command(ctx context.Context, ev Event) error {
 // On return the journal holds the state: an interrupted install resumes on
 // the next Run.
 func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
+	defer close(a.stopped)
 	defer func() {
 		a.stopWorkers()
 		a.finishWaiters(err)
@@ -488,7 +506,9 @@ func (a *Agent) outcomeFor(sha string, records []Record) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	if p := s.Pending; p != nil && p.SHA256() == sha {
-		return Outcome{}, false
+		cur := s.Target
+		return Outcome{Result: ResultPending, ID: p.ID, SHA256: sha,
+			Message: "accepted; installs once " + cur.ID + " is settled (" + string(s.Phase) + ")"}, true
 	}
 	if r := s.LastResult; r != nil && r.SHA256 == sha {
 		return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true

@@ -149,11 +149,11 @@ poweroff -f
 `
 
 // systemctl stands in for systemd: otad reboots non-sim devices with
-// `systemctl reboot`.
+// `systemctl reboot` (and captures its output, hence /dev/console).
 const systemctlShim = `#!/bin/sh
 case "$1" in
 reboot)
-  echo "` + MarkerReboot + `"
+  echo "` + MarkerReboot + `" > /dev/console
   sync
   reboot -f
   ;;

@@ -40,6 +40,7 @@ func commands() map[string]command {
 		"verify":  {"check an envelope offline and print its manifest", runVerify},
 		"publish": {"publish an envelope as a device's or group's desired state (MQTT)", runPublish},
 		"status":  {"fleet table from the MQTT status topics", runStatus},
+		"demo":    {"the whole flow on this machine: broker, image server, 5 simulated devices", runDemo},
 	}
 }
 

@@ -220,7 +220,7 @@ func (e *env) report(file string, o agent.Outcome) int {
 		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
 	case agent.ResultStaged:
 		fmt.Fprintf(e.stdout, "%s: installed %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
-	case agent.ResultUpToDate, agent.ResultSuccess:
+	case agent.ResultUpToDate, agent.ResultSuccess, agent.ResultPending:
 		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
 	default:
 		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +180,67 @@ func TestBadConfigNamesFileAndKey(t *testing.T) {
 	}
 	if code, _, _ := otad(t, "frobnicate"); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// SIGTERM mid-install stops the daemon cleanly with the install journaled;
+// started again, it writes the image again and completes.
+func TestSigtermMidInstallResumes(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	cfg := tb.Cfg.Path
+	good, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	tb.Throttle.Store(true)
+	d := exec.Command(otadBin, "run", "-c", cfg)
+	var dlog bytes.Buffer
+	d.Stderr = &dlog
+	devicetest.Must(t, d.Start())
+	t.Cleanup(func() { d.Process.Kill() })
+	for i := 0; ; i++ {
+		if code, _, _ := otad(t, "status", "-c", cfg); code == 0 {
+			if _, err := os.Stat(tb.Cfg.ControlSocket); err == nil {
+				break
+			}
+		}
+		if i > 200 {
+			t.Fatalf("daemon did not come up: %s", dlog.String())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	envFile := writeEnv(t, good)
+	inst := exec.Command(otadBin, "install", "-c", cfg, envFile)
+	devicetest.Must(t, inst.Start())
+	defer inst.Wait()
+	for i := 0; tb.Fetched.Load() == 0; i++ {
+		if i > 400 {
+			t.Fatal("download did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	devicetest.Must(t, d.Process.Signal(syscall.SIGTERM))
+	if err := d.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, dlog.String())
+	}
+	if j := tb.Journal(); j.Phase != agent.Downloading && j.Phase != agent.Verifying {
+		t.Fatalf("journal after SIGTERM: %s", j.Phase)
+	}
+	tb.Throttle.Store(false)
+	d2 := exec.Command(otadBin, "run", "-c", cfg)
+	devicetest.Must(t, d2.Start())
+	t.Cleanup(func() { d2.Process.Kill(); d2.Wait() })
+	for i := 0; ; i++ {
+		j := tb.Journal()
+		if j.Phase == agent.Rebooting {
+			if j.Slots["B"].SHA256 != sum || j.Restarts != 0 {
+				t.Fatalf("after resume: %+v", j)
+			}
+			break
+		}
+		if i > 1000 {
+			t.Fatalf("install did not resume: %s", j.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
+		t.Fatal("slot B does not hold the image")
 	}
 }

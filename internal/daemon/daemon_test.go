@@ -16,12 +16,13 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/daemon"
+	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/internal/devicetest"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/mqtt/mosquittotest"
 )
 
-const device = "gw-0001"
+const devID = "gw-0001"
 
 // observer records what the device publishes, as the cloud sees it.
 type observer struct {
@@ -51,13 +52,18 @@ func observe(t *testing.T, broker string) *observer {
 			t.Fatalf("subscribe %s: %v", topic, tok.Error())
 		}
 	}
-	sub("ota/devices/"+device+"/status", func(b []byte) { json.Unmarshal(b, &o.status) })
-	sub("ota/devices/"+device+"/events", func(b []byte) {
+	sub("ota/devices/"+devID+"/status", func(b []byte) {
+		var st agent.Status // fresh: snapshots handed out share its pointers
+		if json.Unmarshal(b, &st) == nil {
+			o.status = st
+		}
+	})
+	sub("ota/devices/"+devID+"/events", func(b []byte) {
 		var e agent.EventMsg
 		json.Unmarshal(b, &e)
 		o.events = append(o.events, e)
 	})
-	sub("ota/devices/"+device+"/online", func(b []byte) { o.online = string(b) })
+	sub("ota/devices/"+devID+"/online", func(b []byte) { o.online = string(b) })
 	return o
 }
 
@@ -141,7 +147,7 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{SecVer: 3})
 	runDevice(t, tb)
 	obs.waitStatus(t, "the device online and idle", func(s agent.Status) bool { return s.State == agent.Idle && s.BootedSlot == "A" })
-	mosquittoPub(t, b, "ota/devices/"+device+"/desired", env, true)
+	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", env, true)
 	st := obs.waitStatus(t, "success", func(s agent.Status) bool { return s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess })
 	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != agent.Idle {
 		t.Fatalf("final status: %+v", st)
@@ -162,8 +168,14 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	if fmt.Sprint(path) != fmt.Sprint(want) {
 		t.Fatalf("transitions %v, want %v", path, want)
 	}
-	if evs[len(evs)-1].Result != agent.ResultSuccess || evs[len(evs)-1].SHA256 != sum {
-		t.Fatalf("last event %+v", evs[len(evs)-1])
+	var outcome *agent.EventMsg
+	for i := range evs {
+		if evs[i].Result != "" {
+			outcome = &evs[i]
+		}
+	}
+	if outcome == nil || outcome.Result != agent.ResultSuccess || outcome.SHA256 != sum {
+		t.Fatalf("last outcome event %+v", outcome)
 	}
 }
 
@@ -177,12 +189,12 @@ func TestDuplicatesAndConflictingTopics(t *testing.T) {
 	older, _ := tb.Offer("group-old", 5, devicetest.OfferOpts{Issued: now.Add(-2 * time.Hour)})
 	newer, sum := tb.Offer("dev-new", 6, devicetest.OfferOpts{Issued: now.Add(-time.Hour)})
 	// Retained before the device connects: both arrive together on connect.
-	mosquittoPub(t, b, "ota/devices/"+device+"/desired", newer, true)
+	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, true)
 	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
 	runDevice(t, tb)
 	obs.waitStatus(t, "rebooting (manual policy)", func(s agent.Status) bool { return s.State == agent.Rebooting })
 	for range 50 {
-		mosquittoPub(t, b, "ota/devices/"+device+"/desired", newer, false)
+		mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, false)
 	}
 	b.Restart() // the device reconnects; retained offers are delivered again
 	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
@@ -208,7 +220,7 @@ func TestBrokerOutageMidInstall(t *testing.T) {
 	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
 	tb.Throttle.Store(true)
 	runDevice(t, tb)
-	mosquittoPub(t, b, "ota/devices/"+device+"/desired", env, true)
+	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", env, true)
 	obs.waitStatus(t, "downloading", func(s agent.Status) bool { return s.State == agent.Downloading })
 	b.Stop()
 	// The install goes on without the broker: wait for the device to commit.
@@ -244,12 +256,12 @@ func TestRefusedOfferIsReported(t *testing.T) {
 		topic string
 		raw   []byte
 	}{
-		{"bad_envelope", "ota/devices/" + device + "/desired", []byte("not json")},
+		{"bad_envelope", "ota/devices/" + devID + "/desired", []byte("not json")},
 		{"incompatible", "ota/groups/canary/desired", func() []byte {
 			e, _ := tb.Offer("x", 3, devicetest.OfferOpts{Compat: "acme,other"})
 			return e
 		}()},
-		{"expired", "ota/devices/" + device + "/desired", func() []byte {
+		{"expired", "ota/devices/" + devID + "/desired", func() []byte {
 			e, _ := tb.Offer("y", 3, devicetest.OfferOpts{Issued: time.Now().Add(-72 * time.Hour), Expires: time.Hour})
 			return e
 		}()},
@@ -266,5 +278,50 @@ func TestRefusedOfferIsReported(t *testing.T) {
 	}
 	if tb.Fetched.Load() != 0 {
 		t.Fatal("bytes fetched for refused offers")
+	}
+}
+
+// The trust directory is watched: a removed key stops being trusted at once,
+// a bad key file is logged and ignored, and a key put back is trusted again.
+func TestTrustDirReload(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	started := make(chan *device.Device, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	lock, err := statelock.Acquire(tb.Cfg.StateDir)
+	devicetest.Must(t, err)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler),
+			Started: func(d *device.Device) { started <- d }})
+	}()
+	t.Cleanup(func() { cancel(); <-done; lock.Release() })
+	d := <-started
+	keyFile := filepath.Join(tb.Cfg.Trust.KeysDir, "release.pub")
+	pub, err := os.ReadFile(keyFile)
+	devicetest.Must(t, err)
+	waitKeys := func(n int) {
+		for i := 0; d.Keys.Keyring().Len() != n; i++ {
+			if i > 500 {
+				t.Fatalf("keyring has %d keys, want %d", d.Keys.Keyring().Len(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	install := func(name string, seed uint64) agent.Outcome {
+		env, _ := tb.Offer(name, seed, devicetest.OfferOpts{Issued: time.Now().UTC()})
+		o, err := d.Agent.Install(context.Background(), env)
+		devicetest.Must(t, err)
+		return o
+	}
+	devicetest.Must(t, os.Remove(keyFile))
+	waitKeys(0)
+	if o := install("a", 1); o.Code != "bad_signature" {
+		t.Fatalf("with the key removed: %+v", o)
+	}
+	devicetest.Must(t, os.WriteFile(filepath.Join(tb.Cfg.Trust.KeysDir, "junk.pub"), []byte("not a key"), 0o644))
+	devicetest.Must(t, os.WriteFile(keyFile, pub, 0o644))
+	waitKeys(1)
+	if o := install("b", 2); o.Result != agent.ResultStaged {
+		t.Fatalf("with the key back: %+v", o)
 	}
 }

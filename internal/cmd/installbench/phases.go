@@ -29,6 +29,10 @@ type sample struct {
 	// from the kernel's per-task I/O accounting: it shows that the readback
 	// really reads the slot back.
 	fromStorage int64
+	// written is when the image was all written and synced (in-process
+	// phases only, from the writer's progress reports; 0 when unknown): the
+	// rest of dur is the readback's tail.
+	written time.Duration
 }
 
 // baseline is what the install is measured against: read the image, hash
@@ -78,12 +82,23 @@ func baseline(image, out string, size int64, want string) (sample, error) {
 // offer checks, no process start, and a CPU profile can cover it.
 func writeInProcess(ctx context.Context, job slots.Job) (sample, error) {
 	var s sample
+	var written time.Duration
 	err := inProcess(&s, func() error {
+		start := time.Now()
+		// The writer's last "downloading" report of the whole size comes
+		// once its final fdatasync returned (an earlier one may come when
+		// the last chunk is written), before the readback's own end.
+		job.Progress = func(p slots.Progress) {
+			if p.Phase == slots.PhaseDownloading && p.BytesDone == p.BytesTotal {
+				written = time.Since(start)
+			}
+		}
 		if err := slots.Write(ctx, job); err != nil {
 			return fmt.Errorf("slots.Write: %w", err)
 		}
 		return nil
 	})
+	s.written = written
 	return s, err
 }
 

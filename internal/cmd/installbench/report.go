@@ -59,6 +59,21 @@ func (p *phaseStats) peakRSS() int64 {
 	return m
 }
 
+// tail is the median time from "image written and synced" to the end
+// (the readback's lag behind the writer), when the phase knows it.
+func (p *phaseStats) tail() string {
+	var xs []float64
+	for _, s := range p.samples {
+		if s.written > 0 {
+			xs = append(xs, (s.dur - s.written).Seconds())
+		}
+	}
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fs", median(xs))
+}
+
 // verdict says whether the phase met its targets, and if not which it missed.
 func (p *phaseStats) verdict(ratio float64, peak int64) string {
 	if p.minRatio == 0 && p.maxRSS == 0 {
@@ -98,9 +113,9 @@ func printRound(out io.Writer, round int, phases []*phaseStats, size int64) {
 // (phases[0]) and returns whether every target was met.
 func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 	base := phases[0].medianRate(size)
-	fmt.Fprintf(out, "\n%d rounds, %.0f MiB each; MiB/s, CPU and storage reads are medians, peak RSS the largest:\n", len(phases[0].samples), mib(size))
-	const row = "%-28s %9s %7s %7s %10s %8s %13s  %s\n"
-	fmt.Fprintf(out, row, "phase", "MiB/s", "ratio", "target", "peak RSS", "CPU", "storage read", "result")
+	fmt.Fprintf(out, "\n%d rounds, %.0f MiB each; MiB/s, CPU, storage reads and tail (end of the writer's final fdatasync to the end) are medians, peak RSS the largest:\n", len(phases[0].samples), mib(size))
+	const row = "%-28s %9s %7s %7s %10s %8s %13s %7s  %s\n"
+	fmt.Fprintf(out, row, "phase", "MiB/s", "ratio", "target", "peak RSS", "CPU", "storage read", "tail", "result")
 	ok := true
 	for _, p := range phases {
 		r := p.medianRate(size)
@@ -120,7 +135,7 @@ func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 		cpu := time.Duration(median(p.each(func(s sample) float64 { return float64(s.cpu) })))
 		read := median(p.each(func(s sample) float64 { return mib(s.fromStorage) }))
 		fmt.Fprintf(out, row, p.name, fmt.Sprintf("%.1f", r), fmt.Sprintf("%.2fx", r/base), target, rss,
-			fmt.Sprintf("%.2fs", cpu.Seconds()), fmt.Sprintf("%.0f MiB", read), v)
+			fmt.Sprintf("%.2fs", cpu.Seconds()), fmt.Sprintf("%.0f MiB", read), p.tail(), v)
 	}
 	if ok {
 		fmt.Fprintln(out, "RESULT: PASS (all targets met)")

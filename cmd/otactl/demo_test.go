@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/bootctl/sim"
+	"github.com/otad/otad/internal/demo"
+)
+
+// TestMain lets this test binary stand in for otactl when the demo's devices
+// run their health check (`<os.Executable()> demo health-check ...`).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "health-check" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// The whole demo, in-process: five real agents, a good rollout, a broken one.
+func TestDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "work")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	r := result{}
+	var stdout, stderr strings.Builder
+	r.code = run(ctx, []string{"demo", "--dir", dir, "--timeout", "60s"}, &stdout, &stderr)
+	r.stdout, r.stderr = stdout.String(), stderr.String()
+	t.Logf("demo took %v", time.Since(start))
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	_, summary, ok := strings.Cut(r.stdout, "\nsummary\n")
+	if !ok {
+		t.Fatalf("no summary in the output:\n%s", r.stdout)
+	}
+	row := regexp.MustCompile(`(?m)^(gw-\d\d)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$`)
+	rows := row.FindAllStringSubmatch(summary, -1)
+	if len(rows) != 5 {
+		t.Fatalf("summary has %d device rows, want 5:\n%s", len(rows), summary)
+	}
+	for i, m := range rows {
+		id, booted, running, r1, r2, boots := m[1], m[2], m[3], m[4], m[6], m[8]
+		if want := "gw-0" + string(rune('1'+i)); id != want {
+			t.Errorf("row %d is %s, want %s", i, id, want)
+		}
+		// The good image went to B; the broken one to A, and the device came back to B.
+		if booted != "B" || running != "2.0.0" || r1 != "success" || r2 != "failed/health_check_failed" {
+			t.Errorf("%s: booted %s running %s, rollout 1 %s, rollout 2 %s; want B 2.0.0 success failed/health_check_failed",
+				id, booted, running, r1, r2)
+		}
+		// Power on, reboot into 2.0.0, into 2.1.0, back out of it.
+		if boots != "4" {
+			t.Errorf("%s: %s boots, want 4", id, boots)
+		}
+		for _, took := range []string{m[5], m[7]} {
+			if d, err := time.ParseDuration(took); err != nil || d <= 0 || d > time.Minute {
+				t.Errorf("%s: took %q", id, took)
+			}
+		}
+		// What the slots hold, read directly: the health check's view.
+		devDir := filepath.Join(dir, "devices", id)
+		for slot, marker := range map[string]string{"A": demo.BrokenMarker + " version=2.1.0\n", "B": demo.GoodMarker + " version=2.0.0\n"} {
+			b, err := os.ReadFile(filepath.Join(devDir, "slot"+slot+".img"))
+			if err != nil || !strings.HasPrefix(string(b), marker) {
+				t.Errorf("%s: slot %s does not start with %q (err %v)", id, slot, marker, err)
+			}
+		}
+		s, err := sim.Open(filepath.Join(devDir, "bootenv.json"), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Booted(); err != nil || got != "B" {
+			t.Errorf("%s: sim bootloader booted %q (%v), want B", id, got, err)
+		}
+		if vars, _ := s.Vars(); vars["BOOT_A_LEFT"] != "0" {
+			t.Errorf("%s: slot A (the broken image) is not marked bad: %v", id, vars)
+		}
+		if log, err := os.ReadFile(filepath.Join(devDir, "otad.log")); err != nil || !strings.Contains(string(log), "health") {
+			t.Errorf("%s: device log lacks the health check (err %v)", id, err)
+		}
+	}
+	for _, want := range []string{
+		"$ otactl keygen release", "--compress zstd", "publishing rollout 2.0.0 to group \"demo\"",
+		"rolled back", "work directory kept: " + dir,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "\x1b[") {
+		t.Error("terminal escapes written to a non-terminal")
+	}
+}
+
+// A step that does not converge ends the demo with exit 1, a message naming
+// the devices' states, and the work directory kept for a look.
+func TestDemoTimeout(t *testing.T) {
+	r := otactl(t, "demo", "--devices", "1", "--timeout", "1ms")
+	if r.code != exitFailure {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "not done within 1ms") || !strings.Contains(r.stderr, "gw-01") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	m := regexp.MustCompile(`work directory is kept for a look: (\S+)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("work directory not reported:\n%s", r.stdout)
+	}
+	defer os.RemoveAll(m[1])
+	if _, err := os.Stat(filepath.Join(m[1], "devices", "gw-01", "otad.toml")); err != nil {
+		t.Errorf("work directory not kept: %v", err)
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"demo", "extra"}, "unexpected arguments"},
+		{[]string{"demo", "--devices", "0"}, "--devices 0"},
+		{[]string{"demo", "--devices", "21"}, "--devices 21"},
+		{[]string{"demo", "--timeout", "0s"}, "--timeout"},
+		{[]string{"demo", "--rate", "fast"}, "--rate"},
+		{[]string{"demo", "--image-size", "1KiB"}, "--image-size"},
+		{[]string{"demo", "--image-size", "9MiB"}, "--image-size"},
+		{[]string{"demo", "--dir", full}, "not empty"},
+		{[]string{"demo", "health-check", "--env", "x"}, "--slot-a"},
+	}
+	for _, tt := range tests {
+		r := otactl(t, tt.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("otactl %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.stderr)
+		}
+	}
+	if r := otactl(t, "help"); !strings.Contains(r.stdout, "demo") {
+		t.Errorf("help does not list demo:\n%s", r.stdout)
+	}
+}
+
+func TestDemoHealthCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.img")
+	broken := filepath.Join(dir, "broken.img")
+	for path, spec := range map[string]demo.ImageSpec{
+		good:   {Version: "2.0.0", Size: 4096},
+		broken: {Version: "2.1.0", Broken: true, Size: 4096},
+	} {
+		if err := demo.WriteImageFile(path, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := filepath.Join(dir, "bootenv.json")
+	if _, err := sim.Open(env, 3); err != nil { // booted A
+		t.Fatal(err)
+	}
+	tests := []struct {
+		slotA, slotB string
+		code         int
+		out          string
+	}{
+		{good, broken, exitOK, "slot A runs a good image"},
+		{broken, good, exitFailure, "slot A (" + broken + ") runs a broken image"},
+		{filepath.Join(dir, "absent"), good, exitFailure, "no such file"},
+	}
+	for _, tt := range tests {
+		r := otactl(t, "demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)
+		if r.code != tt.code || !strings.Contains(r.stdout+r.stderr, tt.out) {
+			t.Errorf("slot A %s: exit %d, output %q%q; want %d and %q", tt.slotA, r.code, r.stdout, r.stderr, tt.code, tt.out)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true}, {"1000", 1000, true}, {"512KiB", 512 << 10, true}, {"4MiB", 4 << 20, true},
+		{"1GiB", 1 << 30, true}, {"12B", 12, true}, {"", 0, false}, {"-1", 0, false}, {"4MB", 0, false},
+		{"1.5MiB", 0, false}, {"99999999999GiB", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseBytes(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

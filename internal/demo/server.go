@@ -1,0 +1,123 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// FileServer serves the files of one directory over HTTP on 127.0.0.1, with
+// Range support, optionally throttled so the demo's progress bars have
+// something to show.
+type FileServer struct {
+	// URL is the base URL: http://127.0.0.1:PORT
+	URL string
+	srv *http.Server
+}
+
+// StartFileServer serves dir; rate caps each response in bytes per second (0: no cap).
+func StartFileServer(dir string, rate int64) (*FileServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("image server: %w", err)
+	}
+	srv := &http.Server{Handler: fileHandler{dir: dir, rate: rate}, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln) // ends with Close
+	return &FileServer{URL: "http://" + ln.Addr().String(), srv: srv}, nil
+}
+
+// Close stops the server, bounded by ctx.
+func (s *FileServer) Close(ctx context.Context) error {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.srv.Close()
+		return fmt.Errorf("image server: %w", err)
+	}
+	return nil
+}
+
+type fileHandler struct {
+	dir  string
+	rate int64
+}
+
+func (h fileHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	// Flat directory: no path separators, nothing hidden (temp files).
+	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := os.Open(filepath.Join(h.dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		http.Error(w, "cannot open", http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	var out http.ResponseWriter = w
+	if h.rate > 0 {
+		out = &throttled{ResponseWriter: w, ctx: r.Context(), rate: h.rate}
+	}
+	http.ServeContent(out, r, name, st.ModTime(), f)
+}
+
+// throttled paces the body at rate bytes per second.
+type throttled struct {
+	http.ResponseWriter
+	ctx   context.Context
+	rate  int64
+	start time.Time
+	sent  int64
+}
+
+// throttleChunk keeps the pacing smooth without a syscall per byte.
+const throttleChunk = 32 << 10
+
+func (t *throttled) Write(p []byte) (int, error) {
+	if t.start.IsZero() {
+		t.start = time.Now()
+	}
+	var n int
+	for len(p) > 0 {
+		c := p[:min(len(p), throttleChunk)]
+		// Wait first: a chunk goes out when the rate allows all of it, so the
+		// client sees the rate, not one chunk early.
+		due := t.start.Add(time.Duration(float64(t.sent+int64(len(c))) / float64(t.rate) * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-t.ctx.Done():
+				return n, t.ctx.Err()
+			}
+		}
+		m, err := t.ResponseWriter.Write(c)
+		n += m
+		t.sent += int64(m)
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// Flush lets the bytes out as they are paced.
+func (t *throttled) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

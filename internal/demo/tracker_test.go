@@ -1,0 +1,169 @@
+package demo
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/agent"
+)
+
+// snap is a status snapshot as a device publishes it.
+func snap(dev string, seq uint64, state agent.Phase, booted string, slots map[string]string, last *agent.ResultStatus) []byte {
+	st := agent.Status{Device: dev, Seq: seq, BootID: "boot", State: state, BootedSlot: booted, Slots: map[string]agent.SlotStatus{}, LastResult: last}
+	for name, s := range slots { // "version:status"
+		v, status, _ := strings.Cut(s, ":")
+		st.Slots[name] = agent.SlotStatus{Version: v, Status: status}
+	}
+	b, _ := json.Marshal(st)
+	return b
+}
+
+func res(id, result, code string) *agent.ResultStatus {
+	return &agent.ResultStatus{ID: id, Result: result, Code: code}
+}
+
+type msg struct {
+	topic   string
+	payload []byte
+}
+
+func status(dev string, b []byte) msg { return msg{"ota/devices/" + dev + "/status", b} }
+func online(dev string, on bool) msg {
+	b, _ := json.Marshal(map[string]bool{"online": on})
+	return msg{"ota/devices/" + dev + "/online", b}
+}
+
+func TestTracker(t *testing.T) {
+	good := map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}
+	aBad := map[string]string{"A": "2.1.0:bad", "B": "2.0.0:good"}
+	ok := Expect{Result: agent.ResultSuccess}
+	hc := Expect{Result: agent.ResultFailed, Code: agent.CodeHealthCheckFailed}
+	devs := []string{"d1", "d2"}
+	tests := []struct {
+		name    string
+		before  []msg // before Begin("r")
+		after   []msg
+		want    Expect
+		pending []string
+		wrong   int
+	}{
+		{"nothing heard", nil, nil, ok, devs, 0},
+		{"both succeed", nil, []msg{
+			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+		}, ok, nil, 0},
+		{"still installing", nil, []msg{
+			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d2", snap("d2", 3, agent.Downloading, "A", good, nil)),
+		}, ok, []string{"d2"}, 0},
+		{"outcome of another rollout", nil, []msg{
+			status("d1", snap("d1", 5, agent.Idle, "B", good, res("old", "success", ""))),
+			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+		}, ok, []string{"d1"}, 0},
+		// Rejecting the booted slot: "idle, failed" on the bad slot first, then the reboot.
+		{"failed but not yet rebooted", nil, []msg{
+			status("d1", snap("d1", 9, agent.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
+			status("d2", snap("d2", 9, agent.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
+			status("d2", snap("d2", 10, agent.Idle, "B", aBad, res("r", "failed", "health_check_failed"))),
+		}, hc, []string{"d1"}, 0},
+		{"unexpected outcome", nil, []msg{
+			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "failed", "hash_mismatch"))),
+			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "failed", "health_check_failed"))),
+		}, hc, nil, 1},
+		{"forged offer refused", []msg{
+			status("d1", snap("d1", 2, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
+		}, []msg{
+			status("d1", snap("d1", 3, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d2", snap("d2", 3, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
+		}, ok, []string{"d1"}, 1}, // d1's refusal is older than the rollout
+		{"late older snapshot ignored", nil, []msg{
+			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d1", snap("d1", 4, agent.Confirming, "B", good, nil)),
+			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+		}, ok, nil, 0},
+		{"malformed and foreign messages", nil, []msg{
+			status("d1", []byte("{not json")),
+			status("d1", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))), // names another device
+			{"ota/devices/d2/events", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))},
+			{"other/devices/d2/status", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))},
+		}, ok, devs, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker("")
+			for _, m := range tt.before {
+				tr.Observe(m.topic, m.payload)
+			}
+			tr.Begin("r")
+			for _, m := range tt.after {
+				tr.Observe(m.topic, m.payload)
+			}
+			v := tr.Check(devs, tt.want)
+			if !reflect.DeepEqual(v.Pending, tt.pending) || len(v.Wrong) != tt.wrong {
+				t.Fatalf("verdict %+v; want pending %v and %d wrong", v, tt.pending, tt.wrong)
+			}
+			if v.Done() != (tt.pending == nil && tt.wrong == 0) {
+				t.Fatalf("Done() = %v for %+v", v.Done(), v)
+			}
+		})
+	}
+}
+
+func TestTrackerFinishAndReady(t *testing.T) {
+	tr := NewTracker("ota")
+	clock := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	tr.now = func() time.Time { return clock }
+	good := map[string]string{"A": "1.0.0:good", "B": ":"}
+	for _, m := range []msg{online("d1", true), status("d1", snap("d1", 1, agent.Idle, "A", good, nil)), status("d2", snap("d2", 1, agent.Idle, "A", good, nil))} {
+		tr.Observe(m.topic, m.payload)
+	}
+	if got := tr.Ready([]string{"d1", "d2", "d3"}); !reflect.DeepEqual(got, []string{"d2", "d3"}) {
+		t.Fatalf("waiting for %v, want d2 (offline) and d3 (unknown)", got)
+	}
+	if _, ok := tr.Finished("d1", "r"); ok {
+		t.Fatal("finished before the rollout")
+	}
+	tr.Begin("r")
+	clock = clock.Add(3 * time.Second)
+	tr.Observe("ota/devices/d1/status", snap("d1", 7, agent.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
+	clock = clock.Add(time.Second) // a later duplicate changes nothing
+	tr.Observe("ota/devices/d1/status", snap("d1", 8, agent.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
+	f, ok := tr.Finished("d1", "r")
+	want := Finish{Result: "success", Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
+	if !ok || f != want {
+		t.Fatalf("finish %+v %v, want %+v", f, ok, want)
+	}
+	if st, ok := tr.Status("d1"); !ok || st.Seq != 8 {
+		t.Fatalf("status %+v", st)
+	}
+	d := tr.Describe([]string{"d2", "d1", "d9"})
+	if len(d) != 3 || !strings.HasPrefix(d[0], "d1: state idle, booted B, last result r success") || d[2] != "d9: no status received" {
+		t.Fatalf("describe: %q", d)
+	}
+}
+
+// Status snapshots come from the network: nothing a device sends may crash
+// the tracker or make a rollout look finished without a matching status.
+func FuzzTrackerObserve(f *testing.F) {
+	f.Add("ota/devices/d1/status", string(snap("d1", 5, agent.Idle, "B", map[string]string{"B": "2.0.0:good"}, res("r", "success", ""))))
+	f.Add("ota/devices/d1/online", `{"online":true}`)
+	f.Add("ota/devices/d1/status", `{"device":"d1","state":"idle","slots":null,"last_result":{"id":"r"}}`)
+	f.Add("ota/devices//status", `{}`)
+	f.Fuzz(func(t *testing.T, topic, payload string) {
+		tr := NewTracker("ota")
+		tr.Begin("r")
+		tr.Observe(topic, []byte(payload))
+		v := tr.Check([]string{"d1"}, Expect{Result: "success"})
+		if v.Done() {
+			st, _ := tr.Status("d1")
+			if st.State != agent.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||
+				st.Slots[st.BootedSlot].Status != agent.SlotGood {
+				t.Fatalf("done on %q", payload)
+			}
+		}
+		tr.Describe([]string{"d1"})
+	})
+}
