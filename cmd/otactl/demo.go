@@ -388,11 +388,6 @@ func (d *demoRun) watch(ctx context.Context) {
 		d.watchErr <- mqtt.Watch(ctx, cfg, func(topic string, payload []byte) {
 			d.tracker.Observe(topic, payload)
 			d.fleet.update(topic, payload)
-			if id, leaf, ok := mqtt.DeviceOf(mqtt.DefaultTopicPrefix, topic); ok && leaf == "status" {
-				if st, ok := d.tracker.Status(id); ok && st.State != agent.Downloading && st.State != agent.Verifying {
-					d.fleet.dropProgress(id)
-				}
-			}
 		})
 	}()
 }
@@ -592,13 +587,3 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// dropProgress forgets a device's last progress report once its install has
-// moved past downloading: the table would show a stale bar (progress is QoS 0
-// and rate limited, so the last report is rarely 100%) for progressFresh.
-func (f *fleet) dropProgress(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if d := f.devices[id]; d != nil {
-		d.progress = nil
-	}
-}

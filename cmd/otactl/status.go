@@ -176,7 +176,10 @@ func (f *fleet) render(w io.Writer, withBars bool) error {
 		}
 		state, booted, slotA, slotB, target, last, seq := "?", "-", "-", "-", "-", "-", "-"
 		var p *progressReport
-		if d.progress != nil && now.Sub(d.progressAt) < progressFresh {
+		// A bar only while bytes move: progress is QoS 0 and rate limited, so
+		// the last report is rarely 100% and must not outlive the download.
+		moving := d.status == nil || d.status.State == "downloading" || d.status.State == "verifying"
+		if d.progress != nil && moving && now.Sub(d.progressAt) < progressFresh {
 			p = d.progress
 		}
 		switch s := d.status; {
