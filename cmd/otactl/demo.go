@@ -586,4 +586,3 @@ func humanSize(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
-
