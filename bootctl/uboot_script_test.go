@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/otad/otad/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,17 +270,9 @@ func TestBootCmdBuildsWithMkimage(t *testing.T) {
 	}
 }
 
-// requireTool finds a Debian tool; missing tools fail under CI and skip elsewhere.
-func requireTool(t *testing.T, name, pkg string) string {
+func requireTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found (apt-get install %s)", name, pkg)
-		}
-		t.Skipf("%s not found: apt-get install %s", name, pkg)
-	}
-	return p
+	return testtool.Require(t, tool, pkg)
 }
 
 func TestUBootPickTable(t *testing.T) {

@@ -3,6 +3,7 @@
 package packaging
 
 import (
+	"github.com/otad/otad/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,17 +13,7 @@ import (
 	"github.com/otad/otad/internal/config"
 )
 
-func need(t *testing.T, tool, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found: apt-get install %s", tool, pkg)
-		}
-		t.Skipf("%s not found: apt-get install %s", tool, pkg)
-	}
-	return p
-}
+func need(t *testing.T, tool, pkg string) string { t.Helper(); return testtool.Require(t, tool, pkg) }
 
 // systemd-analyze verify checks the unit's syntax, directives and that the
 // binary exists: point ExecStart at a real file in a copy of the unit.

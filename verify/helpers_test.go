@@ -3,8 +3,8 @@ package verify
 import (
 	"crypto"
 	"encoding/json"
+	"github.com/otad/otad/internal/testtool"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 )
@@ -78,17 +78,9 @@ func envelopeFor(t testing.TB, manifest []byte, signers ...crypto.Signer) []byte
 	return raw
 }
 
-// requireTool skips (or fails under CI) when a Debian tool is missing.
-func requireTool(t *testing.T, tool, aptPackage string) string {
+func requireTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found: apt-get install %s", tool, aptPackage)
-		}
-		t.Skipf("%s not found: apt-get install %s", tool, aptPackage)
-	}
-	return p
+	return testtool.Require(t, tool, pkg)
 }
 
 func writeFile(t testing.TB, path string, b []byte) {

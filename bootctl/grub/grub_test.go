@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/otad/otad/internal/testtool"
 	"log/slog"
 	"maps"
 	"os"
@@ -17,16 +18,9 @@ import (
 	"github.com/otad/otad/bootctl"
 )
 
-func requireTool(t *testing.T, name, pkg string) string {
+func requireTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found (apt-get install %s)", name, pkg)
-		}
-		t.Skipf("%s not found: apt-get install %s", name, pkg)
-	}
-	return p
+	return testtool.Require(t, tool, pkg)
 }
 
 func editenv(t *testing.T, file string, args ...string) string {

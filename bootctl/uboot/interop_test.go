@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/internal/testtool"
 	"log/slog"
 	"maps"
 	"os"
@@ -15,17 +16,9 @@ import (
 	"github.com/otad/otad/bootctl"
 )
 
-// requireTool finds a Debian tool; missing tools fail under CI and skip elsewhere.
-func requireTool(t *testing.T, name, pkg string) string {
+func requireTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found (apt-get install %s)", name, pkg)
-		}
-		t.Skipf("%s not found: apt-get install %s", name, pkg)
-	}
-	return p
+	return testtool.Require(t, tool, pkg)
 }
 
 const envSize = 0x4000

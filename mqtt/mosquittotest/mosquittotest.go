@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/otad/otad/internal/testtool"
 	"net"
 	"os"
 	"os/exec"
@@ -55,19 +56,7 @@ type Broker struct {
 // (CI must install it), t.Skip otherwise.
 func Require(t testing.TB, tool, aptPackage string) string {
 	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		// Debian installs mosquitto in /usr/sbin, which is not on every user's PATH.
-		if _, serr := os.Stat("/usr/sbin/" + tool); serr == nil {
-			return "/usr/sbin/" + tool
-		}
-		msg := fmt.Sprintf("%s not found: apt-get install %s", tool, aptPackage)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return testtool.Require(t, tool, aptPackage)
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
