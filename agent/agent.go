@@ -219,7 +219,18 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 			err = nil
 		}
 	}()
-	if err := a.apply(ctx, EvBoot{Booted: booted, BootID: bootID}); err != nil {
+	boot := EvBoot{Booted: booted, BootID: bootID}
+	if a.state.Phase == Staged {
+		// Whether the flip happened decides between finishing it and a fallback.
+		order, err := a.d.Bootloader.Order(ctx)
+		if err != nil {
+			return fmt.Errorf("bootloader: %w", err)
+		}
+		if len(order) > 0 {
+			boot.FirstInOrder = order[0]
+		}
+	}
+	if err := a.apply(ctx, boot); err != nil {
 		return err
 	}
 	var beat <-chan time.Time

@@ -57,6 +57,7 @@ func (b *fakeBoot) rec(op, slot string) error {
 func (b *fakeBoot) MarkBad(_ context.Context, s string) error    { return b.rec("bad", s) }
 func (b *fakeBoot) MarkActive(_ context.Context, s string) error { return b.rec("active", s) }
 func (b *fakeBoot) MarkGood(_ context.Context, s string) error   { return b.rec("good", s) }
+func (b *fakeBoot) Order(context.Context) ([]string, error)      { return []string{"A", "B"}, nil }
 
 // fakeInstaller "writes" for a while and counts concurrent writers.
 type fakeInstaller struct {

@@ -18,6 +18,8 @@ type Bootloader interface {
 	MarkBad(ctx context.Context, slot string) error
 	MarkActive(ctx context.Context, slot string) error
 	MarkGood(ctx context.Context, slot string) error
+	// Order is the boot order, first slot first.
+	Order(ctx context.Context) ([]string, error)
 }
 
 // Installer streams a target's payload into target.Slot and verifies it.

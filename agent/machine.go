@@ -17,6 +17,9 @@ type Event interface{ isEvent() }
 type EvBoot struct {
 	Booted string
 	BootID string
+	// FirstInOrder is the slot the bootloader's order names first, read
+	// before the event when it matters (a journal left in staged).
+	FirstInOrder string
 }
 
 // EvOffer is an offer that passed every check of SPEC §5.
@@ -274,6 +277,11 @@ func (m *machine) boot(ev EvBoot) {
 		case ev.Booted == t.Slot:
 			m.transition(Confirming, nil, "booted the new slot")
 			m.do(StartHealth{})
+		case ev.FirstInOrder != t.Slot:
+			// Power was lost between journaling staged and switching the
+			// boot slot: the verified image is still there; switch now.
+			m.healthyBoot()
+			m.activate()
 		default:
 			m.fellBack()
 		}

@@ -192,12 +192,19 @@ func TestStep(t *testing.T) {
 		{name: "an install interrupted too often is given up",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}, EvBoot{Booted: "A", BootID: "b2"}, EvBoot{Booted: "A", BootID: "b3"}},
 			phase: Idle, result: ResultFailed, code: CodeCancelled},
-		{name: "staged then power cut before the reboot and the old slot boots: fell back",
+		{name: "staged, flipped, new boot on the old slot: fell back",
 			start: func() State {
 				s, _ := run(t, fresh(), imm, EvOffer{n})
 				s.Phase = Staged
 				return s
-			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9"}}, phase: Idle, result: ResultRolledBack},
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "B"}}, phase: Idle, result: ResultRolledBack},
+		{name: "staged, power cut before the flip: flip now and reboot",
+			start: func() State {
+				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s.Phase = Staged
+				return s
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "A"}}, phase: Rebooting, targetID: "rel-n",
+			effects: "persist mark(good,A) mark(active,B) persist emit(staged>rebooting) reboot"},
 		{name: "staged, same boot: flip again and reboot",
 			start: func() State {
 				s, _ := run(t, fresh(), imm, EvOffer{n})

@@ -38,6 +38,7 @@ type TargetStatus struct {
 // ResultStatus is the last outcome.
 type ResultStatus struct {
 	ID      string `json:"id"`
+	SHA256  string `json:"sha256,omitempty"`
 	Result  string `json:"result"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -88,7 +89,7 @@ func Snapshot(device, agentVersion string, s State, now time.Time) Status {
 		st.Pending = targetStatus(p)
 	}
 	if r := s.LastResult; r != nil {
-		st.LastResult = &ResultStatus{ID: r.ID, Result: r.Result, Code: r.Code, Message: r.Message}
+		st.LastResult = &ResultStatus{ID: r.ID, SHA256: r.SHA256, Result: r.Result, Code: r.Code, Message: r.Message}
 	}
 	return st
 }

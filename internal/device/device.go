@@ -91,7 +91,7 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
 	}, agent.Deps{
 		Store:      agent.Journal{Dir: cfg.StateDir},
-		Bootloader: bl,
+		Bootloader: orderedBootloader{bl},
 		Installer:  &installer{devices: devs, booted: devs[booted], readback: *cfg.Slots.Readback, retry: retry},
 		Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
 			DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
@@ -151,6 +151,17 @@ func bootloader(cfg *config.Config) (bootctl.Bootloader, string, string, agent.R
 		return nil, "", "", nil, fmt.Errorf("boot id: %w", err)
 	}
 	return bl, booted, strings.TrimSpace(string(id)), SystemReboot{}, nil
+}
+
+// orderedBootloader gives the agent the boot order from the backend's state.
+type orderedBootloader struct{ bootctl.Bootloader }
+
+func (b orderedBootloader) Order(ctx context.Context) ([]string, error) {
+	st, err := b.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Order, nil
 }
 
 // SimReboot "reboots" a simulated device: the boot script's rules pick the

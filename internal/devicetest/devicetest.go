@@ -239,6 +239,10 @@ func (tb *Testbed) Start(interrupt func(agent.Effect) error) *Instance {
 	return in
 }
 
+// Done delivers Run's result once.
+func (in *Instance) Done() <-chan error { return in.done }
+
+// Wait waits for Run to return.
 func (in *Instance) Wait(t *testing.T) error {
 	t.Helper()
 	select {
