@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -322,5 +323,62 @@ func TestSecondProcessIsBusy(t *testing.T) {
 	defer func() { in.Stop(); in.Wait(t) }()
 	if _, err := statelock.Acquire(tb.Cfg.StateDir); !errors.Is(err, statelock.ErrBusy) {
 		t.Fatalf("second lock: %v", err)
+	}
+}
+
+// A new slot that never comes up (its agent never runs): the sim bootloader
+// counts its attempts down and falls back; the agent on the old slot
+// reports rolled_back and never marks the new slot good.
+func TestSlotThatNeverBootsIsAbandoned(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "immediate"})
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	in := tb.Start(nil)
+	o, err := in.D.Agent.Install(context.Background(), env)
+	devicetest.Must(t, err)
+	if o.Result != agent.ResultStaged {
+		t.Fatalf("outcome %+v", o)
+	}
+	in.Wait(t) // rebooted into B
+	s := tb.Sim()
+	booted, _ := s.Booted()
+	for i := 0; booted == "B"; i++ {
+		if i > tb.Cfg.Bootloader.Attempts {
+			t.Fatal("the bootloader never gave up on B")
+		}
+		booted, err = s.Boot() // B hangs before otad starts: the watchdog resets
+		devicetest.Must(t, err)
+	}
+	j := tb.Settle("fallback", nil)
+	if j.Booted != "A" || j.LastResult.Result != agent.ResultRolledBack || j.LastResult.Code != agent.CodeRolledBackByBootloader ||
+		j.LastResult.SHA256 != sum || j.Slots["B"].Status != agent.SlotBad {
+		t.Fatalf("after fallback: booted %s result %+v slot B %+v", j.Booted, j.LastResult, j.Slots["B"])
+	}
+	st, err := s.State(context.Background())
+	devicetest.Must(t, err)
+	if st.Primary() != "A" || st.Slots["B"].Bootable {
+		t.Fatalf("bootloader after fallback: %+v", st)
+	}
+}
+
+// A failing health check on the new slot: marked bad, back to the old slot,
+// result failed/health_check_failed.
+func TestHealthCheckFailureRollsBack(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "immediate", Window: "1s",
+		Health: []string{"/bin/sh", "-c", "echo disk full >&2; exit 1"}})
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	in := tb.Start(nil)
+	o, err := in.D.Agent.Install(context.Background(), env)
+	devicetest.Must(t, err)
+	if o.Result != agent.ResultStaged {
+		t.Fatalf("outcome %+v", o)
+	}
+	in.Wait(t)
+	j := tb.Settle("health", nil)
+	if j.Booted != "A" || j.LastResult.Result != agent.ResultFailed || j.LastResult.Code != agent.CodeHealthCheckFailed ||
+		j.LastResult.SHA256 != sum || !strings.Contains(j.LastResult.Message, "disk full") {
+		t.Fatalf("after a failed health check: booted %s result %+v", j.Booted, j.LastResult)
+	}
+	if b, _ := tb.Sim().Booted(); b != "A" {
+		t.Fatalf("sim booted %s", b)
 	}
 }

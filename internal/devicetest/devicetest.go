@@ -56,7 +56,9 @@ type Options struct {
 	Policy string // reboot policy; default "immediate"
 	Broker string // MQTT broker URL; empty: no [mqtt]
 	Groups []string
-	Extra  string // more TOML, appended
+	Extra  string   // more TOML, appended
+	Health []string // [commit] health_command
+	Window string   // [commit] window; default 10s
 }
 
 // ImageSize is the size of the images Offer makes.
@@ -67,6 +69,13 @@ func New(t *testing.T, opt Options) *Testbed {
 	t.Helper()
 	if opt.Policy == "" {
 		opt.Policy = "immediate"
+	}
+	if opt.Window == "" {
+		opt.Window = "10s"
+	}
+	health, _ := json.Marshal(opt.Health)
+	if opt.Health == nil {
+		health = []byte("[]")
 	}
 	dir := t.TempDir()
 	tb := &Testbed{T: t, Dir: dir, images: map[string][]byte{}}
@@ -102,12 +111,13 @@ retries = 2
 backoff = "10ms"
 max_backoff = "50ms"
 [commit]
-window = "10s"
+window = %q
+health_command = %s
 [reboot]
 policy = %q
 %s
 `, filepath.Join(dir, "state"), filepath.Join(dir, "otad.sock"), filepath.Join(dir, "keys"),
-		filepath.Join(dir, "slotA"), filepath.Join(dir, "slotB"), filepath.Join(dir, "bootenv"), opt.Policy, mqttTOML(opt)+opt.Extra)
+		filepath.Join(dir, "slotA"), filepath.Join(dir, "slotB"), filepath.Join(dir, "bootenv"), opt.Window, health, opt.Policy, mqttTOML(opt)+opt.Extra)
 	path := filepath.Join(dir, "otad.toml")
 	Must(t, os.WriteFile(path, []byte(toml), 0o600)) // for tests that run the otad binary
 	cfg, err := config.Parse([]byte(toml), path, "")
