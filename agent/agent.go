@@ -25,6 +25,9 @@ type Config struct {
 	// loop gets the unit restarted.
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
+	// OfferSettle gathers offers from the network this long before taking
+	// the newest (retained offers of several topics arrive together).
+	OfferSettle time.Duration
 	// Interrupt is fault injection for crash tests: called before each
 	// effect, an error stops the loop right there, as if the process died.
 	Interrupt func(Effect) error
@@ -233,7 +236,7 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 	if err := a.apply(ctx, boot); err != nil {
 		return err
 	}
-	var beat <-chan time.Time
+	var beat, settle <-chan time.Time
 	if a.cfg.Heartbeat != nil && a.cfg.HeartbeatEvery > 0 {
 		t := time.NewTicker(a.cfg.HeartbeatEvery)
 		defer t.Stop()
@@ -254,12 +257,24 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 			a.log.Info("stopping", "state", a.state.Phase)
 			return nil
 		case <-a.inbox.wake:
-			items := a.inbox.take()
-			for i, it := range items {
-				if err := a.handleOffer(ctx, it); err != nil {
-					a.inbox.requeue(items[i+1:])
-					return err
+			// Retained offers arrive in a burst on every (re)connect: gather
+			// them briefly so the newest is taken and an older one never
+			// starts an install. Local installs do not wait.
+			if a.cfg.OfferSettle > 0 && !a.inbox.hasLocal() {
+				if settle == nil {
+					settle = time.After(a.cfg.OfferSettle)
 				}
+				continue
+			}
+			settle = nil
+			if err := a.takeOffers(ctx); err != nil {
+				return err
+			}
+			continue
+		case <-settle:
+			settle = nil
+			if err := a.takeOffers(ctx); err != nil {
+				return err
 			}
 			continue
 		case <-beat:
@@ -289,27 +304,61 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 	}
 }
 
-func (a *Agent) handleOffer(ctx context.Context, it item) error {
-	facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: otherSlot(a.state.Booted)}
-	t, err := a.d.Checker.Check(it.raw, facts)
-	if err != nil {
-		code := CodeOf(err, "bad_envelope")
-		a.log.Warn("offer refused", "code", code, "err", err)
-		ev := EvRefused{Code: code, Message: err.Error()}
-		if t.Payload.SHA256 != "" {
-			ev.ID, ev.SHA256 = t.ID, t.SHA256()
+// takeOffers checks every queued offer, reports the refused ones, and hands
+// the newest valid one to the machine: the older ones of the same batch are
+// superseded before they could start anything.
+func (a *Agent) takeOffers(ctx context.Context) error {
+	items := a.inbox.take()
+	var newest *Target
+	// Waiters join after the refusals of this batch are applied, so those
+	// steps do not answer them before their offer is taken.
+	var waiting []*waiter
+	for i, it := range items {
+		facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: otherSlot(a.state.Booted)}
+		t, err := a.d.Checker.Check(it.raw, facts)
+		if err != nil {
+			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
+				a.inbox.requeue(items[i+1:])
+				return aerr
+			}
+			continue
 		}
-		aerr := a.apply(ctx, ev)
 		if it.reply != nil {
-			it.reply <- Outcome{Result: ResultRejected, Code: code, Message: err.Error(), ID: ev.ID, SHA256: ev.SHA256}
+			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
 		}
-		return aerr
+		a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.key)
+		if newest == nil || newer(t, *newest) {
+			newest = &t
+		}
 	}
+	if newest == nil {
+		return nil
+	}
+	a.waiters = append(a.waiters, waiting...)
+	return a.apply(ctx, EvOffer{Target: *newest})
+}
+
+// newer orders offers by issued_at, then digest, so every device picks the
+// same one among offers issued at the same instant.
+func newer(a, b Target) bool {
+	if !a.IssuedAt.Equal(b.IssuedAt) {
+		return a.IssuedAt.After(b.IssuedAt)
+	}
+	return a.SHA256() > b.SHA256()
+}
+
+func (a *Agent) refuse(ctx context.Context, it item, t Target, err error) error {
+	code := CodeOf(err, "bad_envelope")
+	a.log.Warn("offer refused", "code", code, "err", err, "source", it.key)
+	ev := EvRefused{Code: code, Message: err.Error()}
+	if t.Payload.SHA256 != "" {
+		ev.ID, ev.SHA256 = t.ID, t.SHA256()
+	}
+	aerr := a.apply(ctx, ev)
 	if it.reply != nil {
-		a.waiters = append(a.waiters, &waiter{sha: t.SHA256(), reply: it.reply})
+		it.reply <- Outcome{Result: ResultRejected, Code: code, Message: err.Error(), ID: ev.ID, SHA256: ev.SHA256}
 	}
-	a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256())
-	return a.apply(ctx, EvOffer{Target: t})
+	return aerr
 }
 
 // fatal is set by a command that stopped the loop (journal write failed,
@@ -580,6 +629,18 @@ func (q *inbox) requeue(items []item) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.items = append(append([]item(nil), items...), q.items...)
+}
+
+// hasLocal reports a queued local install, which someone waits for.
+func (q *inbox) hasLocal() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range q.items {
+		if it.key == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *inbox) take() []item {

@@ -271,9 +271,16 @@ func TestRefusedOfferIsReported(t *testing.T) {
 		obs.waitStatus(t, c.code, func(s agent.Status) bool {
 			return s.LastResult != nil && s.LastResult.Result == agent.ResultRejected && s.LastResult.Code == c.code
 		})
-		_, evs := obs.snapshot()
-		if e := evs[len(evs)-1]; e.Result != agent.ResultRejected || e.Code != c.code {
-			t.Errorf("last event %+v, want rejected %s", e, c.code)
+		// The event follows the status on its own topic.
+		for i := 0; ; i++ {
+			_, evs := obs.snapshot()
+			if e := evs[len(evs)-1]; e.Result == agent.ResultRejected && e.Code == c.code {
+				break
+			}
+			if i > 500 {
+				t.Fatalf("no rejected %s event; last %+v", c.code, evs[len(evs)-1])
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if tb.Fetched.Load() != 0 {

@@ -88,6 +88,7 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 		CommitWindow: cfg.Commit.Window.Duration,
 		Logger:       log,
 		Interrupt:    opt.Interrupt,
+		OfferSettle:  200 * time.Millisecond,
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
 	}, agent.Deps{
 		Store:      agent.Journal{Dir: cfg.StateDir},

@@ -372,7 +372,11 @@ func TestHealthCheckFailureRollsBack(t *testing.T) {
 	if o.Result != agent.ResultStaged {
 		t.Fatalf("outcome %+v", o)
 	}
-	in.Wait(t)
+	in.Wait(t) // rebooted into B
+	in = tb.Start(nil)
+	if err := in.Wait(t); err != nil { // the check fails: rebooted into A
+		t.Fatal(err)
+	}
 	j := tb.Settle("health", nil)
 	if j.Booted != "A" || j.LastResult.Result != agent.ResultFailed || j.LastResult.Code != agent.CodeHealthCheckFailed ||
 		j.LastResult.SHA256 != sum || !strings.Contains(j.LastResult.Message, "disk full") {

@@ -19,7 +19,7 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	i := int(math.Ceil(p*float64(len(s))/100)) - 1 // multiply first: 0.9*10 is not exactly 9
 	return s[min(max(i, 0), len(s)-1)]
 }
 

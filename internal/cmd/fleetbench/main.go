@@ -1,0 +1,251 @@
+// Command fleetbench is `make bench-fleet` (issue 3): real agents
+// (internal/daemon, the sim bootloader, file-backed slots) against one real
+// mosquitto on 127.0.0.1.
+//
+//	go run ./internal/cmd/fleetbench [-latency-n 200] [-agents 100,250,500] [-image-size 2MiB]
+//
+// Latency: one device; an image server paced far below the image size per
+// second, so no install finishes during the run. After one uncounted offer
+// (from idle), each of -latency-n offers is a new image with a later
+// issued_at, published QoS 1 retained to the device's desired topic while
+// the previous install is downloading; it supersedes that install (SPEC §6).
+// The figure is the time from just before the publish to the arrival, at a
+// subscriber of ota/devices/ID/events, of the event that starts downloading
+// that offer: broker hops both ways, signature and checks, the journal's
+// fsyncs, cancelling the running transfer, marking the slot bad.
+//
+// Fleet: for each size in -agents, that many devices in this process (each
+// its own slots, state, boot env and MQTT connection; all in group "bench")
+// against a fresh mosquitto; one group offer, published retained to
+// ota/groups/bench/desired; the time until every device's status says
+// last_result success for it (each downloads, verifies, sim-reboots, starts
+// again, confirms, commits). Then the retained statuses are read afresh and
+// must all say so. Sizes run in order and stop at the first that does not
+// converge within -timeout.
+//
+// Memory: this process's VmRSS and mosquitto's VmRSS are sampled every
+// 250 ms; mosquitto's VmHWM is the kernel's own peak; this process's
+// ru_maxrss is its peak over its whole life (so it only grows from one fleet
+// size to the next).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			slog.Error("fleetbench", "err", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	latency      latencyOptions
+	agents       []int
+	fleet        fleetOptions
+	dir          string
+	raiseInotify bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.latency.n, "latency-n", 200, "offers timed in the latency run (0: skip it)")
+	fs.DurationVar(&o.latency.gap, "latency-gap", 100*time.Millisecond, "pause after each downloading event, so the next offer interrupts a transfer in flight")
+	rate := fs.String("latency-rate", "64KiB", "the latency run's image server pace per response, per second")
+	agents := fs.String("agents", "100,250,500", "fleet sizes, growing (empty: skip the fleet runs)")
+	size := fs.String("image-size", "2MiB", "image size (slots are 1 MiB larger, sparse)")
+	fs.DurationVar(&o.fleet.timeout, "timeout", 3*time.Minute, "a fleet size fails when its devices have not come up, or not converged, in this long")
+	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
+	fs.BoolVar(&o.fleet.keep, "keep", false, "keep the work directory (device logs: fleet-N/devices/*/otad.log)")
+	fs.BoolVar(&o.fleet.nodelay, "tcp-nodelay", false, "set set_tcp_nodelay in mosquitto.conf (default off, as mosquitto ships)")
+	fs.BoolVar(&o.raiseInotify, "raise-inotify", true, "as root, raise fs.inotify.max_user_instances for the run if the fleet needs it, and restore it at exit")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.latency.imageSize, err = parseSize(*size); err != nil {
+		return o, fmt.Errorf("-image-size: %w", err)
+	}
+	if o.latency.imageSize < 64<<10 || o.latency.imageSize > 1<<30 {
+		return o, fmt.Errorf("-image-size %s: want 64KiB to 1GiB", *size)
+	}
+	o.fleet.imageSize = o.latency.imageSize
+	if o.latency.rate, err = parseSize(*rate); err != nil || o.latency.rate == 0 {
+		return o, fmt.Errorf("-latency-rate %s: want a positive byte count per second", *rate)
+	}
+	if o.latency.n < 0 {
+		return o, fmt.Errorf("-latency-n %d: want 0 or more", o.latency.n)
+	}
+	if o.agents, err = parseAgents(*agents); err != nil {
+		return o, fmt.Errorf("-agents: %w", err)
+	}
+	if o.fleet.timeout <= 0 {
+		return o, fmt.Errorf("-timeout %v: want a positive duration", o.fleet.timeout)
+	}
+	o.latency.nodelay = o.fleet.nodelay
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, out, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "fleetbench-"); err != nil {
+			return fmt.Errorf("work directory: %w", err)
+		}
+		if !o.fleet.keep {
+			defer os.RemoveAll(dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-dir %s: %w", dir, err)
+	}
+	progress := func(s string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), s) }
+
+	largest := 0
+	if len(o.agents) > 0 {
+		largest = o.agents[len(o.agents)-1]
+	}
+	nofile, err := raiseNoFile(largest)
+	if err != nil {
+		return err
+	}
+	inotifyNote := "not needed"
+	if largest > 0 && o.raiseInotify {
+		restore, note, err := raiseInotify(largest)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		inotifyNote = note
+	}
+
+	fmt.Fprintf(out, "fleetbench: %s, %d CPUs, %s, mosquitto %s\n", runtime.Version(), runtime.NumCPU(), runtime.GOARCH, mosquittoVersion())
+	fmt.Fprintf(out, "load average at start: %s\n", loadAvg())
+	fmt.Fprintf(out, "RLIMIT_NOFILE %d; %s\n", nofile, inotifyNote)
+	fmt.Fprintf(out, "image %s per offer, slots %s (sparse); work directory %s\n\n", mib(o.latency.imageSize), mib(o.latency.imageSize+1<<20), dir)
+
+	if o.latency.n > 0 {
+		progress(fmt.Sprintf("latency: %d offers, image server paced at %d B/s", o.latency.n, o.latency.rate))
+		ldir := filepath.Join(dir, "latency")
+		if err := os.MkdirAll(ldir, 0o755); err != nil {
+			return fmt.Errorf("latency directory: %w", err)
+		}
+		res, err := runLatency(ctx, ldir, o.latency, progress)
+		if err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+		printLatency(out, res, o.latency)
+	}
+
+	if len(o.agents) > 0 {
+		var results []fleetResult
+		for _, n := range o.agents {
+			progress(fmt.Sprintf("fleet %d: laying out devices", n))
+			r := runFleet(ctx, filepath.Join(dir, fmt.Sprintf("fleet-%d", n)), n, o.fleet, progress)
+			results = append(results, r)
+			if r.Err != nil {
+				progress(fmt.Sprintf("fleet %d: %v", n, r.Err))
+				break
+			}
+			progress(fmt.Sprintf("fleet %d: converged in %v", n, r.Converge.Round(time.Millisecond)))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		printFleet(out, results, o.fleet.timeout)
+	}
+	fmt.Fprintf(out, "\nload average at end: %s\n", loadAvg())
+	return ctx.Err()
+}
+
+func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
+	s := r.Summary
+	fmt.Fprintf(out, "Offer → downloading latency, one device, loopback mosquitto (%d superseding offers, %v apart; the first offer, from idle, took %s ms and is not counted)\n",
+		s.N, o.gap, ms(r.First))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "n\tmin ms\tmedian ms\tp90 ms\tp99 ms\tmax ms\tmean ms\t")
+	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.N, ms(s.Min), ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), ms(s.Mean))
+	tw.Flush()
+	fmt.Fprintln(out)
+}
+
+func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
+	fmt.Fprintln(out, "Group rollout to N agents in one process, one mosquitto (converge: publish → last device's status says success)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tresult\tsetup\tup\tconverge\tdevice p50\tdevice p99\tretained ok\tself VmRSS peak\tself maxrss\tmosquitto VmHWM\tmosquitto VmRSS peak\tgoroutines\tFDs\t")
+	largest := 0
+	for _, r := range rs {
+		res := "ok"
+		if r.Err != nil {
+			res = "FAILED"
+		} else {
+			largest = r.N
+		}
+		p := r.Peaks
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%v\t%v\t%v\t%d/%d\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.N, res,
+			r.Setup.Round(time.Millisecond), r.Up.Round(time.Millisecond), r.Converge.Round(time.Millisecond),
+			r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond), r.Retained, r.N,
+			mib(p.SelfRSS), mib(p.SelfMaxRSS), mib(p.BrokerHWM), mib(p.BrokerRSS), p.Goroutines, p.FDs)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.Err != nil {
+			fmt.Fprintf(out, "N=%d failed (%d/%d succeeded): %v\n", r.N, r.Succeeded, r.N, r.Err)
+		}
+	}
+	if largest > 0 {
+		fmt.Fprintf(out, "largest N converged within %v: %d\n", timeout, largest)
+	} else {
+		fmt.Fprintf(out, "no fleet size converged within %v\n", timeout)
+	}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func mosquittoVersion() string {
+	bin, err := brokerBinary()
+	if err != nil {
+		return "not found"
+	}
+	b, _ := exec.Command(bin, "-h").CombinedOutput() // exits 3 after printing its usage
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimPrefix(strings.TrimSpace(first), "mosquitto version ")
+}
