@@ -260,3 +260,47 @@ func TestConcurrentOffers(t *testing.T) {
 		t.Fatalf("final status %s target %+v pending %+v, want rebooting towards %s", st.State, st.Target, st.Pending, newest.ID)
 	}
 }
+
+// Retained offers of several topics arrive in a burst: the newest is taken,
+// and the older one never starts an install.
+func TestOfferBurstTakesNewest(t *testing.T) {
+	inst := &recordingInstaller{}
+	store := &memStore{}
+	a, err := New(Config{DeviceID: "dev-1", OfferSettle: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, Deps{
+		Store: store, Bootloader: &fakeBoot{}, Installer: inst, Checker: jsonChecker{}, Rebooter: &fakeReboot{}, Health: okHealth{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, "A", "boot-1") }()
+	a.Offer("ota/groups/g/desired", offerJSON(tgt("old", 1)))
+	a.Offer("ota/devices/d/desired", offerJSON(tgt("new", 2)))
+	a.Offer("ota/groups/g/desired", offerJSON(tgt("older", 0))) // replaces "old" on its topic; still older
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	if got := inst.started(); fmt.Sprint(got) != "[rel-new]" {
+		t.Fatalf("installs started: %v, want only rel-new", got)
+	}
+}
+
+type recordingInstaller struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *recordingInstaller) Install(ctx context.Context, t Target, _ func(bool, int64, int64)) error {
+	r.mu.Lock()
+	r.ids = append(r.ids, t.ID)
+	r.mu.Unlock()
+	<-ctx.Done()
+	return &CodedError{Code: CodeCancelled, Err: ctx.Err()}
+}
+
+func (r *recordingInstaller) started() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids...)
+}
