@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 
-.PHONY: all build test test-short bench demo e2e fuzz vet clean
+.PHONY: all build test test-short bench demo e2e fuzz vet clean bench-fleet
 
 all: build
 
@@ -28,9 +28,19 @@ vet:
 bench: build
 	$(GO) run ./internal/cmd/installbench -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
 
+# Offer-to-downloading latency of one agent, then group rollouts to N agents in
+# one process, all against one real mosquitto on 127.0.0.1 (issue 3; needs the
+# mosquitto package). FLEET_FLAGS='-agents 100,1000 -latency-n 50' and so on.
+bench-fleet:
+	$(GO) run ./internal/cmd/fleetbench $(FLEET_FLAGS)
+
 # The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (SPEC §11).
 demo:
 	$(GO) run ./cmd/otactl demo
+
+# QEMU image tests: OVMF + GRUB + Debian kernel + otad, under TCG (about 5 minutes).
+e2e:
+	$(GO) test -tags e2e -v -count=1 -timeout 25m ./e2e/
 
 fuzz:
 	./scripts/fuzz-smoke $${FUZZTIME:-60s}

@@ -145,8 +145,7 @@ func (a *Agent) Status() Status {
 }
 
 // Offer queues a raw envelope without blocking. key names the source (an
-// MQTT topic): a newer message from the same source replaces one not yet
-// taken, so a flood of retained redeliveries costs one check.
+// MQTT topic); a source can queue at most maxPerSource offers at once.
 func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw, nil) }
 
 // Install hands an envelope to the loop and waits for its outcome: refused,
@@ -603,21 +602,28 @@ type item struct {
 
 func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
 
+// maxPerSource bounds what one network source (topic) can queue before the
+// loop takes it: the oldest goes first. Every queued offer is checked and
+// the newest valid one wins, so the order of arrival does not decide.
+const maxPerSource = 16
+
 func (q *inbox) put(key string, raw []byte, reply chan Outcome) {
 	q.mu.Lock()
-	replaced := false
 	if key != "" {
+		n, first := 0, -1
 		for i := range q.items {
 			if q.items[i].key == key {
-				q.items[i].raw = raw
-				replaced = true
-				break
+				if first < 0 {
+					first = i
+				}
+				n++
 			}
 		}
+		if n >= maxPerSource {
+			q.items = append(q.items[:first], q.items[first+1:]...)
+		}
 	}
-	if !replaced {
-		q.items = append(q.items, item{key: key, raw: raw, reply: reply})
-	}
+	q.items = append(q.items, item{key: key, raw: raw, reply: reply})
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

@@ -310,6 +310,9 @@ func (m *machine) boot(ev EvBoot) {
 
 // healthyBoot marks the running slot good, as every healthy boot does: the
 // bootloader counts attempts down on each boot.
+//
+// A slot the journal holds bad is marked bad again: the mark that rejected
+// it may have been lost to a power cut after the journal was written.
 func (m *machine) healthyBoot() {
 	info := m.s.Slots[m.s.Booted]
 	if info.Status == SlotUnknown {
@@ -319,6 +322,9 @@ func (m *machine) healthyBoot() {
 	}
 	m.persist()
 	m.do(Mark{Op: MarkGood, Slot: m.s.Booted})
+	if other := otherSlot(m.s.Booted); m.s.Slots[other].Status == SlotBad {
+		m.do(Mark{Op: MarkBad, Slot: other})
+	}
 }
 
 func (m *machine) otherBootable(slot string) bool {
@@ -482,17 +488,19 @@ func (m *machine) reject(code, msg string) {
 	m.do(Reboot{})
 }
 
-// fellBack handles a boot that did not reach the target: the bootloader gave up on it.
+// fellBack handles a boot that did not reach the target: the bootloader
+// gave up on it. The bootloader hears it first, so that no power cut can
+// leave a journal that says "rolled back" over an env that might still try
+// the new slot.
 func (m *machine) fellBack() {
 	t := m.s.Target
+	m.do(Mark{Op: MarkBad, Slot: t.Slot}, Mark{Op: MarkGood, Slot: m.s.Booted})
 	info := m.s.Slots[t.Slot]
 	info.Status = SlotBad
 	m.s.Slots[t.Slot] = info
 	m.s.Target = nil
 	m.transition(Idle, m.result(t, ResultRolledBack, CodeRolledBackByBootloader,
 		fmt.Sprintf("booted slot %s, not the new slot %s: the bootloader fell back", m.s.Booted, t.Slot)), "")
-	m.do(Mark{Op: MarkBad, Slot: t.Slot})
-	m.healthyBoot()
 	m.startPending()
 }
 

@@ -434,7 +434,9 @@ func scenarioPowerCut(t *testing.T, ctx context.Context, d *device) {
 }
 
 // scenarioStorm publishes offers faster than the device can install them:
-// the install in progress is superseded, and the newest offer is what lands.
+// the install in progress is superseded, duplicates and an older offer change
+// nothing, and the newest offer (published last, so it is also the retained
+// desired state) is what lands.
 func scenarioStorm(t *testing.T, ctx context.Context, d *device) {
 	r := d.powerOn()
 	d.expect(ctx, r, otadRunning("A"))
@@ -450,12 +452,14 @@ func scenarioStorm(t *testing.T, ctx context.Context, d *device) {
 	if _, err := d.fleet.WaitProgress(ctx, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	// A burst: duplicates, an older one, and the newest last but one.
 	d.offer(ctx, "rel-s2", imgs[1], urls[1], base.Add(1*time.Second))
 	d.offer(ctx, "rel-s1", imgs[0], urls[0], base)
-	d.offer(ctx, "rel-s3", imgs[2], urls[2], base.Add(2*time.Second))
 	d.offer(ctx, "rel-s2", imgs[1], urls[1], base.Add(1*time.Second))
+	d.offer(ctx, "rel-s3", imgs[2], urls[2], base.Add(2*time.Second))
 	d.http.Throttle(0)
+	d.waitStatus(ctx, "rel-s1 superseded", func(s agent.Status) bool {
+		return s.LastResult != nil && s.LastResult.ID == "rel-s1" && s.LastResult.Result == agent.ResultSuperseded
+	})
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-s3", "B"))
 	st := d.waitStatus(ctx, "newest offer committed", func(s agent.Status) bool {

@@ -36,6 +36,7 @@ type fleetResult struct {
 	Up        time.Duration // from starting the agents to every status idle on slot A
 	Converge  time.Duration // from the group offer's publish to the last success status
 	PerDevice summary       // each device's publish-to-success time
+	IdleRSS   int64         // this process's VmRSS once all agents are up, before the rollout
 	Succeeded int           // devices whose live status said success in time
 	Retained  int           // devices whose retained status, read afresh at the end, says success
 	Peaks     peaks
@@ -242,6 +243,9 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		return fmt.Errorf("%w%s", err, agentErrors(devs))
 	}
 	res.Up = time.Since(up)
+	if m, err := procStatus("self", "VmRSS"); err == nil {
+		res.IdleRSS = m["VmRSS"]
+	}
 	progress(fmt.Sprintf("fleet %d: all up in %v; rolling out", n, res.Up.Round(time.Millisecond)))
 
 	rollout := fmt.Sprintf("rel-fleet-%d", n)

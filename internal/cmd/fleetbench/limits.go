@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -36,10 +37,18 @@ func raiseNoFile(n int) (uint64, error) {
 		}
 	}
 	next := syscall.Rlimit{Cur: want, Max: max(want, lim.Max)}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next); err != nil {
-		return lim.Cur, fmt.Errorf("setrlimit NOFILE %d: %w", want, err)
+	err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next)
+	if errors.Is(err, syscall.EPERM) && want > lim.Max {
+		// Root without CAP_SYS_RESOURCE (a container): the hard limit is it.
+		// The largest sizes may then run out of descriptors, which is a
+		// finding, so go on.
+		next = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next)
 	}
-	return want, nil
+	if err != nil {
+		return lim.Cur, fmt.Errorf("setrlimit NOFILE %d: %w", next.Cur, err)
+	}
+	return next.Cur, nil
 }
 
 const inotifyInstances = "/proc/sys/fs/inotify/max_user_instances"
