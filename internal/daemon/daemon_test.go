@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +153,18 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != agent.Idle {
 		t.Fatalf("final status: %+v", st)
 	}
-	_, evs := obs.snapshot()
+	// Events travel on their own topic, just behind the status.
+	var evs []agent.EventMsg
+	for i := 0; ; i++ {
+		_, evs = obs.snapshot()
+		if slices.ContainsFunc(evs, func(e agent.EventMsg) bool { return e.Result == agent.ResultSuccess }) {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("no success event; %d events", len(evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	var path []string
 	var last uint64
 	for _, e := range evs {

@@ -149,7 +149,11 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 
 	fmt.Fprintf(out, "fleetbench: %s, %d CPUs, %s, mosquitto %s\n", runtime.Version(), runtime.NumCPU(), runtime.GOARCH, mosquittoVersion())
 	fmt.Fprintf(out, "load average at start: %s\n", loadAvg())
-	fmt.Fprintf(out, "RLIMIT_NOFILE %d; %s\n", nofile, inotifyNote)
+	fdNote := ""
+	if need := uint64(largest*fdsPerDevice + 1024); nofile < need {
+		fdNote = fmt.Sprintf(" (could not raise it to %d: the largest sizes may run out of descriptors)", need)
+	}
+	fmt.Fprintf(out, "RLIMIT_NOFILE %d%s; %s\n", nofile, fdNote, inotifyNote)
 	fmt.Fprintf(out, "image %s per offer, slots %s (sparse); work directory %s\n\n", mib(o.latency.imageSize), mib(o.latency.imageSize+1<<20), dir)
 
 	if o.latency.n > 0 {
