@@ -138,7 +138,7 @@ func (p *pipeline) openReadback() (*os.File, bool, error) {
 		}
 		lastErr = err
 	}
-	return nil, false, newError(CodeReadbackMismatch, fmt.Errorf("open %s to read it back: %w", p.job.Target, lastErr))
+	return nil, false, newError(CodeWriteFailed, fmt.Errorf("open %s to read it back: %w", p.job.Target, lastErr))
 }
 
 // directReadWorks probes one aligned block: some filesystems accept O_DIRECT

@@ -25,6 +25,10 @@ import (
 	"github.com/otad/otad/verify"
 )
 
+// OfferSettle is how long network offers gather before the newest is taken:
+// the retained offers of all desired topics arrive together on connect.
+const OfferSettle = 200 * time.Millisecond
+
 // BootIDFile is where Linux exposes the current boot's random ID.
 const BootIDFile = "/proc/sys/kernel/random/boot_id"
 
@@ -88,7 +92,7 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 		CommitWindow: cfg.Commit.Window.Duration,
 		Logger:       log,
 		Interrupt:    opt.Interrupt,
-		OfferSettle:  200 * time.Millisecond,
+		OfferSettle:  OfferSettle,
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
 	}, agent.Deps{
 		Store:      agent.Journal{Dir: cfg.StateDir},

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/otad/otad/internal/device"
 	"io"
 	"log/slog"
 	"os"
@@ -202,9 +203,8 @@ func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
 	fmt.Fprintf(out, "beyond that window: median %s ms, p99 %s ms.\n\n", ms(s.P50-agentOfferSettle), ms(s.P99-agentOfferSettle))
 }
 
-// agentOfferSettle mirrors the OfferSettle internal/device.Open gives the
-// agent (it is not exported); only the report's second line uses it.
-const agentOfferSettle = 200 * time.Millisecond
+// agentOfferSettle is the agent's gathering window for network offers.
+const agentOfferSettle = device.OfferSettle
 
 func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
 	fmt.Fprintln(out, "Group rollout to N agents in one process, one mosquitto (converge: publish → last device's status says success)")
@@ -212,16 +212,17 @@ func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
 	fmt.Fprintln(tw, "N\tresult\tsetup\tup\tconverge\tdevice p50\tdevice p99\tretained ok\tself VmRSS idle\tself VmRSS peak\tself maxrss\tmosquitto VmHWM\tmosquitto VmRSS peak\tgoroutines\tFDs\t")
 	largest := 0
 	for _, r := range rs {
-		res := "ok"
+		res, converge, retained := "ok", r.Converge.Round(time.Millisecond).String(), fmt.Sprintf("%d/%d", r.Retained, r.N)
 		if r.Err != nil {
-			res = "FAILED"
+			// The device columns then cover the devices that succeeded.
+			res, converge, retained = fmt.Sprintf("FAILED %d/%d", r.Succeeded, r.N), "-", "-"
 		} else {
 			largest = r.N
 		}
 		p := r.Peaks
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%v\t%v\t%v\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.N, res,
-			r.Setup.Round(time.Millisecond), r.Up.Round(time.Millisecond), r.Converge.Round(time.Millisecond),
-			r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond), r.Retained, r.N,
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.N, res,
+			r.Setup.Round(time.Millisecond), r.Up.Round(time.Millisecond), converge,
+			r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond), retained,
 			mib(r.IdleRSS), mib(p.SelfRSS), mib(p.SelfMaxRSS), mib(p.BrokerHWM), mib(p.BrokerRSS), p.Goroutines, p.FDs)
 	}
 	tw.Flush()
