@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/internal/bytesize"
 	"io"
 	"log/slog"
 	"os"
@@ -93,10 +94,10 @@ func runDemoFlow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if o.timeout <= 0 {
 		return usagef("--timeout %v: want a positive duration", o.timeout)
 	}
-	if o.rate, err = parseBytes(*rate); err != nil {
+	if o.rate, err = bytesize.Parse(*rate); err != nil {
 		return usagef("--rate: %w", err)
 	}
-	if o.imageSize, err = parseBytes(*size); err != nil {
+	if o.imageSize, err = bytesize.Parse(*size); err != nil {
 		return usagef("--image-size: %w", err)
 	}
 	if o.imageSize < 64<<10 || o.imageSize > demoSlotSize {
@@ -104,26 +105,6 @@ func runDemoFlow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	d := &demoRun{out: stdout, tty: isTerminal(stdout), opt: o, start: time.Now()}
 	return d.run(ctx)
-}
-
-// parseBytes reads "512KiB", "4MiB", "1000".
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	num := s
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = n, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n < 0 || n > 1<<40/mult {
-		return 0, fmt.Errorf("%q: want a byte count like 512KiB or 4MiB", s)
-	}
-	return n * mult, nil
 }
 
 // demoRun is one run of the demo and what it has set up.

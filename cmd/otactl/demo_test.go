@@ -181,21 +181,3 @@ func TestDemoHealthCheckCommand(t *testing.T) {
 		}
 	}
 }
-
-func TestParseBytes(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"1000", 1000, true}, {"512KiB", 512 << 10, true}, {"4MiB", 4 << 20, true},
-		{"1GiB", 1 << 30, true}, {"12B", 12, true}, {"", 0, false}, {"-1", 0, false}, {"4MB", 0, false},
-		{"1.5MiB", 0, false}, {"99999999999GiB", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := parseBytes(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
-	}
-}

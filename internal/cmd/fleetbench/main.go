@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/internal/device"
 	"io"
 	"log/slog"
@@ -89,14 +90,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if o.latency.imageSize, err = parseSize(*size); err != nil {
+	if o.latency.imageSize, err = bytesize.Parse(*size); err != nil {
 		return o, fmt.Errorf("-image-size: %w", err)
 	}
 	if o.latency.imageSize < 64<<10 || o.latency.imageSize > 1<<30 {
 		return o, fmt.Errorf("-image-size %s: want 64KiB to 1GiB", *size)
 	}
 	o.fleet.imageSize = o.latency.imageSize
-	if o.latency.rate, err = parseSize(*rate); err != nil || o.latency.rate == 0 {
+	if o.latency.rate, err = bytesize.Parse(*rate); err != nil || o.latency.rate == 0 {
 		return o, fmt.Errorf("-latency-rate %s: want a positive byte count per second", *rate)
 	}
 	if o.latency.n < 0 {

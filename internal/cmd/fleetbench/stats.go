@@ -44,25 +44,6 @@ func summarize(xs []time.Duration) summary {
 	return s
 }
 
-// parseSize reads "2MiB", "512KiB", "1GiB" or a plain byte count.
-func parseSize(s string) (int64, error) {
-	num, mult := s, int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = n, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("%q: want a byte count like 512KiB or 2MiB", s)
-	}
-	return n * mult, nil
-}
-
 // parseAgents reads "100,250,500": fleet sizes, each positive, growing.
 func parseAgents(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {

@@ -63,31 +63,6 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"2MiB", 2 << 20, true},
-		{"512KiB", 512 << 10, true},
-		{"1GiB", 1 << 30, true},
-		{"1000", 1000, true},
-		{"64B", 64, true},
-		{"", 0, false},
-		{"2MB", 0, false},
-		{"-1KiB", 0, false},
-		{"lots", 0, false},
-		{"2000GiB", 0, false},
-	}
-	for _, c := range cases {
-		got, err := parseSize(c.in)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
-		}
-	}
-}
-
 func TestParseAgents(t *testing.T) {
 	cases := []struct {
 		in   string

@@ -5,12 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/internal/bytesize"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,30 +17,16 @@ import (
 // generator's); large enough that syscalls cost nothing measurable.
 const ioChunk = 4 << 20
 
-// parseSize reads "1073741824", "1GiB", "256MiB", "64K" and the like.
+// parseSize reads a positive byte count ("1GiB", "256MiB", "4096").
 func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
-	num, mult := strings.TrimSpace(s), int64(1)
-	for _, u := range units {
-		if v, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(v), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
+	n, err := bytesize.Parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
+		return 0, fmt.Errorf("size %w", err)
 	}
-	if n <= 0 {
+	if n == 0 {
 		return 0, fmt.Errorf("size %q: must be positive", s)
 	}
-	if n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("size %q: too large", s)
-	}
-	return n * mult, nil
+	return n, nil
 }
 
 // generate writes size bytes of a fixed ChaCha8 stream to a new file at path
