@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/otad/otad/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/internal/testtool"
 )
 
 const bootCmdPath = "../packaging/bootloader/boot.cmd"

@@ -3,7 +3,6 @@
 package packaging
 
 import (
-	"github.com/otad/otad/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/internal/testtool"
 )
 
 func need(t *testing.T, tool, pkg string) string { t.Helper(); return testtool.Require(t, tool, pkg) }

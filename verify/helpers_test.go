@@ -3,10 +3,11 @@ package verify
 import (
 	"crypto"
 	"encoding/json"
-	"github.com/otad/otad/internal/testtool"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/internal/testtool"
 )
 
 // testNow is the fixed "now" of the tests; manifests are issued an hour before it.

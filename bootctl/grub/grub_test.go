@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/otad/otad/internal/testtool"
 	"log/slog"
 	"maps"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/internal/testtool"
 )
 
 func requireTool(t *testing.T, tool, pkg string) string {

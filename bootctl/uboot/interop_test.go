@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/otad/otad/internal/testtool"
 	"log/slog"
 	"maps"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/internal/testtool"
 )
 
 func requireTool(t *testing.T, tool, pkg string) string {

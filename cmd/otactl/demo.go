@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/otad/otad/internal/bytesize"
 	"io"
 	"log/slog"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/mqtt"
 )

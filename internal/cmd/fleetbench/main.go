@@ -34,8 +34,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/otad/otad/internal/bytesize"
-	"github.com/otad/otad/internal/device"
 	"io"
 	"log/slog"
 	"os"
@@ -47,6 +45,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/otad/otad/internal/bytesize"
+	"github.com/otad/otad/internal/device"
 )
 
 func main() {

@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/otad/otad/internal/bytesize"
 	"io"
 	"math/rand/v2"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/internal/bytesize"
 )
 
 // ioChunk is the bench's own read/write size (the baseline's and the
