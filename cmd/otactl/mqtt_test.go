@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/otad/otad/internal/testtool"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/mqtt/mosquittotest"
 )
@@ -176,24 +176,6 @@ func TestStatusCommand(t *testing.T) {
 	}
 }
 
-// syncBuffer is written by the watch loop while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestStatusWatch(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	cfg := mqtt.Config{Broker: b.URL}
@@ -204,7 +186,7 @@ func TestStatusWatch(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testtool.Buffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"status", "--broker", b.URL, "--watch"}, &out, &errOut) }()
 

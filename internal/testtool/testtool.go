@@ -4,9 +4,11 @@
 package testtool
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -26,4 +28,23 @@ func Require(t testing.TB, tool, aptPackage string) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// Buffer is a bytes.Buffer safe for one writer goroutine (a process's
+// output, a watch loop) while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

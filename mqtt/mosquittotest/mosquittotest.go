@@ -4,7 +4,6 @@
 package mosquittotest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -46,7 +45,7 @@ type Broker struct {
 	t    testing.TB
 	bin  string
 	conf string
-	log  *syncBuffer
+	log  *testtool.Buffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -83,7 +82,7 @@ func Start(t testing.TB, opts Options) *Broker {
 		bin:  Require(t, "mosquitto", "mosquitto"),
 		Port: FreePort(t),
 		Dir:  t.TempDir(),
-		log:  &syncBuffer{},
+		log:  &testtool.Buffer{},
 	}
 	scheme := "mqtt"
 	if opts.TLS != nil {
@@ -215,20 +214,3 @@ func (b *Broker) Wipe() {
 
 // Log returns what the broker logged so far.
 func (b *Broker) Log() string { return b.log.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
