@@ -164,15 +164,7 @@ func (s *Signer) Offer(id, version string, img Image, url string, issued time.Ti
 		IssuedAt: issued.UTC().Truncate(time.Second), ExpiresAt: issued.UTC().Add(24 * time.Hour).Truncate(time.Second),
 		Payload: verify.Payload{URL: url, Compression: verify.CompressionNone, Size: img.Size, SHA256: img.SHA256},
 	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	sig, err := verify.SignManifest(raw, s.Key)
-	if err != nil {
-		return nil, err
-	}
-	return verify.MarshalEnvelope(raw, sig)
+	return verify.SignOffer(&m, s.Key)
 }
 
 // Fleet watches the device's status, progress and online topics on the broker.

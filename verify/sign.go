@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -116,4 +117,22 @@ func signBytes(msg []byte, key crypto.Signer) ([]byte, error) {
 	}
 	sum := sha256.Sum256(msg)
 	return key.Sign(rand.Reader, sum[:], crypto.SHA256)
+}
+
+// SignOffer marshals m, signs the bytes with each key and returns the
+// offer envelope: what a release tool (or a test) publishes.
+func SignOffer(m *Manifest, keys ...crypto.Signer) ([]byte, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("offer %s: marshal manifest: %w", m.ID, err)
+	}
+	sigs := make([]Signature, 0, len(keys))
+	for _, k := range keys {
+		sig, err := SignManifest(raw, k)
+		if err != nil {
+			return nil, fmt.Errorf("offer %s: %w", m.ID, err)
+		}
+		sigs = append(sigs, sig)
+	}
+	return MarshalEnvelope(raw, sigs...)
 }

@@ -212,11 +212,7 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 	if o.Device != "" {
 		m.Devices = []string{o.Device}
 	}
-	mb, err := json.Marshal(m)
-	Must(tb.T, err)
-	sig, err := verify.SignManifest(mb, tb.Key)
-	Must(tb.T, err)
-	env, err := verify.MarshalEnvelope(mb, sig)
+	env, err := verify.SignOffer(&m, tb.Key)
 	Must(tb.T, err)
 	return env, hex.EncodeToString(sum[:])
 }

@@ -4,7 +4,6 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,17 +64,5 @@ func (s *signer) offer(id, version, name string, size int64, sum string, issued 
 		IssuedAt: issued.UTC(), ExpiresAt: issued.UTC().Add(24 * time.Hour),
 		Payload: verify.Payload{URL: s.base + "/" + name, Compression: verify.CompressionNone, Size: size, SHA256: sum},
 	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("offer %s: %w", id, err)
-	}
-	sig, err := verify.SignManifest(raw, s.key)
-	if err != nil {
-		return nil, fmt.Errorf("offer %s: %w", id, err)
-	}
-	env, err := verify.MarshalEnvelope(raw, sig)
-	if err != nil {
-		return nil, fmt.Errorf("offer %s: %w", id, err)
-	}
-	return env, nil
+	return verify.SignOffer(&m, s.key)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -73,15 +72,7 @@ func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error)
 		IssuedAt: issued, ExpiresAt: issued.Add(24 * time.Hour),
 		Payload: verify.Payload{URL: url, Compression: verify.CompressionNone, Size: size, SHA256: sum},
 	}
-	mb, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
-	sig, err := verify.SignManifest(mb, key)
-	if err != nil {
-		return nil, err
-	}
-	env, err := verify.MarshalEnvelope(mb, sig)
+	env, err := verify.SignOffer(&m, key)
 	if err != nil {
 		return nil, err
 	}
