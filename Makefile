@@ -14,7 +14,7 @@ build:
 # The whole suite: vet, formatting, race detector, and a short run of every fuzz target.
 test: vet
 	$(GO) test -race -count=1 ./...
-	./scripts/fuzz-smoke 5s
+	./scripts/fuzz-smoke 10000x
 
 test-short:
 	$(GO) test -short ./...
