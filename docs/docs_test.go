@@ -1,0 +1,357 @@
+package docs
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/otad/otad/internal/config"
+)
+
+// root is the repository, seen from this package's directory.
+const root = ".."
+
+// vocabulary lists where the contract's strings are declared: string
+// constants whose declared type is one of these names, or (for untyped
+// constants) whose name starts with one of them.
+var vocabulary = struct {
+	dirs  []string
+	kinds []string
+}{
+	dirs:  []string{"agent", "verify", "slots"},
+	kinds: []string{"Phase", "Result", "Code"},
+}
+
+// contract reads every page of docs/contract.
+func contract(t *testing.T) string {
+	t.Helper()
+	pages, err := filepath.Glob("contract/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no contract pages: %v", err)
+	}
+	var b strings.Builder
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestContractNamesEveryString: a state, result or code added to the code
+// without a word in the contract fails here.
+func TestContractNamesEveryString(t *testing.T) {
+	doc := contract(t)
+	consts := vocabularyConsts(t)
+	for _, kind := range vocabulary.kinds {
+		if len(consts[kind]) == 0 {
+			t.Errorf("no %s constants found in %v: has the vocabulary moved? update this test", kind, vocabulary.dirs)
+		}
+	}
+	for kind, values := range consts {
+		for _, v := range values {
+			if !strings.Contains(doc, "`"+v+"`") {
+				t.Errorf("%s %q is defined in the code but not in docs/contract/ (as `%s`)", kind, v, v)
+			}
+		}
+	}
+}
+
+// vocabularyConsts parses the vocabulary's declarations (not the tests) and
+// returns their string values by kind.
+func vocabularyConsts(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	for _, dir := range vocabulary.dirs {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, decl := range f.Decls {
+				gd, ok := decl.(*ast.GenDecl)
+				if !ok || gd.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if i >= len(vs.Values) {
+							continue
+						}
+						kind := constKind(vs.Type, name.Name)
+						if kind == "" {
+							continue
+						}
+						lit, ok := vs.Values[i].(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							continue
+						}
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil || v == "" {
+							continue
+						}
+						if !slices.Contains(out[kind], v) {
+							out[kind] = append(out[kind], v)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// constKind is the vocabulary kind of a constant: its declared type, or the
+// prefix of its name when it is untyped.
+func constKind(typ ast.Expr, name string) string {
+	if id, ok := typ.(*ast.Ident); ok {
+		if slices.Contains(vocabulary.kinds, id.Name) {
+			return id.Name
+		}
+		return ""
+	}
+	if typ != nil {
+		return ""
+	}
+	for _, k := range vocabulary.kinds {
+		if rest, ok := strings.CutPrefix(name, k); ok && rest != "" && unicode.IsUpper(rune(rest[0])) {
+			return k
+		}
+	}
+	return ""
+}
+
+// TestContractNamesEveryConfigKey: the parser refuses unknown keys, so the
+// keys it accepts are exactly the toml tags of config.Config.
+func TestContractNamesEveryConfigKey(t *testing.T) {
+	page, err := os.ReadFile("contract/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := tomlKeys(reflect.TypeFor[config.Config](), "")
+	if len(keys) < 10 {
+		t.Fatalf("found only %d config keys: %v", len(keys), keys)
+	}
+	for _, k := range keys {
+		if !strings.Contains(string(page), "`"+k+"`") {
+			t.Errorf("config key %q is accepted by the parser but not documented in docs/contract/config.md (as `%s`)", k, k)
+		}
+	}
+}
+
+// tomlKeys lists the dotted keys a struct accepts; tables recurse.
+func tomlKeys(typ reflect.Type, prefix string) []string {
+	var keys []string
+	for f := range typ.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		key := prefix + tag
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		// A struct that reads itself from text (a duration) is a value, not a table.
+		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textUnmarshaler) {
+			keys = append(keys, tomlKeys(ft, key+".")...)
+			continue
+		}
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+var textUnmarshaler = reflect.TypeFor[interface{ UnmarshalText([]byte) error }]()
+
+// TestContractNamesEverySubcommand: every subcommand the command tables of
+// cmd/otad and cmd/otactl dispatch to appears in docs/contract/commands.md.
+func TestContractNamesEverySubcommand(t *testing.T) {
+	page, err := os.ReadFile("contract/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prog := range []string{"otad", "otactl"} {
+		names := subcommands(t, filepath.Join(root, "cmd", prog))
+		if len(names) < 3 {
+			t.Fatalf("%s: found only subcommands %v: has its command table changed shape? update this test", prog, names)
+		}
+		for _, n := range names {
+			if !strings.Contains(string(page), "`"+prog+" "+n) {
+				t.Errorf("%s %s is a subcommand but docs/contract/commands.md does not show `%s %s…`", prog, n, prog, n)
+			}
+		}
+	}
+}
+
+// subcommands returns the string keys of the map literal(s) inside the
+// declaration named "commands" (a variable or a function returning the table).
+func subcommands(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			var body ast.Node
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Name.Name == "commands" && d.Recv == nil {
+					body = d.Body
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if vs, ok := spec.(*ast.ValueSpec); ok && slices.ContainsFunc(vs.Names, func(n *ast.Ident) bool { return n.Name == "commands" }) {
+						body = vs
+					}
+				}
+			}
+			if body == nil {
+				continue
+			}
+			ast.Inspect(body, func(n ast.Node) bool {
+				cl, ok := n.(*ast.CompositeLit)
+				if !ok {
+					return true
+				}
+				if _, isMap := cl.Type.(*ast.MapType); !isMap {
+					return true
+				}
+				for _, el := range cl.Elts {
+					kv, ok := el.(*ast.KeyValueExpr)
+					if !ok {
+						continue
+					}
+					if lit, ok := kv.Key.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						if s, err := strconv.Unquote(lit.Value); err == nil {
+							names = append(names, s)
+						}
+					}
+				}
+				return false
+			})
+		}
+	}
+	return names
+}
+
+// mdLink matches inline Markdown links and images: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestLinksResolve: every relative link in the docs and the README points at
+// a file of the repository, and every #anchor at a heading of that file.
+func TestLinksResolve(t *testing.T) {
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("contract/*.md")
+	pages = append(append(pages, more...), filepath.Join(root, "README.md"))
+	for _, page := range pages {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "shared/SPEC") {
+			t.Errorf("%s: links to the project's shared notes, which a clone does not have", page)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(stripCode(string(data)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %q: %v", page, target, err)
+					continue
+				}
+			}
+			if anchor == "" || !strings.HasSuffix(path, ".md") {
+				continue
+			}
+			body, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s: link %q: %v", page, target, err)
+				continue
+			}
+			if !slices.Contains(anchors(string(body)), anchor) {
+				t.Errorf("%s: link %q: no heading with anchor #%s in %s", page, target, anchor, path)
+			}
+		}
+	}
+}
+
+// stripCode drops fenced code blocks, whose brackets are not links.
+func stripCode(s string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// anchors returns the GitHub-style anchors of a page's headings.
+func anchors(s string) []string {
+	var out []string
+	for line := range strings.Lines(stripCode(s)) {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
