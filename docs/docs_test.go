@@ -74,50 +74,59 @@ func TestContractNamesEveryString(t *testing.T) {
 func vocabularyConsts(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	fset := token.NewFileSet()
 	for _, dir := range vocabulary.dirs {
-		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, file := range files {
-			if strings.HasSuffix(file, "_test.go") {
+		for _, decl := range decls(t, filepath.Join(root, dir)) {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
 				continue
 			}
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, decl := range f.Decls {
-				gd, ok := decl.(*ast.GenDecl)
-				if !ok || gd.Tok != token.CONST {
-					continue
-				}
-				for _, spec := range gd.Specs {
-					vs := spec.(*ast.ValueSpec)
-					for i, name := range vs.Names {
-						if i >= len(vs.Values) {
-							continue
-						}
-						kind := constKind(vs.Type, name.Name)
-						if kind == "" {
-							continue
-						}
-						lit, ok := vs.Values[i].(*ast.BasicLit)
-						if !ok || lit.Kind != token.STRING {
-							continue
-						}
-						v, err := strconv.Unquote(lit.Value)
-						if err != nil || v == "" {
-							continue
-						}
-						if !slices.Contains(out[kind], v) {
-							out[kind] = append(out[kind], v)
-						}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					kind := constKind(vs.Type, name.Name)
+					if kind == "" {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil || v == "" {
+						continue
+					}
+					if !slices.Contains(out[kind], v) {
+						out[kind] = append(out[kind], v)
 					}
 				}
 			}
 		}
+	}
+	return out
+}
+
+// decls parses the Go files of dir, leaving out tests, and returns their
+// top-level declarations.
+func decls(t *testing.T, dir string) []ast.Decl {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []ast.Decl
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f.Decls...)
 	}
 	return out
 }
@@ -212,59 +221,45 @@ func TestContractNamesEverySubcommand(t *testing.T) {
 // declaration named "commands" (a variable or a function returning the table).
 func subcommands(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	fset := token.NewFileSet()
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
+	for _, decl := range decls(t, dir) {
+		var body ast.Node
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			if d.Name.Name == "commands" && d.Recv == nil {
+				body = d.Body
+			}
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				if vs, ok := spec.(*ast.ValueSpec); ok && slices.ContainsFunc(vs.Names, func(n *ast.Ident) bool { return n.Name == "commands" }) {
+					body = vs
+				}
+			}
+		}
+		if body == nil {
 			continue
 		}
-		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, decl := range f.Decls {
-			var body ast.Node
-			switch d := decl.(type) {
-			case *ast.FuncDecl:
-				if d.Name.Name == "commands" && d.Recv == nil {
-					body = d.Body
-				}
-			case *ast.GenDecl:
-				for _, spec := range d.Specs {
-					if vs, ok := spec.(*ast.ValueSpec); ok && slices.ContainsFunc(vs.Names, func(n *ast.Ident) bool { return n.Name == "commands" }) {
-						body = vs
-					}
-				}
+		ast.Inspect(body, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
 			}
-			if body == nil {
-				continue
+			if _, isMap := cl.Type.(*ast.MapType); !isMap {
+				return true
 			}
-			ast.Inspect(body, func(n ast.Node) bool {
-				cl, ok := n.(*ast.CompositeLit)
+			for _, el := range cl.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
 				if !ok {
-					return true
+					continue
 				}
-				if _, isMap := cl.Type.(*ast.MapType); !isMap {
-					return true
-				}
-				for _, el := range cl.Elts {
-					kv, ok := el.(*ast.KeyValueExpr)
-					if !ok {
-						continue
-					}
-					if lit, ok := kv.Key.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						if s, err := strconv.Unquote(lit.Value); err == nil {
-							names = append(names, s)
-						}
+				if lit, ok := kv.Key.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, err := strconv.Unquote(lit.Value); err == nil {
+						names = append(names, s)
 					}
 				}
-				return false
-			})
-		}
+			}
+			return false
+		})
 	}
 	return names
 }
