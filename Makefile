@@ -10,6 +10,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otad ./cmd/otad
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otactl ./cmd/otactl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otasim ./cmd/otasim
 
 # The whole suite: vet, formatting, race detector, and a short run of every fuzz target.
 test: vet
@@ -26,17 +27,17 @@ vet:
 # Install throughput and peak RSS of bin/otad against a plain read+hash+write
 # baseline, same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
 bench: build
-	$(GO) run ./internal/cmd/installbench -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
+	$(GO) run ./bench/install -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
 
 # Offer-to-downloading latency of one agent, then group rollouts to N agents in
 # one process, all against one real mosquitto on 127.0.0.1 (issue 3; needs the
 # mosquitto package). FLEET_FLAGS='-agents 100,1000 -latency-n 50' and so on.
 bench-fleet:
-	$(GO) run ./internal/cmd/fleetbench $(FLEET_FLAGS)
+	$(GO) run ./bench/fleet $(FLEET_FLAGS)
 
 # The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (SPEC §11).
 demo:
-	$(GO) run ./cmd/otactl demo
+	$(GO) run ./cmd/otasim demo
 
 # QEMU image tests: OVMF + GRUB + Debian kernel + otad, under TCG (about 5 minutes).
 e2e:

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 const bootCmdPath = "../packaging/bootloader/boot.cmd"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 // Budgets under TCG. QEMU.md measured ~10 s per OVMF+GRUB+kernel boot; these

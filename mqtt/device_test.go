@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 func TestConfigErrors(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 // received is one message as a subscriber saw it.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 // Per-device identity: client certificates name the device (use_identity_as_username) and

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 func need(t *testing.T, tool, pkg string) string { t.Helper(); return testtool.Require(t, tool, pkg) }

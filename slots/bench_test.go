@@ -12,7 +12,7 @@ import (
 // BenchmarkWrite streams an image over loopback HTTP into a slot file on the
 // test's temporary directory (so on its storage), per compression and with
 // and without readback. For 1 GiB against a plain copy use
-// `go run ./internal/cmd/installbench -otad bin/otad -inprocess`.
+// `go run ./bench/install -otad bin/otad -inprocess`.
 func BenchmarkWrite(b *testing.B) {
 	const size = 64 << 20
 	img := testImage(size, 42)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 // testNow is the fixed "now" of the tests; manifests are issued an hour before it.

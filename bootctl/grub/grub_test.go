@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 func requireTool(t *testing.T, tool, pkg string) string {

@@ -18,9 +18,9 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/device"
-	"github.com/otad/otad/internal/devicetest"
 	"github.com/otad/otad/internal/statelock"
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/devicetest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 const devID = "gw-0001"

@@ -1,7 +1,3 @@
-// Package demo holds the parts of `otactl demo` (SPEC §11) that are not the
-// command line: an embedded MQTT broker, an image server, demo images, the
-// simulated devices that run real agents, their health check, and a tracker
-// that tells when a rollout has converged.
 package demo
 
 import (

@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/agent"
+	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/verify"
@@ -118,18 +117,8 @@ func TestDeviceRunsOnBroker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tr := NewTracker("")
-	seen := make(chan agent.Status, 16)
-	go mqtt.Watch(ctx, mqtt.Config{Broker: b.URL}, func(topic string, payload []byte) {
-		tr.Observe(topic, payload)
-		var st agent.Status
-		if _, leaf, _ := mqtt.DeviceOf("", topic); leaf == "status" && json.Unmarshal(payload, &st) == nil {
-			select {
-			case seen <- st:
-			default:
-			}
-		}
-	})
+	tr := fleetview.New("")
+	go tr.Watch(ctx, mqtt.Config{Broker: b.URL}, nil)
 	devCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(devCtx) }()
@@ -140,7 +129,7 @@ func TestDeviceRunsOnBroker(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	st := <-seen
+	st, _ := tr.Status("gw-07")
 	if st.Device != "gw-07" || st.BootedSlot != "A" || st.AgentVersion != "" {
 		t.Fatalf("status %+v", st)
 	}

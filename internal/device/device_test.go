@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
-	"github.com/otad/otad/internal/devicetest"
 	"github.com/otad/otad/internal/statelock"
+	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/verify"
 )
 

@@ -1,4 +1,4 @@
-package main
+package otactl
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ type result struct {
 func otactl(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, &stdout, &stderr)
+	code := Run(context.Background(), args, &stdout, &stderr)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -365,7 +365,7 @@ func TestSignCancelled(t *testing.T) {
 	cancel()
 	var stdout, stderr bytes.Buffer
 	out := filepath.Join(dir, "p.gz")
-	code := run(ctx, []string{"sign", "--key", filepath.Join(dir, "k.key"), "--image", img, "--version", "1",
+	code := Run(ctx, []string{"sign", "--key", filepath.Join(dir, "k.key"), "--image", img, "--version", "1",
 		"--compatible", "c", "--url", "https://h/p", "--compress", "gzip", "--out-payload", out}, &stdout, &stderr)
 	if code != exitFailure || !strings.Contains(stderr.String(), "context canceled") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())

@@ -1,4 +1,4 @@
-package demo
+package fleetview
 
 import (
 	"encoding/json"
@@ -36,17 +36,17 @@ func online(dev string, on bool) msg {
 	return msg{"ota/devices/" + dev + "/online", b}
 }
 
-func TestTracker(t *testing.T) {
+func TestRolloutCheck(t *testing.T) {
 	good := map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}
 	aBad := map[string]string{"A": "2.1.0:bad", "B": "2.0.0:good"}
-	ok := Expect{Result: agent.ResultSuccess}
-	hc := Expect{Result: agent.ResultFailed, Code: agent.CodeHealthCheckFailed}
+	ok := Result{Result: agent.ResultSuccess}
+	hc := Result{Result: agent.ResultFailed, Code: agent.CodeHealthCheckFailed}
 	devs := []string{"d1", "d2"}
 	tests := []struct {
 		name    string
 		before  []msg // before Begin("r")
 		after   []msg
-		want    Expect
+		want    Result
 		pending []string
 		wrong   int
 	}{
@@ -93,7 +93,7 @@ func TestTracker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker("")
+			tr := New("")
 			for _, m := range tt.before {
 				tr.Observe(m.topic, m.payload)
 			}
@@ -112,8 +112,8 @@ func TestTracker(t *testing.T) {
 	}
 }
 
-func TestTrackerFinishAndReady(t *testing.T) {
-	tr := NewTracker("ota")
+func TestFinishAndReady(t *testing.T) {
+	tr := New("ota")
 	clock := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	tr.now = func() time.Time { return clock }
 	good := map[string]string{"A": "1.0.0:good", "B": ":"}
@@ -132,7 +132,7 @@ func TestTrackerFinishAndReady(t *testing.T) {
 	clock = clock.Add(time.Second) // a later duplicate changes nothing
 	tr.Observe("ota/devices/d1/status", snap("d1", 8, agent.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
 	f, ok := tr.Finished("d1", "r")
-	want := Finish{Result: "success", Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
+	want := Finish{Result: Result{Result: "success"}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
 	if !ok || f != want {
 		t.Fatalf("finish %+v %v, want %+v", f, ok, want)
 	}
@@ -147,16 +147,16 @@ func TestTrackerFinishAndReady(t *testing.T) {
 
 // Status snapshots come from the network: nothing a device sends may crash
 // the tracker or make a rollout look finished without a matching status.
-func FuzzTrackerObserve(f *testing.F) {
+func FuzzObserve(f *testing.F) {
 	f.Add("ota/devices/d1/status", string(snap("d1", 5, agent.Idle, "B", map[string]string{"B": "2.0.0:good"}, res("r", "success", ""))))
 	f.Add("ota/devices/d1/online", `{"online":true}`)
 	f.Add("ota/devices/d1/status", `{"device":"d1","state":"idle","slots":null,"last_result":{"id":"r"}}`)
 	f.Add("ota/devices//status", `{}`)
 	f.Fuzz(func(t *testing.T, topic, payload string) {
-		tr := NewTracker("ota")
+		tr := New("ota")
 		tr.Begin("r")
 		tr.Observe(topic, []byte(payload))
-		v := tr.Check([]string{"d1"}, Expect{Result: "success"})
+		v := tr.Check([]string{"d1"}, Result{Result: "success"})
 		if v.Done() {
 			st, _ := tr.Status("d1")
 			if st.State != agent.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||

@@ -1,8 +1,8 @@
-package main
+package otactl
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,9 +11,10 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/mqtt"
-	"github.com/otad/otad/mqtt/mosquittotest"
 )
 
 // retainedOn returns the retained message on topic as a fresh subscriber sees it (ok false: none).
@@ -116,17 +117,24 @@ func TestPublishCommand(t *testing.T) {
 	}
 }
 
-const statusGW1 = `{"device": "gw-1", "seq": 913, "boot_id": "b", "state": "downloading",
- "booted_slot": "A",
- "slots": {"A": {"version": "4.1.0", "sha256": "aa", "security_version": 6},
-           "B": {"version": "", "sha256": "", "security_version": 0}},
- "target": {"id": "rel-42", "version": "4.2.0", "sha256": "bb", "bytes_done": 123, "bytes_total": 456},
- "last_result": {"id": "rel-41", "result": "failed", "code": "hash_mismatch", "message": "m"},
- "agent_version": "0.1.0", "time": "2026-11-29T10:00:00Z"}`
+// Status snapshots of two devices, as they publish them (SPEC §8).
+var (
+	statusGW1 = snapshot(agent.Status{Device: "gw-1", Seq: 913, BootID: "b", State: agent.Downloading, BootedSlot: "A",
+		Slots:      map[string]agent.SlotStatus{"A": {Version: "4.1.0", SHA256: "aa", SecurityVersion: 6}},
+		Target:     &agent.TargetStatus{ID: "rel-42", Version: "4.2.0", SHA256: "bb", BytesDone: 123, BytesTotal: 456},
+		LastResult: &agent.ResultStatus{ID: "rel-41", Result: agent.ResultFailed, Code: "hash_mismatch", Message: "m"}})
+	statusGW2 = snapshot(agent.Status{Device: "gw-2", Seq: 7, State: agent.Idle, BootedSlot: "B",
+		Slots:      map[string]agent.SlotStatus{"A": {Version: "4.1.0"}, "B": {Version: "4.2.0"}},
+		LastResult: &agent.ResultStatus{ID: "rel-42", Result: agent.ResultSuccess}})
+)
 
-const statusGW2 = `{"device":"gw-2","seq":7,"state":"idle","booted_slot":"B",
- "slots":{"A":{"version":"4.1.0"},"B":{"version":"4.2.0"}},
- "last_result":{"id":"rel-42","result":"success"}}`
+func snapshot(st agent.Status) string {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func TestStatusCommand(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
@@ -188,7 +196,7 @@ func TestStatusWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut testtool.Buffer
 	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"status", "--broker", b.URL, "--watch"}, &out, &errOut) }()
+	go func() { code <- Run(ctx, []string{"status", "--broker", b.URL, "--watch"}, &out, &errOut) }()
 
 	waitOutput := func(what string) {
 		t.Helper()
@@ -233,93 +241,4 @@ func TestStatusWatch(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch did not end on cancel")
 	}
-}
-
-func TestRenderFleet(t *testing.T) {
-	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	f := newFleet("ota")
-	f.now = func() time.Time { return now }
-	for _, m := range []struct{ topic, payload string }{
-		{"ota/devices/gw-1/status", statusGW1},
-		{"ota/devices/gw-1/progress", `{"id":"rel-42","bytes_done":456,"bytes_total":456,"bytes_per_second":2048}`},
-		{"ota/devices/gw-2/status", statusGW2},
-		{"ota/devices/gw-2/status", ""}, // cleared
-		{"ota/devices/gw-2/online", `{"online":false}`},
-		{"ota/devices/evil\x1b[2J/status", `{"state":"x\ty"}`},
-		{"ota/groups/canary/desired", "ignored"},
-		{"ota/devices/gw-9/progress", "not json"},
-	} {
-		f.update(m.topic, []byte(m.payload))
-	}
-	var buf bytes.Buffer
-	if err := f.render(&buf, true); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		`^DEVICE\s+ONLINE\s+STATE\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ\s+PROGRESS$`,
-		`^evil\?\[2J\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
-		`^gw-1\s+\?\s+downloading\s+A\s+4\.1\.0\s+-\s+4\.2\.0 100%\s+failed/hash_mismatch\s+913\s+\[#{20}\] 100% 2\.0 KiB/s$`,
-		`^gw-2\s+no\s+\?\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,
-	}
-	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), buf.String())
-	}
-	for i, re := range want {
-		if !regexp.MustCompile(re).MatchString(lines[i]) {
-			t.Errorf("line %d = %q, want /%s/", i, lines[i], re)
-		}
-	}
-
-	// Stale progress is not shown.
-	now = now.Add(time.Minute)
-	buf.Reset()
-	if err := f.render(&buf, true); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(buf.String(), "KiB/s") || !strings.Contains(buf.String(), "4.2.0 26%") {
-		t.Errorf("stale progress still shown:\n%s", buf.String())
-	}
-}
-
-func TestProgressBar(t *testing.T) {
-	for _, tt := range []struct {
-		done, total int64
-		rate        float64
-		want        string
-	}{
-		{0, 100, 0, "[....................]   0%"},
-		{50, 100, 12.3 * 1024 * 1024, "[##########..........]  50% 12.3 MiB/s"},
-		{200, 100, 10, "[####################] 100% 10.0 B/s"},
-		{5, 0, 0, "[....................]   0%"},
-		{-5, 100, 0, "[....................]   0%"},
-	} {
-		if got := progressBar(tt.done, tt.total, tt.rate); got != tt.want {
-			t.Errorf("progressBar(%d, %d, %v) = %q, want %q", tt.done, tt.total, tt.rate, got, tt.want)
-		}
-	}
-}
-
-func FuzzDecodeStatus(f *testing.F) {
-	f.Add([]byte(statusGW1))
-	f.Add([]byte(statusGW2))
-	f.Add([]byte(`{"seq":-1}`))
-	f.Add([]byte(`{"slots":{"A":null},"target":null}`))
-	f.Add([]byte(``))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decodeStatus(b)
-		if err != nil {
-			return
-		}
-		// Whatever decodes must render without panicking, and on one line.
-		fl := newFleet("ota")
-		fl.devices["d"] = &deviceView{status: &s}
-		var buf bytes.Buffer
-		if err := fl.render(&buf, true); err != nil {
-			t.Fatal(err)
-		}
-		if n := strings.Count(buf.String(), "\n"); n != 2 {
-			t.Fatalf("%d lines for one device:\n%s", n, buf.String())
-		}
-	})
 }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/testtool"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 // TLS makes the broker's listener a TLS one.

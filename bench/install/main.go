@@ -2,7 +2,7 @@
 // the real otad binary and compares it with a plain copy measured in the same
 // run on the same machine.
 //
-//	go run ./internal/cmd/installbench -otad bin/otad -size 1GiB [-rounds 3] [-dir DIR]
+//	go run ./bench/install -otad bin/otad -size 1GiB [-rounds 3] [-dir DIR]
 //
 // It generates a deterministic pseudo-random image once, serves it on
 // 127.0.0.1 with net/http, and lays out a file-backed device (sim bootloader,

@@ -2,7 +2,7 @@
 // (internal/daemon, the sim bootloader, file-backed slots) against one real
 // mosquitto on 127.0.0.1.
 //
-//	go run ./internal/cmd/fleetbench [-latency-n 200] [-agents 100,250,500] [-image-size 2MiB]
+//	go run ./bench/fleet [-latency-n 200] [-agents 100,250,500] [-image-size 2MiB]
 //
 // Latency: one device; an image server paced far below the image size per
 // second, so no install finishes during the run. After one uncounted offer

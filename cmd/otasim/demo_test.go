@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,13 +14,25 @@ import (
 	"github.com/otad/otad/internal/demo"
 )
 
-// TestMain lets this test binary stand in for otactl when the demo's devices
+// TestMain lets this test binary stand in for otasim when the demo's devices
 // run their health check (`<os.Executable()> demo health-check ...`).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "health-check" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func otasim(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
 }
 
 // The whole demo, in-process: five real agents, a good rollout, a broken one.
@@ -102,7 +115,7 @@ func TestDemo(t *testing.T) {
 // A step that does not converge ends the demo with exit 1, a message naming
 // the devices' states, and the work directory kept for a look.
 func TestDemoTimeout(t *testing.T) {
-	r := otactl(t, "demo", "--devices", "1", "--timeout", "1ms")
+	r := otasim(t, "demo", "--devices", "1", "--timeout", "1ms")
 	if r.code != exitFailure {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -139,12 +152,12 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"demo", "health-check", "--env", "x"}, "--slot-a"},
 	}
 	for _, tt := range tests {
-		r := otactl(t, tt.args...)
+		r := otasim(t, tt.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tt.stderr) {
-			t.Errorf("otactl %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.stderr)
+			t.Errorf("otasim %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.stderr)
 		}
 	}
-	if r := otactl(t, "help"); !strings.Contains(r.stdout, "demo") {
+	if r := otasim(t, "help"); !strings.Contains(r.stdout, "demo") {
 		t.Errorf("help does not list demo:\n%s", r.stdout)
 	}
 }
@@ -175,7 +188,7 @@ func TestDemoHealthCheckCommand(t *testing.T) {
 		{filepath.Join(dir, "absent"), good, exitFailure, "no such file"},
 	}
 	for _, tt := range tests {
-		r := otactl(t, "demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)
+		r := otasim(t, "demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)
 		if r.code != tt.code || !strings.Contains(r.stdout+r.stderr, tt.out) {
 			t.Errorf("slot A %s: exit %d, output %q%q; want %d and %q", tt.slotA, r.code, r.stdout, r.stderr, tt.code, tt.out)
 		}

@@ -1,0 +1,173 @@
+package fleetview
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/otad/otad/agent"
+)
+
+// Result is an outcome as the fleet table shows it: "success",
+// "failed/health_check_failed".
+type Result struct {
+	Result string
+	Code   string
+}
+
+func (r Result) String() string {
+	if r.Code == "" {
+		return r.Result
+	}
+	return r.Result + "/" + r.Code
+}
+
+// resultOf is a status's last result; the zero Result when there is none.
+func resultOf(r *agent.ResultStatus) Result {
+	if r == nil {
+		return Result{}
+	}
+	return Result{r.Result, r.Code}
+}
+
+// Finish is how a rollout ended on one device.
+type Finish struct {
+	Result
+	Took    time.Duration // from Begin to the settled status
+	Booted  string        // the slot the device runs afterwards
+	Running string        // the version in that slot
+}
+
+// Begin starts following rollout id: outcomes for it count from now on.
+func (v *View) Begin(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.rollout = &rollout{id: id, start: v.now()}
+	for _, d := range v.devices {
+		d.baseline = nil
+		if d.status != nil && d.status.LastResult != nil {
+			r := *d.status.LastResult
+			d.baseline = &r
+		}
+	}
+}
+
+// Verdict is where the followed rollout stands.
+type Verdict struct {
+	Pending []string // devices without an outcome yet
+	Wrong   []string // "device: what happened instead", for outcomes other than expected
+}
+
+// Done reports whether every device ended as expected.
+func (v Verdict) Done() bool { return len(v.Pending) == 0 && len(v.Wrong) == 0 }
+
+// Check compares the followed rollout's outcomes on the devices ids with want.
+func (v *View) Check(ids []string, want Result) Verdict {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.rollout == nil {
+		return Verdict{Pending: slices.Clone(ids)}
+	}
+	var out Verdict
+	for _, id := range ids {
+		d := v.devices[id]
+		if d == nil {
+			out.Pending = append(out.Pending, id)
+			continue
+		}
+		if f, ok := d.finish[v.rollout.id]; ok {
+			if f.Result != want {
+				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, f.Result, want))
+			}
+			continue
+		}
+		// A refusal of a forged or garbled offer names no rollout: it still
+		// ends this one on that device.
+		if r := lastResult(d); r != nil && r.Result == agent.ResultRejected && !sameResult(r, d.baseline) {
+			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
+			continue
+		}
+		out.Pending = append(out.Pending, id)
+	}
+	return out
+}
+
+func lastResult(d *device) *agent.ResultStatus {
+	if d.status == nil {
+		return nil
+	}
+	return d.status.LastResult
+}
+
+func sameResult(a, b *agent.ResultStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Finished is how rollout id ended on the device.
+func (v *View) Finished(device, id string) (Finish, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d := v.devices[device]
+	if d == nil {
+		return Finish{}, false
+	}
+	f, ok := d.finish[id]
+	return f, ok
+}
+
+// Describe says where each of the devices ids stands, for a message when a
+// rollout does not converge.
+func (v *View) Describe(ids []string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ids = slices.Clone(ids)
+	sort.Strings(ids)
+	var out []string
+	for _, id := range ids {
+		d := v.devices[id]
+		if d == nil || d.status == nil {
+			out = append(out, id+": no status received")
+			continue
+		}
+		s := d.status
+		line := fmt.Sprintf("%s: state %s, booted %s", id, s.State, s.BootedSlot)
+		if r := s.LastResult; r != nil {
+			line += fmt.Sprintf(", last result %s %s", r.ID, resultOf(r))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// Tally counts the devices by state and last result ("idle success: 480,
+// downloading: 20"), for a fleet too large to Describe.
+func (v *View) Tally() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	tally := map[string]int{}
+	for _, d := range v.devices {
+		k := "no status"
+		if s := d.status; s != nil {
+			k = string(s.State)
+			if r := resultOf(s.LastResult); r.Result != "" {
+				k += " " + r.String()
+			}
+		}
+		tally[k]++
+	}
+	keys := make([]string, 0, len(tally))
+	for k := range tally {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, tally[k])
+	}
+	return strings.Join(parts, ", ")
+}

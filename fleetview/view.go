@@ -1,0 +1,191 @@
+package fleetview
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/mqtt"
+)
+
+// View collects the device topics' messages; it is safe for concurrent use.
+type View struct {
+	prefix string
+	now    func() time.Time
+
+	mu      sync.Mutex
+	devices map[string]*device
+	rollout *rollout // the one Begin follows; nil before
+}
+
+// device is what is known of one device.
+type device struct {
+	online     *bool // nil: unknown, or not understood
+	status     *agent.Status
+	statusErr  error // the last status did not decode
+	progress   *agent.ProgressMsg
+	progressAt time.Time
+	baseline   *agent.ResultStatus // the last result when the current rollout began
+	finish     map[string]Finish   // by rollout ID
+}
+
+type rollout struct {
+	id    string
+	start time.Time
+}
+
+// New follows the devices under the topic prefix (empty: "ota").
+func New(prefix string) *View {
+	return &View{prefix: prefix, now: time.Now, devices: map[string]*device{}}
+}
+
+// Watch subscribes to every device's topics on the broker cfg names and
+// feeds them into v until ctx ends; changed (if not nil) is called after a
+// message that changed the view. It returns early only when it cannot
+// connect or subscribe.
+func (v *View) Watch(ctx context.Context, cfg mqtt.Config, changed func()) error {
+	return mqtt.Watch(ctx, cfg, func(topic string, payload []byte) {
+		if v.Observe(topic, payload) && changed != nil {
+			changed()
+		}
+	})
+}
+
+// Observe takes one message from the broker and reports whether the view
+// changed. Payloads come from outside: what does not decode is shown as a
+// bad status, or skipped (progress, QoS 0, is best effort).
+func (v *View) Observe(topic string, payload []byte) bool {
+	id, leaf, ok := mqtt.DeviceOf(v.prefix, topic)
+	if !ok {
+		return false
+	}
+	var (
+		st     *agent.Status
+		stErr  error
+		online *bool
+		p      agent.ProgressMsg
+	)
+	switch leaf {
+	case "status":
+		if len(payload) > 0 { // empty: the retained status was cleared
+			st, stErr = decodeStatus(payload)
+		}
+		if st != nil && st.Device != id {
+			st, stErr = nil, fmt.Errorf("status snapshot of device %q on %s's topic", st.Device, id)
+		}
+	case "online":
+		var o struct {
+			Online *bool `json:"online"`
+		}
+		if json.Unmarshal(payload, &o) == nil {
+			online = o.Online
+		}
+	case "progress":
+		if json.Unmarshal(payload, &p) != nil {
+			return false
+		}
+	default:
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d := v.devices[id]
+	if d == nil {
+		d = &device{finish: map[string]Finish{}}
+		v.devices[id] = d
+	}
+	switch leaf {
+	case "online":
+		d.online = online
+	case "progress":
+		d.progress, d.progressAt = &p, v.now()
+	case "status":
+		if st != nil && d.status != nil && st.BootID == d.status.BootID && st.Seq < d.status.Seq {
+			return false // an older snapshot of this boot, delivered late
+		}
+		d.status, d.statusErr = st, stErr
+		if st != nil {
+			v.noteFinish(d, *st)
+		}
+	}
+	return true
+}
+
+// decodeStatus decodes a status snapshot from the broker (outside input).
+func decodeStatus(b []byte) (*agent.Status, error) {
+	var s agent.Status
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("status snapshot: %w", err)
+	}
+	return &s, nil
+}
+
+// noteFinish records how the followed rollout ended on d, once.
+func (v *View) noteFinish(d *device, st agent.Status) {
+	r := v.rollout
+	if r == nil || !settled(st) || st.LastResult.ID != r.id {
+		return
+	}
+	if _, done := d.finish[r.id]; done {
+		return
+	}
+	d.finish[r.id] = Finish{
+		Result: Result{st.LastResult.Result, st.LastResult.Code}, Took: v.now().Sub(r.start),
+		Booted: st.BootedSlot, Running: st.Slots[st.BootedSlot].Version,
+	}
+}
+
+// settled: idle with an outcome, running a slot the agent vouches for. An
+// agent that rejected the booted slot reports "idle, failed" once before it
+// reboots out of it; that is not the end yet.
+func settled(st agent.Status) bool {
+	return st.State == agent.Idle && st.LastResult != nil && st.Slots[st.BootedSlot].Status == agent.SlotGood
+}
+
+// Len is how many devices have been heard of.
+func (v *View) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.devices)
+}
+
+// Status is the device's latest status snapshot.
+func (v *View) Status(id string) (agent.Status, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d := v.devices[id]
+	if d == nil || d.status == nil {
+		return agent.Status{}, false
+	}
+	return *d.status, true
+}
+
+// Count is how many devices' latest status satisfies ok.
+func (v *View) Count(ok func(agent.Status) bool) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, d := range v.devices {
+		if d.status != nil && ok(*d.status) {
+			n++
+		}
+	}
+	return n
+}
+
+// Ready lists the devices of ids not yet online and idle on a good slot.
+func (v *View) Ready(ids []string) (waiting []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, id := range ids {
+		d := v.devices[id]
+		if d == nil || d.status == nil || d.online == nil || !*d.online || d.status.State != agent.Idle ||
+			d.status.Slots[d.status.BootedSlot].Status != agent.SlotGood {
+			waiting = append(waiting, id)
+		}
+	}
+	return waiting
+}
