@@ -198,20 +198,27 @@ func tomlKeys(typ reflect.Type, prefix string) []string {
 var textUnmarshaler = reflect.TypeFor[interface{ UnmarshalText([]byte) error }]()
 
 // TestContractNamesEverySubcommand: every subcommand the command tables of
-// cmd/otad and cmd/otactl dispatch to appears in docs/contract/commands.md.
+// otad, otactl and otasim dispatch to appears in docs/contract/commands.md.
 func TestContractNamesEverySubcommand(t *testing.T) {
 	page, err := os.ReadFile("contract/commands.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, prog := range []string{"otad", "otactl"} {
-		names := subcommands(t, filepath.Join(root, "cmd", prog))
-		if len(names) < 3 {
-			t.Fatalf("%s: found only subcommands %v: has its command table changed shape? update this test", prog, names)
+	for _, prog := range []struct {
+		name, dir string
+		least     int // fewer found: the table changed shape
+	}{
+		{"otad", "cmd/otad", 3},
+		{"otactl", "internal/otactl", 3},
+		{"otasim", "cmd/otasim", 1},
+	} {
+		names := subcommands(t, filepath.Join(root, prog.dir))
+		if len(names) < prog.least {
+			t.Fatalf("%s: found only subcommands %v: has its command table changed shape? update this test", prog.name, names)
 		}
 		for _, n := range names {
-			if !strings.Contains(string(page), "`"+prog+" "+n) {
-				t.Errorf("%s %s is a subcommand but docs/contract/commands.md does not show `%s %s…`", prog, n, prog, n)
+			if !strings.Contains(string(page), "`"+prog.name+" "+n) {
+				t.Errorf("%s %s is a subcommand but docs/contract/commands.md does not show `%s %s…`", prog.name, n, prog.name, n)
 			}
 		}
 	}
