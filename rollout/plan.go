@@ -1,0 +1,315 @@
+package rollout
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/otad/otad/verify"
+)
+
+// Plan is a rollout plan (SPEC §13), checked. Offer is set by AttachOffer
+// (LoadPlan does both).
+type Plan struct {
+	Path      string // the file it came from, for messages
+	Name      string
+	Group     string
+	OfferFile string // as written: relative to the plan's directory
+	Waves     []Wave
+	Halt      HaltRule
+	Offer     PlanOffer
+	// Hash identifies the plan and its offer: a changed plan under the same
+	// name has a different hash. Set by AttachOffer.
+	Hash string
+}
+
+// Wave is one step of a plan: named devices, or a cumulative percentage
+// of the group.
+type Wave struct {
+	Devices []string
+	Percent float64
+	Soak    time.Duration // wait after the wave ends before the next starts
+}
+
+// HaltRule says when a rollout stops by itself.
+type HaltRule struct {
+	MaxFailedPercent float64
+	MinOutcomes      int
+	DeviceTimeout    time.Duration
+}
+
+// PlanOffer is the signed envelope a plan releases and what identifies it in
+// device statuses.
+type PlanOffer struct {
+	Envelope []byte
+	ID       string
+	Version  string
+	SHA256   string
+}
+
+// Plan limits: a plan is written by people; these bound what a fuzzer or a
+// typo can make the controller hold.
+const (
+	maxWaves       = 100
+	maxNamed       = 10000
+	maxNameLen     = 64
+	maxDeviceIDLen = 128
+	// DefaultDeviceTimeout applies when [halt] device_timeout is not set.
+	DefaultDeviceTimeout = 2 * time.Hour
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// PlanError names the plan file and the key at fault.
+type PlanError struct {
+	Path string
+	Key  string // "" when the error is about the whole file
+	Err  error
+}
+
+func (e *PlanError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("rollout plan %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("rollout plan %s: %s: %v", e.Path, e.Key, e.Err)
+}
+
+func (e *PlanError) Unwrap() error { return e.Err }
+
+// duration reads "30m", "2h" from TOML strings.
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (like \"30m\" or \"2h\"): %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// The file's shape; pointers tell a missing key from a zero one.
+type planFile struct {
+	Name  string     `toml:"name"`
+	Offer string     `toml:"offer"`
+	Group string     `toml:"group"`
+	Wave  []waveFile `toml:"wave"`
+	Halt  haltFile   `toml:"halt"`
+}
+
+type waveFile struct {
+	Devices []string  `toml:"devices"`
+	Percent *float64  `toml:"percent"`
+	Soak    *duration `toml:"soak"`
+}
+
+type haltFile struct {
+	MaxFailedPercent *float64  `toml:"max_failed_percent"`
+	MinOutcomes      *int64    `toml:"min_outcomes"`
+	DeviceTimeout    *duration `toml:"device_timeout"`
+}
+
+// LoadPlan reads a plan file and the offer it names, and checks both.
+func LoadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rollout plan: %w", err)
+	}
+	p, err := ParsePlan(data, path)
+	if err != nil {
+		return nil, err
+	}
+	offerPath := p.OfferFile
+	if !filepath.IsAbs(offerPath) {
+		offerPath = filepath.Join(filepath.Dir(path), offerPath)
+	}
+	env, err := os.ReadFile(offerPath)
+	if err != nil {
+		return nil, &PlanError{Path: path, Key: "offer", Err: err}
+	}
+	if err := p.AttachOffer(env); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ParsePlan decodes and checks a plan's TOML. Unknown keys are refused;
+// every error names path and the key.
+func ParsePlan(data []byte, path string) (*Plan, error) {
+	var f planFile
+	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
+		return nil, decodeError(path, err)
+	}
+	p := &Plan{Path: path, Name: f.Name, Group: f.Group, OfferFile: f.Offer}
+	bad := func(key, format string, args ...any) error {
+		return &PlanError{Path: path, Key: key, Err: fmt.Errorf(format, args...)}
+	}
+	if err := checkName(f.Name); err != nil {
+		return nil, bad("name", "%w", err)
+	}
+	if err := checkName(f.Group); err != nil {
+		return nil, bad("group", "%w", err)
+	}
+	if f.Offer == "" {
+		return nil, bad("offer", "missing: the signed envelope file to release (from otactl sign)")
+	}
+	if len(f.Wave) == 0 {
+		return nil, bad("wave", "no [[wave]]: a plan needs at least one")
+	}
+	if len(f.Wave) > maxWaves {
+		return nil, bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
+	}
+	named := map[string]int{} // device → wave number, to refuse a device named twice
+	lastPercent := 0.0
+	for i, w := range f.Wave {
+		key := fmt.Sprintf("wave[%d]", i+1) // waves are numbered from 1, as the state shows them
+		var out Wave
+		switch {
+		case w.Percent != nil && w.Devices != nil:
+			return nil, bad(key, "has both devices and percent; a wave is one or the other")
+		case w.Percent == nil && len(w.Devices) == 0:
+			return nil, bad(key, "needs devices (a non-empty list of names) or percent")
+		case w.Percent != nil:
+			pc := *w.Percent
+			if !(pc > 0 && pc <= 100) {
+				return nil, bad(key+".percent", "%v is not in (0, 100]", pc)
+			}
+			if pc < lastPercent {
+				return nil, bad(key+".percent", "%v is below an earlier wave's %v: percentages are cumulative and must not decrease", pc, lastPercent)
+			}
+			lastPercent, out.Percent = pc, pc
+		default:
+			for _, d := range w.Devices {
+				if len(named)+1 > maxNamed {
+					return nil, bad(key+".devices", "more than %d named devices", maxNamed)
+				}
+				if err := checkDeviceID(d); err != nil {
+					return nil, bad(key+".devices", "%w", err)
+				}
+				if at, dup := named[d]; dup {
+					return nil, bad(key+".devices", "%q is already in wave %d", d, at)
+				}
+				named[d] = i + 1
+			}
+			out.Devices = append([]string(nil), w.Devices...)
+		}
+		if w.Soak != nil {
+			if w.Soak.Duration < 0 {
+				return nil, bad(key+".soak", "negative")
+			}
+			out.Soak = w.Soak.Duration
+		}
+		p.Waves = append(p.Waves, out)
+	}
+	h := f.Halt
+	if h.MaxFailedPercent == nil {
+		return nil, bad("halt.max_failed_percent", "missing: say how many failures stop the rollout (0 stops at the first)")
+	}
+	if mf := *h.MaxFailedPercent; !(mf >= 0 && mf <= 100) {
+		return nil, bad("halt.max_failed_percent", "%v is not in [0, 100]", mf)
+	}
+	p.Halt = HaltRule{MaxFailedPercent: *h.MaxFailedPercent, MinOutcomes: 1, DeviceTimeout: DefaultDeviceTimeout}
+	if h.MinOutcomes != nil {
+		if *h.MinOutcomes < 1 || *h.MinOutcomes > math.MaxInt32 {
+			return nil, bad("halt.min_outcomes", "%d is not a count ≥ 1", *h.MinOutcomes)
+		}
+		p.Halt.MinOutcomes = int(*h.MinOutcomes)
+	}
+	if h.DeviceTimeout != nil {
+		if h.DeviceTimeout.Duration <= 0 {
+			return nil, bad("halt.device_timeout", "must be positive: a device that never reports must time out")
+		}
+		p.Halt.DeviceTimeout = h.DeviceTimeout.Duration
+	}
+	return p, nil
+}
+
+// decodeError turns a TOML decoding error into a PlanError naming the key.
+func decodeError(path string, err error) error {
+	if sm, ok := errors.AsType[*toml.StrictMissingError](err); ok {
+		keys := make([]string, 0, len(sm.Errors))
+		for _, e := range sm.Errors {
+			row, _ := e.Position()
+			keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
+		}
+		return &PlanError{Path: path, Err: fmt.Errorf("unknown key %s", strings.Join(keys, ", "))}
+	}
+	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
+		row, col := de.Position()
+		return &PlanError{Path: path, Key: strings.Join(de.Key(), "."), Err: fmt.Errorf("line %d column %d: %w", row, col, err)}
+	}
+	return &PlanError{Path: path, Err: err}
+}
+
+// checkName holds rollout and group names to what every broker carries in
+// one topic level (SPEC §8).
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("missing")
+	}
+	if len(s) > maxNameLen || !namePattern.MatchString(s) {
+		return fmt.Errorf("%q: 1 to %d of [A-Za-z0-9_-]", s, maxNameLen)
+	}
+	return nil
+}
+
+func checkDeviceID(s string) error {
+	if s == "" || len(s) > maxDeviceIDLen || !namePattern.MatchString(s) {
+		return fmt.Errorf("device %q: 1 to %d of [A-Za-z0-9_-]", s, maxDeviceIDLen)
+	}
+	return nil
+}
+
+// AttachOffer reads the identity of the signed envelope the plan releases
+// and computes the plan's hash. Signatures are the devices' business; the
+// manifest is read so outcomes can be matched to this offer.
+func (p *Plan) AttachOffer(envelope []byte) error {
+	env, err := verify.ParseEnvelope(envelope)
+	if err != nil {
+		return &PlanError{Path: p.Path, Key: "offer", Err: err}
+	}
+	m, err := verify.ParseManifest(env.Manifest)
+	if err != nil {
+		return &PlanError{Path: p.Path, Key: "offer", Err: err}
+	}
+	if len(m.Devices) > 0 {
+		// Devices outside the list would refuse it and count as failures.
+		return &PlanError{Path: p.Path, Key: "offer", Err: fmt.Errorf("manifest %s names devices %v; a rollout releases an offer for the whole group", m.ID, m.Devices)}
+	}
+	p.Offer = PlanOffer{Envelope: envelope, ID: m.ID, Version: m.Version, SHA256: m.Payload.SHA256}
+	p.Hash = p.hash()
+	return nil
+}
+
+// hash is the SHA-256 of a canonical form of the checked plan (defaults
+// filled in, so comments, layout and spelled-out defaults do not change it)
+// followed by the offer's bytes. The offer's file name is not part of it.
+func (p *Plan) hash() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "otad-rollout-plan 1\nname %s\ngroup %s\n", p.Name, p.Group)
+	for _, w := range p.Waves {
+		if w.Devices != nil {
+			fmt.Fprintf(&b, "wave devices %s", strings.Join(w.Devices, ","))
+		} else {
+			fmt.Fprintf(&b, "wave percent %s", strconv.FormatFloat(w.Percent, 'g', -1, 64))
+		}
+		fmt.Fprintf(&b, " soak %d\n", w.Soak)
+	}
+	fmt.Fprintf(&b, "halt %s %d %d\noffer %d\n", strconv.FormatFloat(p.Halt.MaxFailedPercent, 'g', -1, 64),
+		p.Halt.MinOutcomes, p.Halt.DeviceTimeout, len(p.Offer.Envelope))
+	h := sha256.New()
+	h.Write([]byte(b.String()))
+	h.Write(p.Offer.Envelope)
+	return hex.EncodeToString(h.Sum(nil))
+}
