@@ -87,18 +87,6 @@ func (e *PlanError) Error() string {
 
 func (e *PlanError) Unwrap() error { return e.Err }
 
-// duration reads "30m", "2h" from TOML strings.
-type duration struct{ time.Duration }
-
-func (d *duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("not a duration (like \"30m\" or \"2h\"): %q", b)
-	}
-	d.Duration = v
-	return nil
-}
-
 // The file's shape; pointers tell a missing key from a zero one.
 type planFile struct {
 	Name  string     `toml:"name"`
@@ -111,13 +99,13 @@ type planFile struct {
 type waveFile struct {
 	Devices []string  `toml:"devices"`
 	Percent *float64  `toml:"percent"`
-	Soak    *duration `toml:"soak"`
+	Soak    *string   `toml:"soak"`
 }
 
 type haltFile struct {
 	MaxFailedPercent *float64  `toml:"max_failed_percent"`
 	MinOutcomes      *int64    `toml:"min_outcomes"`
-	DeviceTimeout    *duration `toml:"device_timeout"`
+	DeviceTimeout    *string   `toml:"device_timeout"`
 }
 
 // LoadPlan reads a plan file and the offer it names, and checks both.
@@ -205,10 +193,14 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 			out.Devices = append([]string(nil), w.Devices...)
 		}
 		if w.Soak != nil {
-			if w.Soak.Duration < 0 {
+			d, err := parseDuration(*w.Soak)
+			if err != nil {
+				return nil, bad(key+".soak", "%w", err)
+			}
+			if d < 0 {
 				return nil, bad(key+".soak", "negative")
 			}
-			out.Soak = w.Soak.Duration
+			out.Soak = d
 		}
 		p.Waves = append(p.Waves, out)
 	}
@@ -227,10 +219,14 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 		p.Halt.MinOutcomes = int(*h.MinOutcomes)
 	}
 	if h.DeviceTimeout != nil {
-		if h.DeviceTimeout.Duration <= 0 {
+		d, err := parseDuration(*h.DeviceTimeout)
+		if err != nil {
+			return nil, bad("halt.device_timeout", "%w", err)
+		}
+		if d <= 0 {
 			return nil, bad("halt.device_timeout", "must be positive: a device that never reports must time out")
 		}
-		p.Halt.DeviceTimeout = h.DeviceTimeout.Duration
+		p.Halt.DeviceTimeout = d
 	}
 	return p, nil
 }
@@ -250,6 +246,15 @@ func decodeError(path string, err error) error {
 		return &PlanError{Path: path, Key: strings.Join(de.Key(), "."), Err: fmt.Errorf("line %d column %d: %w", row, col, err)}
 	}
 	return &PlanError{Path: path, Err: err}
+}
+
+// parseDuration reads "30m", "2h"; the caller names the key.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (like \"30m\" or \"2h\"): %q", s)
+	}
+	return d, nil
 }
 
 // checkName holds rollout and group names to what every broker carries in
