@@ -97,15 +97,15 @@ type planFile struct {
 }
 
 type waveFile struct {
-	Devices []string  `toml:"devices"`
-	Percent *float64  `toml:"percent"`
-	Soak    *string   `toml:"soak"`
+	Devices []string `toml:"devices"`
+	Percent *float64 `toml:"percent"`
+	Soak    *string  `toml:"soak"`
 }
 
 type haltFile struct {
-	MaxFailedPercent *float64  `toml:"max_failed_percent"`
-	MinOutcomes      *int64    `toml:"min_outcomes"`
-	DeviceTimeout    *string   `toml:"device_timeout"`
+	MaxFailedPercent *float64 `toml:"max_failed_percent"`
+	MinOutcomes      *int64   `toml:"min_outcomes"`
+	DeviceTimeout    *string  `toml:"device_timeout"`
 }
 
 // LoadPlan reads a plan file and the offer it names, and checks both.

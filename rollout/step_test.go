@@ -165,7 +165,7 @@ func TestStep(t *testing.T) {
 				}
 			}},
 		{name: "a resume of a rollout halted at its last wave's end finishes it",
-			plan: testPlan(10, 1, named(0, "d1", "d2")), steps: []step{obs(0), sent(m, 1), obs(2*m, "d1=success", "d2=failed"), cmd(hr, OpResume, "c1"), obs(hr+m)},
+			plan: testPlan(10, 1, named(0, "d1", "d2")), steps: []step{obs(0), sent(m, 1), obs(2*m, "d1=success", "d2=failed"), cmd(hr, OpResume, "c1"), obs(hr + m)},
 			phase: PhaseFinished, wave: 1, acts: "state finish"},
 		{name: "after a resume a new failure halts again",
 			plan: canary, steps: then(halted, cmd(hr, OpResume, "c1"), obs(hr+m, "d1=success", "d2=rolled_back", "d3"), sent(hr+2*m, 2),
