@@ -12,5 +12,5 @@
 // the state before the offers, and feeds statuses and commands to Step, can be
 // killed at any point and started again from the retained state alone.
 //
-// The rules, and the format of the plan and the state, are in docs/rollouts.md.
+// The rules, and the format of the plan and the state, are in docs/contract/rollouts.md.
 package rollout
