@@ -1,0 +1,190 @@
+package payload
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Options choose how Build cuts an image.
+type Options struct {
+	// ChunkSize is a power of two from MinChunkSize to MaxChunkSize; 0 means
+	// DefaultChunkSize.
+	ChunkSize int64
+	// Compression is CompressionZstd (the default, for "") or CompressionNone.
+	Compression string
+	// Level is a zstd level as the zstd tool counts (1-22); 0 means 3.
+	Level int
+}
+
+// Result describes what Build wrote: everything a schema-2 manifest needs.
+type Result struct {
+	Index       []byte // the whole index file
+	IndexSHA256 [sha256.Size]byte
+	StoreSize   int64
+	ImageSize   int64
+	ImageSHA256 [sha256.Size]byte
+	ChunkSize   int64
+	ChunkCount  int64
+	Compression string
+	// Chunks of each kind.
+	Zero, Raw, Zstd int64
+}
+
+// Expect is what a manifest made from r says, for ParseIndex.
+func (r *Result) Expect() Expect {
+	return Expect{
+		ChunkSize:   r.ChunkSize,
+		ChunkCount:  r.ChunkCount,
+		ImageSize:   r.ImageSize,
+		IndexSize:   int64(len(r.Index)),
+		IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
+		StoreSize:   r.StoreSize,
+		Compression: r.Compression,
+	}
+}
+
+// Build reads image to its end and writes its store to store, one chunk at a time: an
+// all-zero chunk is not stored, any other is one zstd frame, or raw when that is not
+// smaller. Memory is a few chunk-sized buffers plus the index (36 bytes per chunk,
+// returned in Result.Index); the image is never held whole. An empty image is refused.
+func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) (*Result, error) {
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if !ValidChunkSize(opts.ChunkSize) {
+		return nil, fmt.Errorf("build payload: chunk size %d is not a power of two from %d to %d", opts.ChunkSize, MinChunkSize, MaxChunkSize)
+	}
+	if opts.Compression == "" {
+		opts.Compression = CompressionZstd
+	}
+	b := &builder{
+		res:   Result{ChunkSize: opts.ChunkSize, Compression: opts.Compression},
+		store: store,
+		image: sha256.New(),
+		buf:   make([]byte, opts.ChunkSize),
+		index: make([]byte, HeaderSize, HeaderSize+16*RecordSize),
+	}
+	switch opts.Compression {
+	case CompressionZstd:
+		level := opts.Level
+		if level == 0 {
+			level = 3
+		}
+		enc, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithEncoderCRC(false), // every chunk is hashed anyway
+			zstd.WithSingleSegment(true),
+			zstd.WithZeroFrames(true))
+		if err != nil {
+			return nil, fmt.Errorf("build payload: zstd encoder: %w", err)
+		}
+		defer enc.Close()
+		b.enc = enc
+		b.zbuf = make([]byte, 0, opts.ChunkSize)
+	case CompressionNone:
+	default:
+		return nil, fmt.Errorf("build payload: compression %q: want zstd or none", opts.Compression)
+	}
+	if err := b.run(ctx, image); err != nil {
+		return nil, err
+	}
+	return &b.res, nil
+}
+
+type builder struct {
+	res   Result
+	store io.Writer
+	image hash.Hash
+	enc   *zstd.Encoder
+	buf   []byte
+	zbuf  []byte
+	index []byte
+}
+
+func (b *builder) run(ctx context.Context, image io.Reader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("build payload: %w", err)
+		}
+		n, err := io.ReadFull(image, b.buf)
+		if n > 0 {
+			if err := b.add(b.buf[:n]); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("build payload: read image at offset %d: %w", b.res.ImageSize, err)
+		}
+	}
+	if b.res.ImageSize == 0 {
+		return errors.New("build payload: the image is empty")
+	}
+	h := header{
+		chunkSize:   uint32(b.res.ChunkSize),
+		compression: compNone,
+		count:       uint64(b.res.ChunkCount),
+		imageSize:   uint64(b.res.ImageSize),
+	}
+	if b.enc != nil {
+		h.compression = compZstd
+	}
+	h.put(b.index[:HeaderSize])
+	b.res.Index = b.index
+	b.res.IndexSHA256 = sha256.Sum256(b.index)
+	b.image.Sum(b.res.ImageSHA256[:0])
+	return nil
+}
+
+// add stores one chunk and appends its record.
+func (b *builder) add(chunk []byte) error {
+	b.image.Write(chunk)
+	r := record{sum: sha256.Sum256(chunk)}
+	var stored []byte
+	switch {
+	case allZero(chunk):
+		r.kind = KindZero
+		b.res.Zero++
+	case b.enc != nil:
+		b.zbuf = b.enc.EncodeAll(chunk, b.zbuf[:0])
+		if len(b.zbuf) < len(chunk) {
+			r.kind, stored = KindZstd, b.zbuf
+			b.res.Zstd++
+			break
+		}
+		fallthrough
+	default:
+		r.kind, stored = KindRaw, chunk
+		b.res.Raw++
+	}
+	r.length = uint32(len(stored))
+	if len(stored) > 0 {
+		if _, err := b.store.Write(stored); err != nil {
+			return fmt.Errorf("build payload: write chunk %d to the store at offset %d: %w", b.res.ChunkCount, b.res.StoreSize, err)
+		}
+	}
+	var rec [RecordSize]byte
+	r.put(rec[:])
+	b.index = append(b.index, rec[:]...)
+	b.res.StoreSize += int64(len(stored))
+	b.res.ImageSize += int64(len(chunk))
+	b.res.ChunkCount++
+	return nil
+}
+
+// allZero compares b with itself shifted by one byte: every byte equals its neighbour,
+// and the first is zero. bytes.Equal runs at memory speed, a byte loop does not.
+func allZero(b []byte) bool {
+	return len(b) > 0 && b[0] == 0 && bytes.Equal(b[1:], b[:len(b)-1])
+}

@@ -1,0 +1,87 @@
+package payload
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// decodeSlack is spare capacity past the chunk in the decode buffer: the zstd decoder
+// decodes in place only with a little room at the end (32 bytes today), and otherwise
+// falls back to growing its output.
+const decodeSlack = 256
+
+// Decoder turns stored chunks of one index back into their bytes, checked against the
+// index. Its buffer is one chunk; a stored chunk is never decoded past it. A Decoder is
+// for one goroutine at a time.
+type Decoder struct {
+	x   *Index
+	zd  *zstd.Decoder
+	buf []byte
+}
+
+// NewDecoder returns a Decoder for x's chunks. Close it when done.
+func NewDecoder(x *Index) (*Decoder, error) {
+	d := &Decoder{x: x, buf: make([]byte, x.chunkSize+decodeSlack)}
+	if x.compression == CompressionZstd {
+		// A chunk is one frame of at most the chunk size, so neither its window nor
+		// its output may be larger; a frame claiming more is refused before
+		// decoding, not allocated for.
+		zd, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(x.chunkSize)),
+			zstd.WithDecoderMaxWindow(uint64(max(x.chunkSize, zstd.MinWindowSize))),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			return nil, fmt.Errorf("chunk decoder: %w", err)
+		}
+		d.zd = zd
+	}
+	return d, nil
+}
+
+// Close releases the decoder's resources.
+func (d *Decoder) Close() {
+	if d.zd != nil {
+		d.zd.Close()
+	}
+}
+
+// Decode returns chunk i's bytes from stored, its StoreLength bytes out of the store,
+// after checking them against the index's SHA-256: a wrong length, a corrupt frame, a
+// frame decoding to anything but the chunk's size, or a hash mismatch is an *Error with
+// code chunk_mismatch. The result is valid until the next Decode and, for a raw chunk,
+// is stored itself. i must be in [0, Count()).
+func (d *Decoder) Decode(i int, stored []byte) ([]byte, error) {
+	c := d.x.Chunk(i)
+	if len(stored) != c.StoreLength {
+		return nil, chunkErr(i, fmt.Sprintf("%d stored bytes, index says %d", len(stored), c.StoreLength), nil)
+	}
+	var out []byte
+	switch c.Kind {
+	case KindZero:
+		// ParseIndex checked that the recorded hash is that of zeros.
+		out = d.buf[:c.Length]
+		clear(out)
+		return out, nil
+	case KindRaw:
+		out = stored
+	case KindZstd:
+		// The capacity limit stops the decoder a little past the chunk; anything
+		// decoding to more than the chunk is refused below.
+		var err error
+		out, err = d.zd.DecodeAll(stored, d.buf[:0:c.Length+decodeSlack])
+		if err != nil {
+			return nil, chunkErr(i, "decompress", err)
+		}
+		if len(out) != c.Length {
+			return nil, chunkErr(i, fmt.Sprintf("decompresses to %d bytes, want %d", len(out), c.Length), nil)
+		}
+	}
+	if sum := sha256.Sum256(out); sum != c.SHA256 {
+		return nil, chunkErr(i, fmt.Sprintf("sha256 %x, index says %x", sum, c.SHA256), nil)
+	}
+	return out, nil
+}

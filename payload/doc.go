@@ -1,0 +1,14 @@
+// Package payload is the chunked payload format of SPEC §12: an index that lists, for
+// every fixed-size chunk of an image, the SHA-256 of its bytes and where they lie in a
+// store of individually compressed chunks (docs/payload-format.md has the byte layout).
+//
+// Build cuts an image into an index and a store (otactl sign --chunked). ParseIndex reads
+// an index defensively against the values of a signed manifest, so that once it returns,
+// every chunk is authenticated and every length and offset is in range. A Decoder turns
+// one stored chunk back into its bytes in a buffer of at most the chunk size and checks
+// its hash before anything is written. Plan decides, without I/O, where each chunk of an
+// install comes from (target slot, zeros, booted slot, network) and which store ranges to
+// fetch in single-range requests.
+//
+// Failures carry the SPEC §6 codes index_mismatch and chunk_mismatch.
+package payload

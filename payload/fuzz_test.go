@@ -1,0 +1,128 @@
+package payload
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// FuzzParseIndex feeds hostile indexes and manifest values. With fromHeader the
+// manifest values are taken from the index's own header (and its size and sha256 from
+// the bytes), so the fuzzer gets past those checks to the records. Whatever is
+// accepted must keep every promise ParseIndex makes.
+func FuzzParseIndex(f *testing.F) {
+	img := testImage(100<<10+7, 5000, 1)
+	for _, opts := range []Options{{ChunkSize: 4 << 10}, {ChunkSize: 8 << 10, Compression: CompressionNone}} {
+		var store bytes.Buffer
+		res, err := Build(f.Context(), bytes.NewReader(img), &store, opts)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(res.Index, res.StoreSize, res.ChunkSize, res.ImageSize, res.ChunkCount, true)
+	}
+	data, want := sampleIndex()
+	f.Add(data, want.StoreSize, want.ChunkSize, want.ImageSize, want.ChunkCount, true)
+	f.Add(data, want.StoreSize, want.ChunkSize, want.ImageSize, want.ChunkCount, false)
+	f.Add(data, int64(-1), int64(4096), int64(1<<62), int64(1<<50), false)
+	f.Fuzz(func(t *testing.T, data []byte, storeSize, chunkSize, imageSize, count int64, fromHeader bool) {
+		want := Expect{ChunkSize: chunkSize, ChunkCount: count, ImageSize: imageSize, StoreSize: storeSize, Compression: CompressionZstd}
+		if fromHeader && len(data) >= HeaderSize {
+			want.ChunkSize = int64(binary.LittleEndian.Uint32(data[8:]))
+			want.ChunkCount = int64(binary.LittleEndian.Uint64(data[16:]))
+			want.ImageSize = int64(binary.LittleEndian.Uint64(data[24:]))
+			if data[12] == compNone {
+				want.Compression = CompressionNone
+			}
+		}
+		want = expectFor(data, want)
+		x, err := ParseIndex(data, want)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeIndexMismatch {
+				t.Fatalf("refusal is not an index_mismatch *Error: %v", err)
+			}
+			return
+		}
+		if int64(x.Count()) != ChunkCount(x.ImageSize(), x.ChunkSize()) || !ValidChunkSize(x.ChunkSize()) {
+			t.Fatalf("accepted %d chunks of %d for %d bytes", x.Count(), x.ChunkSize(), x.ImageSize())
+		}
+		var off, image int64
+		for i := range x.Count() {
+			c := x.Chunk(i)
+			if c.StoreOffset != off || c.Offset != image || c.Length <= 0 || int64(c.Length) > x.ChunkSize() {
+				t.Fatalf("chunk %d: %+v at store %d image %d", i, c, off, image)
+			}
+			switch c.Kind {
+			case KindZero:
+				if c.StoreLength != 0 || c.SHA256 != zeroSum(int64(c.Length)) {
+					t.Fatalf("chunk %d: bad zero chunk %+v", i, c)
+				}
+			case KindRaw:
+				if c.StoreLength != c.Length {
+					t.Fatalf("chunk %d: bad raw chunk %+v", i, c)
+				}
+			case KindZstd:
+				if c.StoreLength <= 0 || c.StoreLength >= c.Length || x.Compression() != CompressionZstd {
+					t.Fatalf("chunk %d: bad zstd chunk %+v", i, c)
+				}
+			default:
+				t.Fatalf("chunk %d: kind %v", i, c.Kind)
+			}
+			off += int64(c.StoreLength)
+			image += int64(c.Length)
+		}
+		if off != x.StoreSize() || image != x.ImageSize() {
+			t.Fatalf("chunks cover store %d of %d, image %d of %d", off, x.StoreSize(), image, x.ImageSize())
+		}
+	})
+}
+
+// FuzzDecodeChunk decodes hostile stored bytes for a chunk whose index entry says it
+// is content. Only content itself may come out; everything else is chunk_mismatch.
+func FuzzDecodeChunk(f *testing.F) {
+	enc := func(b []byte) []byte { return encodeAll(f, b) }
+	content := text(decCS, 0)
+	f.Add(content, enc(content), false)
+	f.Add(content[:1000], enc(content[:1000]), false)
+	f.Add(content, enc(text(2*decCS, 0)), false)
+	f.Add(content, hugeFrame(), false)
+	f.Add(content, encodeStream(f, make([]byte, 1<<20), smallWindow...), false)
+	f.Add([]byte{1, 2, 3}, []byte{1, 2, 3}, true)
+	f.Fuzz(func(t *testing.T, content, stored []byte, raw bool) {
+		if len(content) == 0 || len(content) > decCS {
+			return
+		}
+		kind := KindZstd
+		if raw || len(stored) >= len(content) {
+			// A record must store raw what does not compress; a raw record's
+			// stored bytes are as long as the chunk.
+			kind = KindRaw
+			stored = append(stored, make([]byte, len(content))...)[:len(content)]
+		}
+		if len(stored) == 0 {
+			return
+		}
+		data, want := makeIndex(decCS, int64(len(content)), CompressionZstd, []record{{sum: sha256.Sum256(content), length: uint32(len(stored)), kind: kind}})
+		x, err := ParseIndex(data, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := NewDecoder(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		got, err := d.Decode(0, stored)
+		if err != nil {
+			if CodeOf(err) != CodeChunkMismatch {
+				t.Fatalf("refusal is not chunk_mismatch: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(got, content) {
+			t.Fatalf("accepted %d bytes that are not the chunk", len(got))
+		}
+	})
+}

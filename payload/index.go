@@ -1,0 +1,241 @@
+package payload
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// Expect is what the signed manifest says about the index and store (its payload.size
+// and payload.chunks fields, SPEC §12).
+type Expect struct {
+	ChunkSize   int64
+	ChunkCount  int64
+	ImageSize   int64
+	IndexSize   int64
+	IndexSHA256 string // 64 hex digits
+	StoreSize   int64
+	Compression string
+}
+
+// Index is a parsed, checked index. Chunk numbers run from 0 to Count()-1.
+type Index struct {
+	chunkSize   int64
+	imageSize   int64
+	storeSize   int64
+	compression string
+	records     []byte  // the index after its header
+	offsets     []int64 // store offset of each chunk
+}
+
+// Chunk is one index entry.
+type Chunk struct {
+	Num    int
+	SHA256 [sha256.Size]byte
+	Kind   Kind
+	Offset int64 // in the image (and the slot)
+	Length int   // uncompressed bytes: the chunk size, or less for the last chunk
+	// StoreOffset and StoreLength locate the stored bytes; StoreLength is 0 for KindZero.
+	StoreOffset int64
+	StoreLength int
+}
+
+// ChunkSize is the size of every chunk but possibly the last.
+func (x *Index) ChunkSize() int64 { return x.chunkSize }
+
+// ImageSize is the size of the image in bytes.
+func (x *Index) ImageSize() int64 { return x.imageSize }
+
+// StoreSize is the size of the store in bytes.
+func (x *Index) StoreSize() int64 { return x.storeSize }
+
+// Compression is the store's compression, CompressionZstd or CompressionNone.
+func (x *Index) Compression() string { return x.compression }
+
+// Count is the number of chunks.
+func (x *Index) Count() int { return len(x.offsets) }
+
+// Chunk returns chunk i; i must be in [0, Count()).
+func (x *Index) Chunk(i int) Chunk {
+	r := getRecord(x.records[i*RecordSize:])
+	off := int64(i) * x.chunkSize
+	return Chunk{
+		Num: i, SHA256: r.sum, Kind: r.kind,
+		Offset: off, Length: int(min(x.chunkSize, x.imageSize-off)),
+		StoreOffset: x.offsets[i], StoreLength: int(r.length),
+	}
+}
+
+// ParseIndex checks data, an index as downloaded, against the manifest's values and
+// returns it parsed. In order: the manifest's values agree with each other; data has
+// index_size bytes and sha256 index_sha256; every header field equals the manifest's;
+// every record keeps the rules of docs/payload-format.md (kind known, length fitting
+// the kind, zero chunks hashing as zeros, no compressed chunk in an uncompressed store);
+// the stored lengths add up to store_size exactly. Every refusal is an *Error with code
+// index_mismatch naming the field and, for a record, the chunk. The Index keeps data.
+func ParseIndex(data []byte, want Expect) (*Index, error) {
+	if err := want.check(); err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != want.IndexSize {
+		return nil, indexErr(noChunk, "index_size", fmt.Sprintf("index has %d bytes, manifest says %d", len(data), want.IndexSize))
+	}
+	wantSum, _ := hex.DecodeString(want.IndexSHA256)
+	if sum := sha256.Sum256(data); !bytes.Equal(sum[:], wantSum) {
+		return nil, indexErr(noChunk, "index_sha256", fmt.Sprintf("index has sha256 %x, manifest says %s", sum, strings.ToLower(want.IndexSHA256)))
+	}
+	if err := checkHeader(data[:HeaderSize], want); err != nil {
+		return nil, err
+	}
+	x := &Index{
+		chunkSize:   want.ChunkSize,
+		imageSize:   want.ImageSize,
+		storeSize:   want.StoreSize,
+		compression: want.Compression,
+		records:     data[HeaderSize:],
+		offsets:     make([]int64, want.ChunkCount),
+	}
+	if err := x.checkRecords(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// check refuses manifest values that contradict each other or the format, so that
+// nothing after it can overflow: count*RecordSize fits (IndexSize), and so do chunk
+// offsets (count*chunkSize < imageSize+chunkSize).
+func (w Expect) check() error {
+	bad := func(field, format string, args ...any) error {
+		return indexErr(noChunk, field, "manifest: "+fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !ValidChunkSize(w.ChunkSize):
+		return bad("chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
+	case w.ImageSize <= 0:
+		return bad("size", "%d is not positive", w.ImageSize)
+	case w.ChunkCount != ChunkCount(w.ImageSize, w.ChunkSize):
+		return bad("chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
+	case w.IndexSize != IndexSize(w.ChunkCount):
+		return bad("chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
+	case w.StoreSize < 0:
+		return bad("chunks.store_size", "%d is negative", w.StoreSize)
+	case w.Compression != CompressionZstd && w.Compression != CompressionNone:
+		return bad("chunks.compression", "want zstd or none, got %q", truncate(w.Compression))
+	}
+	if b, err := hex.DecodeString(w.IndexSHA256); err != nil || len(b) != sha256.Size {
+		return bad("chunks.index_sha256", "want 64 hex digits")
+	}
+	return nil
+}
+
+func checkHeader(b []byte, w Expect) error {
+	h := header{
+		chunkSize:   binary.LittleEndian.Uint32(b[8:12]),
+		compression: b[12],
+		count:       binary.LittleEndian.Uint64(b[16:24]),
+		imageSize:   binary.LittleEndian.Uint64(b[24:32]),
+	}
+	bad := func(field, format string, args ...any) error {
+		return indexErr(noChunk, "header."+field, fmt.Sprintf(format, args...))
+	}
+	wantComp := compNone
+	if w.Compression == CompressionZstd {
+		wantComp = compZstd
+	}
+	switch {
+	case string(b[0:7]) != magic:
+		return bad("magic", "want %q, got %q", magic, b[0:7])
+	case b[7] != version:
+		return bad("version", "want %d, got %d", version, b[7])
+	case uint64(h.chunkSize) != uint64(w.ChunkSize):
+		return bad("chunk_size", "%d, manifest says %d", h.chunkSize, w.ChunkSize)
+	case h.compression != wantComp:
+		return bad("compression", "code %d, manifest says %s (code %d)", h.compression, w.Compression, wantComp)
+	case b[13] != 0 || b[14] != 0 || b[15] != 0:
+		return bad("reserved", "bytes 13-15 are % x, want zeros", b[13:16])
+	case h.count != uint64(w.ChunkCount):
+		return bad("chunk_count", "%d, manifest says %d", h.count, w.ChunkCount)
+	case h.imageSize != uint64(w.ImageSize):
+		return bad("image_size", "%d, manifest says %d", h.imageSize, w.ImageSize)
+	}
+	return nil
+}
+
+// checkRecords walks the records once, filling in the store offsets. Offsets are not
+// stored: the store is the stored chunks back to back in chunk order, so an index
+// cannot describe overlapping, out-of-order or gapped ranges at all.
+func (x *Index) checkRecords() error {
+	var zeroFull, zeroLast *[sha256.Size]byte
+	var off int64
+	for i := range x.offsets {
+		r := getRecord(x.records[i*RecordSize:])
+		n := min(x.chunkSize, x.imageSize-int64(i)*x.chunkSize)
+		bad := func(field, format string, args ...any) error {
+			return indexErr(i, field, fmt.Sprintf(format, args...))
+		}
+		switch r.kind {
+		case KindZero:
+			if r.length != 0 {
+				return bad("length", "zero chunk with stored length %d, want 0", r.length)
+			}
+			zs := &zeroFull
+			if n != x.chunkSize {
+				zs = &zeroLast
+			}
+			if *zs == nil {
+				s := zeroSum(n)
+				*zs = &s
+			}
+			if r.sum != **zs {
+				return bad("sha256", "zero chunk whose sha256 %x is not that of %d zero bytes", r.sum, n)
+			}
+		case KindRaw:
+			if int64(r.length) != n {
+				return bad("length", "raw chunk with stored length %d, want its size %d", r.length, n)
+			}
+		case KindZstd:
+			if x.compression != CompressionZstd {
+				return bad("kind", "zstd chunk in a store with compression %s", x.compression)
+			}
+			if r.length == 0 || int64(r.length) >= n {
+				return bad("length", "zstd chunk with stored length %d, want 1 to %d (less than its size, else it is stored raw)", r.length, n-1)
+			}
+		default:
+			return bad("kind", "unknown kind %d", uint8(r.kind))
+		}
+		// off <= storeSize holds here, so the subtraction cannot overflow.
+		if int64(r.length) > x.storeSize-off {
+			return bad("length", "stored bytes %d+%d run past store_size %d", off, r.length, x.storeSize)
+		}
+		x.offsets[i] = off
+		off += int64(r.length)
+	}
+	if off != x.storeSize {
+		return indexErr(noChunk, "chunks.store_size", fmt.Sprintf("chunks store %d bytes, manifest says %d", off, x.storeSize))
+	}
+	return nil
+}
+
+// zeroSum is the SHA-256 of n zero bytes, hashed from a small buffer.
+func zeroSum(n int64) [sha256.Size]byte {
+	var z [4096]byte
+	h := sha256.New()
+	for ; n > 0; n -= int64(len(z)) {
+		h.Write(z[:min(n, int64(len(z)))])
+	}
+	var s [sha256.Size]byte
+	h.Sum(s[:0])
+	return s
+}
+
+// truncate keeps hostile values from flooding logs.
+func truncate(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

@@ -1,0 +1,164 @@
+package payload
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+)
+
+// sampleIndex is four 4 KiB chunks, the last one 100 bytes: zstd, raw, zero, raw.
+func sampleIndex() ([]byte, Expect) {
+	const cs = 4096
+	return makeIndex(cs, 3*cs+100, CompressionZstd, []record{
+		{sum: [32]byte{1}, length: 100, kind: KindZstd},
+		{sum: [32]byte{2}, length: cs, kind: KindRaw},
+		{sum: zeroSum(cs), kind: KindZero},
+		{sum: [32]byte{4}, length: 100, kind: KindRaw},
+	})
+}
+
+func TestParseIndexAccepts(t *testing.T) {
+	data, want := sampleIndex()
+	x, err := ParseIndex(data, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Count() != 4 || x.ChunkSize() != 4096 || x.ImageSize() != 3*4096+100 || x.StoreSize() != 4296 || x.Compression() != CompressionZstd {
+		t.Fatalf("parsed %d chunks of %d, image %d, store %d, %s", x.Count(), x.ChunkSize(), x.ImageSize(), x.StoreSize(), x.Compression())
+	}
+	for i, w := range []Chunk{
+		{Num: 0, SHA256: [32]byte{1}, Kind: KindZstd, Offset: 0, Length: 4096, StoreOffset: 0, StoreLength: 100},
+		{Num: 1, SHA256: [32]byte{2}, Kind: KindRaw, Offset: 4096, Length: 4096, StoreOffset: 100, StoreLength: 4096},
+		{Num: 2, SHA256: zeroSum(4096), Kind: KindZero, Offset: 8192, Length: 4096, StoreOffset: 4196, StoreLength: 0},
+		{Num: 3, SHA256: [32]byte{4}, Kind: KindRaw, Offset: 12288, Length: 100, StoreOffset: 4196, StoreLength: 100},
+	} {
+		if got := x.Chunk(i); got != w {
+			t.Errorf("chunk %d: %+v, want %+v", i, got, w)
+		}
+	}
+}
+
+// TestParseIndexRefuses: each hostile or inconsistent index or manifest value is
+// refused with index_mismatch naming the field and chunk. Mutations of the index bytes
+// fix up its size and sha256 in the manifest (unless the case is about those), so the
+// check under test is the one that must catch it.
+func TestParseIndexRefuses(t *testing.T) {
+	const cs = 4096
+	rec := func(i int) int { return HeaderSize + i*RecordSize }
+	putLen := func(b []byte, i int, n uint32) { b[rec(i)+32], b[rec(i)+33], b[rec(i)+34] = byte(n), byte(n>>8), byte(n>>16) }
+	for _, tc := range []struct {
+		name   string
+		mutate func(b []byte, e *Expect) []byte
+		keep   bool // do not re-hash: the manifest's index_size and sha256 stay
+		want   []string
+	}{
+		// The manifest's own values.
+		{"chunk size not a power of two", func(b []byte, e *Expect) []byte { e.ChunkSize = 5000; return b }, false, []string{"chunks.size", "5000"}},
+		{"chunk size below 4 KiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 2048; return b }, false, []string{"chunks.size"}},
+		{"chunk size above 4 MiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 8 << 20; return b }, false, []string{"chunks.size"}},
+		{"image size zero", func(b []byte, e *Expect) []byte { e.ImageSize = 0; return b }, false, []string{"size", "not positive"}},
+		{"image size max int64", func(b []byte, e *Expect) []byte { e.ImageSize = math.MaxInt64; return b }, false, []string{"chunks.count"}},
+		{"count does not fit the size", func(b []byte, e *Expect) []byte { e.ChunkCount = 5; return b }, false, []string{"chunks.count", "makes 4"}},
+		{"8 EiB image: refused by its index size, nothing allocated", func(b []byte, e *Expect) []byte {
+			e.ChunkSize, e.ImageSize, e.ChunkCount = MinChunkSize, math.MaxInt64, ChunkCount(math.MaxInt64, MinChunkSize)
+			e.IndexSize = IndexSize(e.ChunkCount)
+			return b
+		}, true, []string{"index_size", "manifest says 81064793292668960"}},
+		{"count whose index size overflows", func(b []byte, e *Expect) []byte {
+			e.ChunkCount = math.MaxInt64
+			e.IndexSize = HeaderSize + e.ChunkCount*RecordSize // wraps
+			return b
+		}, true, []string{"chunks.count", "9223372036854775807"}},
+		{"index size disagrees with count", func(b []byte, e *Expect) []byte { e.IndexSize--; return b }, true, []string{"chunks.index_size"}},
+		{"negative store size", func(b []byte, e *Expect) []byte { e.StoreSize = -1; return b }, false, []string{"chunks.store_size", "negative"}},
+		{"unknown compression", func(b []byte, e *Expect) []byte { e.Compression = "gzip"; return b }, false, []string{"chunks.compression", "gzip"}},
+		{"index sha256 not hex", func(b []byte, e *Expect) []byte { e.IndexSHA256 = "zz"; return b }, true, []string{"chunks.index_sha256"}},
+
+		// The downloaded bytes against index_size and index_sha256.
+		{"index one byte short", func(b []byte, e *Expect) []byte { return b[:len(b)-1] }, true, []string{"index_size", "has 175 bytes", "says 176"}},
+		{"index one byte long", func(b []byte, e *Expect) []byte { return append(b, 0) }, true, []string{"index_size"}},
+		{"index altered", func(b []byte, e *Expect) []byte { b[rec(1)] ^= 1; return b }, true, []string{"index_sha256"}},
+
+		// The header.
+		{"magic", func(b []byte, e *Expect) []byte { b[0] = 'X'; return b }, false, []string{"header.magic"}},
+		{"version", func(b []byte, e *Expect) []byte { b[7] = 2; return b }, false, []string{"header.version", "got 2"}},
+		{"header chunk size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint32(b[8:], 8192); return b }, false, []string{"header.chunk_size", "8192"}},
+		{"header compression", func(b []byte, e *Expect) []byte { b[12] = compNone; return b }, false, []string{"header.compression"}},
+		{"header compression unknown code", func(b []byte, e *Expect) []byte { b[12] = 9; return b }, false, []string{"header.compression", "code 9"}},
+		{"reserved bytes", func(b []byte, e *Expect) []byte { b[14] = 1; return b }, false, []string{"header.reserved"}},
+		{"header count huge", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[16:], math.MaxUint64); return b }, false, []string{"header.chunk_count", "18446744073709551615"}},
+		{"header image size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[24:], 3*cs+101); return b }, false, []string{"header.image_size"}},
+
+		// The records.
+		{"unknown kind", func(b []byte, e *Expect) []byte { b[rec(1)+35] = 3; return b }, false, []string{"chunk 1", "kind", "unknown kind 3"}},
+		{"zero chunk with a length", func(b []byte, e *Expect) []byte { putLen(b, 2, 10); e.StoreSize += 10; return b }, false, []string{"chunk 2", "length", "zero chunk"}},
+		{"zero chunk hash not of zeros", func(b []byte, e *Expect) []byte { b[rec(2)] ^= 1; return b }, false, []string{"chunk 2", "sha256"}},
+		{"last zero chunk hashed as a full chunk", func(b []byte, e *Expect) []byte {
+			s := zeroSum(cs)
+			copy(b[rec(3):], s[:])
+			b[rec(3)+35] = byte(KindZero)
+			putLen(b, 3, 0)
+			e.StoreSize -= 100
+			return b
+		}, false, []string{"chunk 3", "100 zero bytes"}},
+		{"raw chunk shorter than its size", func(b []byte, e *Expect) []byte { putLen(b, 1, cs-1); e.StoreSize--; return b }, false, []string{"chunk 1", "raw chunk", "4095"}},
+		{"raw last chunk the full chunk size", func(b []byte, e *Expect) []byte { putLen(b, 3, cs); e.StoreSize += cs - 100; return b }, false, []string{"chunk 3", "want its size 100"}},
+		{"zstd chunk of length 0", func(b []byte, e *Expect) []byte { putLen(b, 0, 0); e.StoreSize -= 100; return b }, false, []string{"chunk 0", "zstd chunk with stored length 0"}},
+		{"zstd chunk as long as the chunk", func(b []byte, e *Expect) []byte { putLen(b, 0, cs); e.StoreSize += cs - 100; return b }, false, []string{"chunk 0", "want 1 to 4095"}},
+		{"zstd chunk of the largest length", func(b []byte, e *Expect) []byte { putLen(b, 0, maxStoredLen); return b }, false, []string{"chunk 0", "16777215"}},
+		{"zstd chunk in an uncompressed store", func(b []byte, e *Expect) []byte { b[12] = compNone; e.Compression = CompressionNone; return b }, false, []string{"chunk 0", "kind", "compression none"}},
+		{"stored bytes past store_size", func(b []byte, e *Expect) []byte { e.StoreSize = 4100; return b }, false, []string{"chunk 1", "run past store_size 4100"}},
+		{"store_size larger than the chunks", func(b []byte, e *Expect) []byte { e.StoreSize++; return b }, false, []string{"chunks.store_size", "store 4296", "says 4297"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, want := sampleIndex()
+			data = tc.mutate(data, &want)
+			if !tc.keep {
+				want = expectFor(data, want)
+			}
+			x, err := ParseIndex(data, want)
+			if err == nil {
+				t.Fatalf("accepted: %d chunks", x.Count())
+			}
+			wantErr(t, err, CodeIndexMismatch, tc.want...)
+		})
+	}
+}
+
+func TestIndexSizeAndChunkCount(t *testing.T) {
+	for _, tc := range []struct{ size, chunk, count int64 }{
+		{1, 4096, 1}, {4096, 4096, 1}, {4097, 4096, 2}, {math.MaxInt64, 4 << 20, math.MaxInt64/(4<<20) + 1},
+	} {
+		if got := ChunkCount(tc.size, tc.chunk); got != tc.count {
+			t.Errorf("ChunkCount(%d, %d) = %d, want %d", tc.size, tc.chunk, got, tc.count)
+		}
+	}
+	if IndexSize(2) != HeaderSize+2*RecordSize || IndexSize(-1) != -1 || IndexSize(math.MaxInt64/RecordSize) != -1 {
+		t.Error("IndexSize is wrong at its edges")
+	}
+}
+
+// TestIndexLayoutMatchesDoc builds the example of docs/payload-format.md and checks
+// its bytes as the page shows them.
+func TestIndexLayoutMatchesDoc(t *testing.T) {
+	img := make([]byte, 10000)
+	copy(img, text(4096, 0))
+	copy(img[8192:], testImage(1808, 1808, 3)) // incompressible
+	b := build(t, img, Options{ChunkSize: 4096})
+	idx := b.res.Index
+	header := []byte{
+		0x4f, 0x54, 0x41, 0x44, 0x49, 0x44, 0x58, 0x01, 0x00, 0x10, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+		0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x27, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	}
+	if len(idx) != 140 || string(idx[:HeaderSize]) != string(header) {
+		t.Fatalf("%d bytes, header % x", len(idx), idx[:HeaderSize])
+	}
+	rec := func(i int) []byte { return idx[HeaderSize+i*RecordSize : HeaderSize+(i+1)*RecordSize] }
+	z := zeroSum(4096)
+	if rec(0)[35] != 0 || rec(1)[35] != 2 || string(rec(1)[:32]) != string(z[:]) || string(rec(1)[32:35]) != "\x00\x00\x00" {
+		t.Errorf("records 0, 1: % x, % x", rec(0)[32:], rec(1))
+	}
+	if string(rec(2)[32:]) != "\x10\x07\x00\x01" {
+		t.Errorf("record 2 ends % x, want 10 07 00 01", rec(2)[32:])
+	}
+}

@@ -1,0 +1,142 @@
+package payload
+
+import (
+	"crypto/sha256"
+	"fmt"
+)
+
+// Source is where an install takes a chunk from. SPEC §12 order: the first that has it.
+type Source uint8
+
+// Chunk sources, in the order they are tried.
+const (
+	FromTarget  Source = iota // the target slot holds it already (written before a restart)
+	FromZero                  // an all-zero chunk: write zeros
+	FromBooted                // the booted slot holds the same bytes: copy them
+	FromNetwork               // fetch it from the store
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromTarget:
+		return "target"
+	case FromZero:
+		return "zero"
+	case FromBooted:
+		return "booted"
+	case FromNetwork:
+		return "network"
+	}
+	return fmt.Sprintf("source(%d)", uint8(s))
+}
+
+// DefaultMaxSpan bounds one range request when PlanInput.MaxSpan is 0.
+const DefaultMaxSpan = 4 << 20
+
+// Have maps the SHA-256 of a chunk the booted slot holds to its offset in that slot.
+type Have map[[sha256.Size]byte]int64
+
+// BootedChunks lists the chunks of the booted slot's image from its kept index, first
+// occurrence of each hash. Zero chunks are left out: zeros need no source.
+func BootedChunks(x *Index) Have {
+	h := make(Have, x.Count())
+	for i := range x.Count() {
+		c := x.Chunk(i)
+		if _, ok := h[c.SHA256]; !ok && c.Kind != KindZero {
+			h[c.SHA256] = c.Offset
+		}
+	}
+	return h
+}
+
+// PlanInput is what an install knows before it fetches anything.
+type PlanInput struct {
+	// Next is the checkpoint: chunks before it are written and synced.
+	Next int
+	// TargetHas reports whether the target slot's bytes at chunk i already hash to
+	// the index's; nil means the target holds nothing usable.
+	TargetHas func(i int) bool
+	// Booted lists the booted slot's chunks; nil means nothing to reuse.
+	Booted Have
+	// MaxSpan bounds the bytes of one range request (0: DefaultMaxSpan); a chunk
+	// larger than it still gets a request of its own.
+	MaxSpan int64
+	// MaxGap is how many unneeded store bytes a request may carry between two
+	// needed chunks rather than split in two; 0 merges only touching ranges.
+	MaxGap int64
+}
+
+// Step is one chunk's source.
+type Step struct {
+	Chunk  int
+	Source Source
+	// BootedOffset is where a FromBooted chunk lies in the booted slot.
+	BootedOffset int64
+}
+
+// Fetch is one single-range request for store bytes [Offset, Offset+Length). The
+// FromNetwork chunks among [First, End) lie inside it; bytes of others are skipped.
+type Fetch struct {
+	Offset, Length int64
+	First, End     int
+}
+
+// Plan is the rest of an install: a step for every chunk from the checkpoint on, and
+// the requests that bring the network chunks, in store order.
+type Plan struct {
+	Steps   []Step
+	Fetches []Fetch
+	// Image bytes each source provides, and store bytes the requests carry.
+	TargetBytes, ZeroBytes, BootedBytes, NetworkBytes int64
+	FetchBytes                                        int64
+}
+
+// MakePlan decides, without I/O, where each chunk from in.Next on comes from and merges
+// the store ranges of neighbouring network chunks into requests of at most MaxSpan
+// bytes.
+func MakePlan(x *Index, in PlanInput) (*Plan, error) {
+	if in.Next < 0 || in.Next > x.Count() {
+		return nil, fmt.Errorf("plan: checkpoint chunk %d outside 0..%d", in.Next, x.Count())
+	}
+	if in.MaxSpan <= 0 {
+		in.MaxSpan = DefaultMaxSpan
+	}
+	in.MaxGap = max(in.MaxGap, 0)
+	p := &Plan{Steps: make([]Step, 0, x.Count()-in.Next)}
+	for i := in.Next; i < x.Count(); i++ {
+		c := x.Chunk(i)
+		st := Step{Chunk: i}
+		n := int64(c.Length)
+		if in.TargetHas != nil && in.TargetHas(i) {
+			st.Source = FromTarget
+			p.TargetBytes += n
+		} else if c.Kind == KindZero {
+			st.Source = FromZero
+			p.ZeroBytes += n
+		} else if off, ok := in.Booted[c.SHA256]; ok {
+			st.Source, st.BootedOffset = FromBooted, off
+			p.BootedBytes += n
+		} else {
+			st.Source = FromNetwork
+			p.NetworkBytes += n
+			start, end := c.StoreOffset, c.StoreOffset+int64(c.StoreLength)
+			if f := p.lastFetch(); f != nil && start-(f.Offset+f.Length) <= in.MaxGap && end-f.Offset <= in.MaxSpan {
+				f.Length, f.End = end-f.Offset, i+1
+			} else {
+				p.Fetches = append(p.Fetches, Fetch{Offset: start, Length: end - start, First: i, End: i + 1})
+			}
+		}
+		p.Steps = append(p.Steps, st)
+	}
+	for _, f := range p.Fetches {
+		p.FetchBytes += f.Length
+	}
+	return p, nil
+}
+
+func (p *Plan) lastFetch() *Fetch {
+	if len(p.Fetches) == 0 {
+		return nil
+	}
+	return &p.Fetches[len(p.Fetches)-1]
+}
