@@ -55,11 +55,16 @@ func hugeFrame() []byte {
 }
 
 // oneChunk makes a decoder for an index of one chunk whose bytes are content, stored
-// as stored with the given kind.
-func oneChunk(t *testing.T, content []byte, kind Kind, storedLen int) *Decoder {
+// in storedLen bytes of the given kind.
+func oneChunk(t testing.TB, content []byte, kind Kind, storedLen int) *Decoder {
 	t.Helper()
-	data, want := makeIndex(decCS, int64(len(content)), CompressionZstd, []record{{sum: sha256.Sum256(content), length: uint32(storedLen), kind: kind}})
-	x, err := ParseIndex(data, want)
+	return decoderFor(t, decCS, int64(len(content)), []record{{sum: sha256.Sum256(content), length: uint32(storedLen), kind: kind}})
+}
+
+// decoderFor makes a decoder for a hand-made zstd index, closed when the test ends.
+func decoderFor(t testing.TB, chunkSize, imageSize int64, recs []record) *Decoder {
+	t.Helper()
+	x, err := ParseIndex(makeIndex(chunkSize, imageSize, CompressionZstd, recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,19 +158,10 @@ func TestDecodeHostileFrameAllocatesLittle(t *testing.T) {
 func TestDecodeZeroChunkAfterOthers(t *testing.T) {
 	content := text(decCS, 0)
 	frame := encodeAll(t, content)
-	data, want := makeIndex(decCS, 2*decCS, CompressionZstd, []record{
+	d := decoderFor(t, decCS, 2*decCS, []record{
 		{sum: sha256.Sum256(content), length: uint32(len(frame)), kind: KindZstd},
 		{sum: zeroSum(decCS), kind: KindZero},
 	})
-	x, err := ParseIndex(data, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDecoder(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	if _, err := d.Decode(0, frame); err != nil {
 		t.Fatal(err)
 	}

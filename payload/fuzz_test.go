@@ -2,7 +2,6 @@ package payload
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -104,17 +103,7 @@ func FuzzDecodeChunk(f *testing.F) {
 		if len(stored) == 0 {
 			return
 		}
-		data, want := makeIndex(decCS, int64(len(content)), CompressionZstd, []record{{sum: sha256.Sum256(content), length: uint32(len(stored)), kind: kind}})
-		x, err := ParseIndex(data, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := NewDecoder(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		got, err := d.Decode(0, stored)
+		got, err := oneChunk(t, content, kind, len(stored)).Decode(0, stored)
 		if err != nil {
 			if CodeOf(err) != CodeChunkMismatch {
 				t.Fatalf("refusal is not chunk_mismatch: %v", err)

@@ -45,7 +45,9 @@ func TestParseIndexAccepts(t *testing.T) {
 func TestParseIndexRefuses(t *testing.T) {
 	const cs = 4096
 	rec := func(i int) int { return HeaderSize + i*RecordSize }
-	putLen := func(b []byte, i int, n uint32) { b[rec(i)+32], b[rec(i)+33], b[rec(i)+34] = byte(n), byte(n>>8), byte(n>>16) }
+	putLen := func(b []byte, i int, n uint32) {
+		b[rec(i)+32], b[rec(i)+33], b[rec(i)+34] = byte(n), byte(n>>8), byte(n>>16)
+	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(b []byte, e *Expect) []byte
