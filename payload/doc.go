@@ -1,6 +1,6 @@
 // Package payload is the chunked payload format of SPEC §12: an index that lists, for
 // every fixed-size chunk of an image, the SHA-256 of its bytes and where they lie in a
-// store of individually compressed chunks (docs/payload-format.md has the byte layout).
+// store of individually compressed chunks (docs/contract/chunked.md has the byte layout).
 //
 // Build cuts an image into an index and a store (otactl sign --chunked). ParseIndex reads
 // an index defensively against the values of a signed manifest, so that once it returns,

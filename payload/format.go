@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The index layout (docs/payload-format.md): a 32-byte header, then one 36-byte record
+// The index layout (docs/contract/chunked.md): a 32-byte header, then one 36-byte record
 // per chunk, all little-endian, nothing else. Fixed sizes make
 // index_size = HeaderSize + count*RecordSize exact, so the manifest can pin it.
 const (

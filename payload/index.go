@@ -72,7 +72,7 @@ func (x *Index) Chunk(i int) Chunk {
 // ParseIndex checks data, an index as downloaded, against the manifest's values and
 // returns it parsed. In order: the manifest's values agree with each other; data has
 // index_size bytes and sha256 index_sha256; every header field equals the manifest's;
-// every record keeps the rules of docs/payload-format.md (kind known, length fitting
+// every record keeps the rules of docs/contract/chunked.md (kind known, length fitting
 // the kind, zero chunks hashing as zeros, no compressed chunk in an uncompressed store);
 // the stored lengths add up to store_size exactly. Every refusal is an *Error with code
 // index_mismatch naming the field and, for a record, the chunk. The Index keeps data.

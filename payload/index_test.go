@@ -140,7 +140,7 @@ func TestIndexSizeAndChunkCount(t *testing.T) {
 	}
 }
 
-// TestIndexLayoutMatchesDoc builds the example of docs/payload-format.md and checks
+// TestIndexLayoutMatchesDoc builds the example of docs/contract/chunked.md and checks
 // its bytes as the page shows them.
 func TestIndexLayoutMatchesDoc(t *testing.T) {
 	img := make([]byte, 10000)
