@@ -11,6 +11,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/sigstore/sigstore v1.10.11
 	github.com/ulikunitz/xz v0.5.17
+	github.com/xi2/xz v0.0.0-20171230120015-48954b6210f8
 	golang.org/x/sys v0.50.0
 )
 

@@ -7,18 +7,18 @@ package mqtt
 import (
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/tlsfiles"
 )
 
 // ErrConfig marks a bad [mqtt] configuration; the message names the key at fault.
@@ -118,39 +118,11 @@ func brokerURL(raw string) (server string, useTLS bool, host string, err error) 
 	return scheme + "://" + net.JoinHostPort(u.Hostname(), port), useTLS, u.Hostname(), nil
 }
 
-// tlsConfig loads the CA and client certificate; errors name the file.
+// tlsConfig loads the CA and client certificate; errors name the key and file.
 func tlsConfig(c Config, serverName string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, configErr("mqtt.ca_file", "%v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, configErr("mqtt.ca_file", "%s: no PEM certificate found", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case c.CertFile == "" && c.KeyFile == "":
-	case c.CertFile == "":
-		return nil, configErr("mqtt.cert_file", "empty but mqtt.key_file is set")
-	case c.KeyFile == "":
-		return nil, configErr("mqtt.key_file", "empty but mqtt.cert_file is set")
-	default:
-		// Stat first so a missing file is reported with its own key.
-		if _, err := os.Stat(c.CertFile); err != nil {
-			return nil, configErr("mqtt.cert_file", "%v", err)
-		}
-		if _, err := os.Stat(c.KeyFile); err != nil {
-			return nil, configErr("mqtt.key_file", "%v", err)
-		}
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, configErr("mqtt.cert_file", "%s with key %s: %v", c.CertFile, c.KeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsfiles.Files{Section: "mqtt", CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile}.Config(serverName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return tc, nil
 }

@@ -9,12 +9,15 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
+	"github.com/xi2/xz"
 )
 
-// zstdMaxWindow bounds the zstd decoder's history buffer, and so its memory.
-// zstd -19 uses 8 MiB; --long=25 still fits; larger windows are refused.
-const zstdMaxWindow = 32 << 20
+// maxDecoderWindow bounds a decoder's history buffer (zstd window, xz
+// dictionary), and so its memory: the payload is hostile until its hash
+// matches, so what the stream declares must not size an allocation.
+// zstd -19 uses 8 MiB, xz -6 8 MiB; --long=25 and xz -8 still fit; larger
+// windows are refused, keeping the daemon inside its unit's MemoryMax.
+const maxDecoderWindow = 32 << 20
 
 // Compression names of the manifest (SPEC §3).
 const (
@@ -36,8 +39,14 @@ func knownCompression(c string) bool {
 // errors other than io.EOF are *Error or context errors, so that a caller
 // can tell a short stream (io.EOF, io.ErrUnexpectedEOF from io.ReadFull)
 // from a corrupt or failed one.
-func newDecoder(ctx context.Context, src io.Reader, compression, url string) (io.Reader, func(), error) {
+func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.Reader, func(), error) {
+	src := &sourceErr{r: r}
 	wrap := func(err error) error {
+		if src.err != nil {
+			// Decoders do not all wrap their source's error (zstd reports a
+			// download cut off at its limit as an unexpected EOF).
+			err = src.err
+		}
 		return classifyDecodeErr(ctx, err, compression, url)
 	}
 	switch compression {
@@ -55,19 +64,38 @@ func newDecoder(ctx context.Context, src io.Reader, compression, url string) (io
 		zr, err := zstd.NewReader(src,
 			zstd.WithDecoderLowmem(true),
 			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxWindow(zstdMaxWindow))
+			zstd.WithDecoderMaxWindow(maxDecoderWindow),
+			zstd.WithDecoderMaxMemory(maxDecoderWindow))
 		if err != nil {
 			return nil, nil, wrap(err)
 		}
 		return &decodeReader{r: zr, wrap: wrap}, zr.Close, nil
 	case compressionXz:
-		xr, err := xz.NewReader(bufio.NewReaderSize(src, 64<<10))
+		// Not ulikunitz/xz: its ReaderConfig.DictCap is a floor that a
+		// stream's declared dictionary (up to 4 GiB) raises; this decoder
+		// refuses a larger one (ErrMemlimit).
+		xr, err := xz.NewReader(src, maxDecoderWindow)
 		if err != nil {
 			return nil, nil, wrap(err)
 		}
 		return &decodeReader{r: xr, wrap: wrap}, func() {}, nil
 	}
 	return nil, nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", url, compression))
+}
+
+// sourceErr remembers the source's final verdict.
+type sourceErr struct {
+	r   io.Reader
+	err *Error
+}
+
+func (s *sourceErr) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	var e *Error
+	if errors.As(err, &e) {
+		s.err = e
+	}
+	return n, err
 }
 
 type decodeReader struct {

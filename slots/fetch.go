@@ -111,11 +111,11 @@ func openSource(ctx context.Context, job *Job, tun *tuning, downloaded *atomic.I
 		}
 		return &httpSource{
 			ctx:        ctx,
-			client:     client,
+			client:     withRedirectPolicy(client, job.allowedSchemes(u.Scheme)),
 			ownClient:  job.HTTPClient == nil,
 			url:        job.URL,
 			retry:      job.Retry.withDefaults(),
-			limit:      job.DownloadSize,
+			limit:      job.downloadLimit(),
 			stall:      tun.stall,
 			total:      -1,
 			downloaded: downloaded,
@@ -131,7 +131,7 @@ func openSource(ctx context.Context, job *Job, tun *tuning, downloaded *atomic.I
 		if err != nil {
 			return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: %w", job.URL, err))
 		}
-		return &fileSource{ctx: ctx, f: f, url: job.URL, limit: job.DownloadSize, downloaded: downloaded}, nil
+		return &fileSource{ctx: ctx, f: f, url: job.URL, limit: job.downloadLimit(), downloaded: downloaded}, nil
 	}
 	return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: unsupported scheme %q", job.URL, u.Scheme))
 }
@@ -157,7 +157,7 @@ func (s *fileSource) Read(p []byte) (int, error) {
 	s.off += int64(n)
 	s.downloaded.Add(int64(n))
 	if s.limit > 0 && s.off > s.limit {
-		return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than download_size %d", s.url, s.limit))
+		return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
 	}
 	if err != nil && err != io.EOF {
 		return n, newError(CodeDownloadFailed, fmt.Errorf("read payload %s at byte %d: %w", s.url, s.off, err))
@@ -176,7 +176,7 @@ type httpSource struct {
 	ownClient bool
 	url       string
 	retry     Retry
-	limit     int64 // download_size; 0 when not given
+	limit     int64 // Job.downloadLimit
 	stall     time.Duration
 
 	off       int64 // payload bytes delivered to the reader
@@ -221,7 +221,7 @@ func (s *httpSource) Read(p []byte) (int, error) {
 			s.stallTimer.Reset(s.stall)
 			if s.limit > 0 && s.off > s.limit {
 				s.closeBody()
-				return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than download_size %d", s.url, s.limit))
+				return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
 			}
 		}
 		switch {
@@ -351,14 +351,14 @@ func (s *httpSource) request() error {
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		if s.limit > 0 && resp.ContentLength > s.limit {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: Content-Length %d exceeds download_size %d", s.url, resp.ContentLength, s.limit))
+			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: Content-Length %d exceeds the download limit %d (download_size, or twice the image)", s.url, resp.ContentLength, s.limit))
 		}
 		s.total = resp.ContentLength
 		s.validator = validatorOf(resp.Header)
 		if s.off > 0 {
 			// The server ignored Range or the payload changed: skip to where
 			// the stream broke (a changed payload then fails the hash check).
-			if _, err := io.CopyN(io.Discard, resp.Body, s.off); err != nil {
+			if err := skipBody(resp.Body, s.off, timer, s.stall); err != nil {
 				return fmt.Errorf("GET %s: skip %d bytes already written: %w", s.url, s.off, err)
 			}
 		}
@@ -373,7 +373,7 @@ func (s *httpSource) request() error {
 			s.total = total
 		}
 		if s.limit > 0 && s.total > s.limit {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: length %d exceeds download_size %d", s.url, s.total, s.limit))
+			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: length %d exceeds the download limit %d (download_size, or twice the image)", s.url, s.total, s.limit))
 		}
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && ranged:
 		_, _, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
@@ -460,7 +460,8 @@ func isPermanentTransportError(err error) bool {
 		hostname    x509.HostnameError
 		invalid     x509.CertificateInvalidError
 		verify      *tls.CertificateVerificationError
+		refused     *Error // a redirect the policy refused
 	)
 	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &verify)
+		errors.As(err, &invalid) || errors.As(err, &verify) || errors.As(err, &refused)
 }

@@ -47,6 +47,9 @@ type Job struct {
 	// hashes it again.
 	Readback bool
 	Retry    Retry
+	// Schemes are the URL schemes every redirect may use ([download]
+	// schemes); empty allows the payload URL's own scheme and https.
+	Schemes []string
 	// HTTPClient nil uses a client with connect, TLS and header timeouts and
 	// no overall timeout.
 	HTTPClient *http.Client

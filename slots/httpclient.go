@@ -1,0 +1,86 @@
+package slots
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxRedirects bounds a payload URL's redirect chain.
+const maxRedirects = 5
+
+// NewHTTPClient is the download client with the [download] TLS settings: tc
+// carries the fleet's CA and the client certificate (nil: system roots).
+func NewHTTPClient(tc *tls.Config) *http.Client {
+	c := newDefaultClient()
+	if tc != nil {
+		c.Transport.(*http.Transport).TLSClientConfig = tc
+	}
+	return c
+}
+
+// allowedSchemes are the schemes the payload URL and every redirect may use:
+// the configured ones, or without them the payload URL's own scheme and https.
+func (j *Job) allowedSchemes(scheme string) []string {
+	if len(j.Schemes) > 0 {
+		return j.Schemes
+	}
+	return []string{strings.ToLower(scheme), "https"}
+}
+
+// withRedirectPolicy returns a copy of c that checks every redirect against
+// allowed and stops after maxRedirects: https-only must not be bypassed by a
+// server (or a man in the middle of a plain hop) answering 302 to http://.
+func withRedirectPolicy(c *http.Client, allowed []string) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: more than %d redirects", via[0].URL.Redacted(), maxRedirects))
+		}
+		if !slices.ContainsFunc(allowed, func(s string) bool { return strings.EqualFold(s, req.URL.Scheme) }) {
+			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: redirect to %s: scheme %q not allowed (allowed: %s)",
+				via[0].URL.Redacted(), req.URL.Redacted(), req.URL.Scheme, strings.Join(allowed, ", ")))
+		}
+		return nil
+	}
+	return &cp
+}
+
+// skipBody discards the first n bytes of a body that ignored Range, the part
+// already written, re-arming the stall timer as bytes arrive: on a slow link
+// the skip alone can take longer than the stall limit.
+func skipBody(body io.Reader, n int64, timer *time.Timer, stall time.Duration) error {
+	buf := make([]byte, 32<<10)
+	for n > 0 {
+		m, err := body.Read(buf[:min(int64(len(buf)), n)])
+		n -= int64(m)
+		if m > 0 {
+			timer.Reset(stall)
+		}
+		if n == 0 {
+			return nil
+		}
+		if err == io.EOF {
+			return io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// downloadLimit bounds the bytes fetched: download_size when the manifest
+// gives it, else twice the image plus 1 MiB, which no real compressor's
+// output reaches, so endless data (empty gzip members, zstd skippable frames,
+// xz padding) ends with download_failed instead of streaming forever.
+func (j *Job) downloadLimit() int64 {
+	if j.DownloadSize > 0 {
+		return j.DownloadSize
+	}
+	return 2*j.Size + 1<<20
+}
