@@ -40,6 +40,9 @@ type Config struct {
 	Username, Password        string
 	Logger                    *slog.Logger
 	ConnectTimeout            time.Duration // per attempt; default 10s
+	// OnOversized, if set, is told of each desired-topic message dropped
+	// unread for being over MaxInbound (from paho's goroutine; must not block).
+	OnOversized func(topic string, size int)
 }
 
 func configErr(key, format string, args ...any) error {
@@ -152,7 +155,8 @@ func clientOptions(c Config, clientID string) (*paho.ClientOptions, error) {
 		SetKeepAlive(30 * time.Second).
 		SetPingTimeout(10 * time.Second).
 		SetMaxReconnectInterval(time.Minute).
-		SetOrderMatters(true)
+		SetOrderMatters(true).
+		SetCustomOpenConnectionFn(openLimited(nil))
 	if useTLS {
 		o.SetTLSConfig(tc)
 	}

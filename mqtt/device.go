@@ -51,6 +51,7 @@ type Device struct {
 	events        [][]byte
 	progress      []byte
 	progressAt    time.Time // when progress was last handed to paho
+	dropped       []string  // topics of oversized messages paho still has to hand over, emptied
 }
 
 // Dial returns at once: it connects (and reconnects, forever, with backoff) in the
@@ -98,6 +99,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, erro
 		SetBinaryWill(t.Online(), offlinePayload, 1, true).
 		// Also the handler for queued messages the broker sends before we resubscribe.
 		SetDefaultPublishHandler(d.handle).
+		SetCustomOpenConnectionFn(openLimited(d.oversized)).
 		SetOnConnectHandler(d.onConnect).
 		SetConnectionLostHandler(d.onConnectionLost).
 		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { d.log.Debug("mqtt: reconnecting") })
@@ -112,8 +114,44 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, erro
 // Topics returns the device's topic names.
 func (d *Device) Topics() Topics { return d.topics }
 
+// maxDropsPending bounds the record of dropped messages not yet handled.
+const maxDropsPending = 64
+
+// oversized runs on paho's reading goroutine when a message over MaxInbound
+// was dropped unread: paho gets it with an empty payload, which handle must
+// not take for a cleared offer.
+func (d *Device) oversized(topic string, _ byte, size int) {
+	d.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", MaxInbound)
+	d.mu.Lock()
+	if len(d.dropped) >= maxDropsPending {
+		d.dropped = d.dropped[1:]
+	}
+	d.dropped = append(d.dropped, topic)
+	d.mu.Unlock()
+	if d.cfg.OnOversized != nil && d.desired[topic] {
+		d.cfg.OnOversized(topic, size)
+	}
+}
+
+// wasDropped reports (once) that an empty message stands for a dropped one.
+func (d *Device) wasDropped(topic string, payload []byte) bool {
+	if len(payload) != 0 {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.dropped) > 0 && d.dropped[0] == topic {
+		d.dropped = d.dropped[1:]
+		return true
+	}
+	return false
+}
+
 // handle runs on paho's goroutine; it only passes desired-topic messages on.
 func (d *Device) handle(_ paho.Client, m paho.Message) {
+	if d.wasDropped(m.Topic(), m.Payload()) {
+		return
+	}
 	if !d.desired[m.Topic()] {
 		d.log.Warn("mqtt: message on an unexpected topic dropped", "topic", m.Topic())
 		return
