@@ -80,6 +80,11 @@ type Download struct {
 	Retries    int      `toml:"retries"`
 	Backoff    Duration `toml:"backoff"`
 	MaxBackoff Duration `toml:"max_backoff"`
+	// The update server's CA (replacing the system roots) and a client
+	// certificate for servers that want one.
+	CAFile   string `toml:"ca_file"`
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
 }
 
 // Commit is the [commit] table.
@@ -280,6 +285,9 @@ func (c *Config) validate() error {
 				return bad("mqtt.groups", "%q is not a valid group name", g)
 			}
 		}
+	}
+	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {
+		return bad("download.cert_file", "cert_file and key_file go together")
 	}
 	if len(c.Commit.HealthCommand) > 0 && c.Commit.HealthCommand[0] == "" {
 		return bad("commit.health_command", "the first element must be the program")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/slots"
+	"github.com/otad/otad/tlsfiles"
 	"github.com/otad/otad/verify"
 )
 
@@ -85,6 +87,11 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 		retry = *opt.Retry
 	}
 	devs := cfg.Slots.Devices()
+	dl := cfg.Download
+	tc, err := tlsfiles.Files{Section: "download", CAFile: dl.CAFile, CertFile: dl.CertFile, KeyFile: dl.KeyFile}.Config("")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
 	a, err := agent.New(agent.Config{
 		DeviceID:     cfg.DeviceID,
 		AgentVersion: opt.AgentVersion,
@@ -97,7 +104,8 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 	}, agent.Deps{
 		Store:      agent.Journal{Dir: cfg.StateDir},
 		Bootloader: orderedBootloader{bl},
-		Installer:  &installer{devices: devs, booted: devs[booted], readback: *cfg.Slots.Readback, retry: retry},
+		Installer: &installer{devices: devs, booted: devs[booted], readback: *cfg.Slots.Readback, retry: retry,
+			client: slots.NewHTTPClient(tc), schemes: dl.Schemes},
 		Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
 			DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
 			ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: cfg.Download.Schemes,
@@ -280,6 +288,8 @@ type installer struct {
 	booted   string
 	readback bool
 	retry    slots.Retry
+	client   *http.Client
+	schemes  []string
 }
 
 func (in *installer) Install(ctx context.Context, t agent.Target, progress func(bool, int64, int64)) error {
@@ -287,6 +297,7 @@ func (in *installer) Install(ctx context.Context, t agent.Target, progress func(
 		URL: t.Payload.URL, Compression: t.Payload.Compression, Size: t.Payload.Size,
 		SHA256: t.Payload.SHA256, DownloadSize: t.Payload.DownloadSize,
 		Target: in.devices[t.Slot], Booted: in.booted, Readback: in.readback, Retry: in.retry,
+		HTTPClient: in.client, Schemes: in.schemes,
 		Progress: func(p slots.Progress) { progress(p.Phase == "verifying", p.BytesDone, p.BytesTotal) },
 	})
 	if err != nil {
@@ -312,7 +323,7 @@ func (h health) Check(ctx context.Context) error {
 	}
 	var last error
 	for {
-		out, err := exec.CommandContext(ctx, h.argv[0], h.argv[1:]...).CombinedOutput()
+		out, err := runHealthCommand(ctx, h.argv)
 		if err == nil {
 			return nil
 		}
