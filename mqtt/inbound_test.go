@@ -15,7 +15,7 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 // publishPacket encodes an MQTT 3.1.1 PUBLISH.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/otad/otad/mqtt/mosquittotest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/tlsfiles"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
-	"github.com/otad/otad/internal/devicetest"
+	"github.com/otad/otad/internal/testkit/devicetest"
 )
 
 // Issue 9 (4): a health check that hangs, with a grandchild holding its
