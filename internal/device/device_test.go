@@ -365,15 +365,8 @@ func TestSlotThatNeverBootsIsAbandoned(t *testing.T) {
 func TestHealthCheckFailureRollsBack(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "immediate", Window: "1s",
 		Health: []string{"/bin/sh", "-c", "echo disk full >&2; exit 1"}})
-	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	sum := stageAndReboot(t, tb)
 	in := tb.Start(nil)
-	o, err := in.D.Agent.Install(context.Background(), env)
-	devicetest.Must(t, err)
-	if o.Result != agent.ResultStaged {
-		t.Fatalf("outcome %+v", o)
-	}
-	in.Wait(t) // rebooted into B
-	in = tb.Start(nil)
 	if err := in.Wait(t); err != nil { // the check fails: rebooted into A
 		t.Fatal(err)
 	}

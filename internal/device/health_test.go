@@ -29,15 +29,8 @@ func TestHungHealthCheckWithGrandchildRollsBack(t *testing.T) {
 			}
 		}
 	})
-	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	sum := stageAndReboot(t, tb)
 	in := tb.Start(nil)
-	o, err := in.D.Agent.Install(context.Background(), env)
-	devicetest.Must(t, err)
-	if o.Result != agent.ResultStaged {
-		t.Fatalf("outcome %+v", o)
-	}
-	in.Wait(t) // rebooted into B
-	in = tb.Start(nil)
 	select {
 	case err := <-in.Done(): // the check failed: rebooted into A
 		devicetest.Must(t, err)
@@ -58,4 +51,18 @@ func TestHungHealthCheckWithGrandchildRollsBack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// stageAndReboot installs a new image and lets the sim device reboot into it.
+func stageAndReboot(t *testing.T, tb *devicetest.Testbed) (sum string) {
+	t.Helper()
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	in := tb.Start(nil)
+	o, err := in.D.Agent.Install(context.Background(), env)
+	devicetest.Must(t, err)
+	if o.Result != agent.ResultStaged {
+		t.Fatalf("outcome %+v", o)
+	}
+	in.Wait(t) // rebooted into B
+	return sum
 }
