@@ -1,8 +1,10 @@
 package payload
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 )
 
 // Source is where an install takes a chunk from. SPEC §12 order: the first that has it.
@@ -47,6 +49,36 @@ func BootedChunks(x *Index) Have {
 		}
 	}
 	return h
+}
+
+// ScanChunks lists the chunks of r, hashed in pieces of chunkSize bytes up to limit
+// bytes or r's end, like BootedChunks: for a booted slot whose image has no kept index
+// (a factory image), hashed once. A short last piece is listed too.
+func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (Have, error) {
+	if !ValidChunkSize(chunkSize) {
+		return nil, fmt.Errorf("scan chunks: chunk size %d is not a power of two from %d to %d", chunkSize, MinChunkSize, MaxChunkSize)
+	}
+	h := Have{}
+	buf := make([]byte, chunkSize)
+	r = io.LimitReader(r, limit)
+	for off := int64(0); ; off += chunkSize {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("scan chunks: %w", err)
+		}
+		n, err := io.ReadFull(r, buf)
+		if n > 0 && !allZero(buf[:n]) {
+			sum := sha256.Sum256(buf[:n])
+			if _, ok := h[sum]; !ok {
+				h[sum] = off
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return h, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scan chunks: read at offset %d: %w", off, err)
+		}
+	}
 }
 
 // PlanInput is what an install knows before it fetches anything.

@@ -1,8 +1,12 @@
 package payload
 
 import (
+	"bytes"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // planIndex is ten 4 KiB chunks; the comments give each one's store range.
@@ -151,5 +155,51 @@ func TestBootedChunks(t *testing.T) {
 	}
 	if got, want := BootedChunks(x), (Have{chunkSum(0): 0, chunkSum(3): 3 * cs}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestScanChunksFindsWhatBootedChunksFinds: hashing an image chunk by chunk lists the
+// same chunks as its index does, and a plan from either reuses the same bytes.
+func TestScanChunksFindsWhatBootedChunksFinds(t *testing.T) {
+	old := testImage(200<<10+300, 9000, 4)
+	b := build(t, old, Options{ChunkSize: 4 << 10})
+	// The slot is larger than the image; what follows the image is not listed.
+	slot := append(bytes.Clone(old), bytes.Repeat([]byte{0xee}, 3<<10)...)
+	got, err := ScanChunks(t.Context(), bytes.NewReader(slot), 4<<10, int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := BootedChunks(b.parse(t)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("scanned %d chunks, the index lists %d", len(got), len(want))
+	}
+	if _, err := ScanChunks(t.Context(), bytes.NewReader(slot), 1000, 10); err == nil {
+		t.Fatal("chunk size 1000 accepted")
+	}
+	if _, err := ScanChunks(t.Context(), iotest.ErrReader(errors.New("bad sector")), 4<<10, 1<<20); err == nil || !strings.Contains(err.Error(), "bad sector") {
+		t.Fatalf("read error: %v", err)
+	}
+}
+
+// TestPlanReusesAChangedImage: an image that differs from the booted one in 1% of its
+// chunks, scattered, fetches only those chunks (with the index, SPEC §12's 3% bound).
+func TestPlanReusesAChangedImage(t *testing.T) {
+	const cs = 4 << 10
+	old := testImage(4<<20, 3000, 5)
+	changed := bytes.Clone(old)
+	var touched int
+	for i := 7; i < len(old)/cs; i += 100 { // 1% of the chunks
+		changed[i*cs+17] ^= 0xff
+		touched++
+	}
+	was, now := build(t, old, Options{ChunkSize: cs}), build(t, changed, Options{ChunkSize: cs})
+	p, err := MakePlan(now.parse(t), PlanInput{Booted: BootedChunks(was.parse(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NetworkBytes != int64(touched*cs) || len(p.Fetches) != touched {
+		t.Fatalf("%d network bytes in %d requests, want %d chunks", p.NetworkBytes, len(p.Fetches), touched)
+	}
+	if limit := now.res.StoreSize*3/100 + int64(len(now.res.Index)); p.FetchBytes+int64(len(now.res.Index)) > limit {
+		t.Fatalf("fetches %d bytes plus a %d-byte index, more than 3%% of the %d-byte store plus the index", p.FetchBytes, len(now.res.Index), now.res.StoreSize)
 	}
 }
