@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/demo"
+	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/mqtt"
 )
 
@@ -43,108 +43,25 @@ type fleetResult struct {
 	Err       error
 }
 
-// fleetTracker follows every device's status as the cloud sees it.
-type fleetTracker struct {
-	mu      sync.Mutex
-	status  map[string]agent.Status
-	success map[string]time.Time // when a device's status first said success for rollout
-	rollout string
-}
-
-func newFleetTracker() *fleetTracker {
-	return &fleetTracker{status: map[string]agent.Status{}, success: map[string]time.Time{}}
-}
-
-// observe takes one message from mqtt.Watch; it ignores what it cannot decode.
-func (t *fleetTracker) observe(topic string, payload []byte) {
-	id, leaf, ok := mqtt.DeviceOf("", topic)
-	if !ok || leaf != "status" || !strings.HasPrefix(id, devicePrefix) {
-		return
-	}
-	var st agent.Status
-	if json.Unmarshal(payload, &st) != nil || st.Device != id {
-		return
-	}
-	at := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old, seen := t.status[id]; seen && st.Seq < old.Seq {
-		return // an older snapshot overtaken on the wire
-	}
-	t.status[id] = st
-	if r := st.LastResult; t.rollout != "" && r != nil && r.ID == t.rollout && r.Result == agent.ResultSuccess {
-		if _, done := t.success[id]; !done {
-			t.success[id] = at
-		}
-	}
-}
-
-func (t *fleetTracker) begin(rollout string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.rollout = rollout
-}
-
-// count is how many devices satisfy ok now.
-func (t *fleetTracker) count(ok func(agent.Status) bool) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, st := range t.status {
-		if ok(st) {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *fleetTracker) successes() map[string]time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]time.Time, len(t.success))
-	for k, v := range t.success {
-		out[k] = v
-	}
-	return out
-}
-
-// states tallies the devices' current states, for a report on a timeout.
-func (t *fleetTracker) states() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tally := map[string]int{}
-	for _, st := range t.status {
-		k := string(st.State)
-		if r := st.LastResult; r != nil {
-			k += "/" + r.Result
-			if r.Code != "" {
-				k += ":" + r.Code
-			}
-		}
-		tally[k]++
-	}
-	return fmt.Sprint(tally)
-}
-
-// watch runs mqtt.Watch into t until ctx ends; the returned channel has its error.
-func watch(ctx context.Context, brokerURL string, t *fleetTracker) <-chan error {
+// watch runs v.Watch until ctx ends; the returned channel has its error.
+func watch(ctx context.Context, brokerURL string, v *fleetview.View) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
-		errc <- mqtt.Watch(ctx, mqtt.Config{Broker: brokerURL, Logger: slog.New(slog.DiscardHandler)}, t.observe)
+		errc <- v.Watch(ctx, mqtt.Config{Broker: brokerURL, Logger: slog.New(slog.DiscardHandler)}, nil)
 	}()
 	return errc
 }
 
 // waitFor polls until want devices satisfy ok, the watcher fails or timeout passes.
-func waitFor(ctx context.Context, t *fleetTracker, watchErr <-chan error, want int, timeout time.Duration, what string, ok func(agent.Status) bool) error {
+func waitFor(ctx context.Context, v *fleetview.View, watchErr <-chan error, want int, timeout time.Duration, what string, ok func(agent.Status) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		n := t.count(ok)
+		n := v.Count(ok)
 		if n >= want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %d of %d after %v (states %s)", what, n, want, timeout, t.states())
+			return fmt.Errorf("%s: %d of %d after %v (%s)", what, n, want, timeout, v.Tally())
 		}
 		select {
 		case err := <-watchErr:
@@ -154,6 +71,11 @@ func waitFor(ctx context.Context, t *fleetTracker, watchErr <-chan error, want i
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// succeeded reports whether st says rollout ended in success.
+func succeeded(st agent.Status, rollout string) bool {
+	return st.LastResult != nil && st.LastResult.ID == rollout && st.LastResult.Result == agent.ResultSuccess
 }
 
 // runFleet lays out n devices, runs them against a fresh mosquitto and times
@@ -198,10 +120,11 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	}
 
 	setup := time.Now()
-	devs := make([]*demo.Device, n)
+	devs := make([]*simdevice.Device, n)
+	ids := make([]string, n)
 	for i := range devs {
-		id := fmt.Sprintf("%s%05d", devicePrefix, i)
-		if devs[i], err = newDevice(filepath.Join(dir, "devices"), id, b.URL, []string{group}, o.imageSize+1<<20, sg.pubPEM); err != nil {
+		ids[i] = fmt.Sprintf("%s%05d", devicePrefix, i)
+		if devs[i], err = newDevice(filepath.Join(dir, "devices"), ids[i], b.URL, []string{group}, o.imageSize+1<<20, sg.pubPEM); err != nil {
 			return err
 		}
 	}
@@ -221,7 +144,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		}
 	}()
 
-	tr := newFleetTracker()
+	tr := fleetview.New("")
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchErr := watch(watchCtx, b.URL, tr)
@@ -253,21 +176,20 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	if err != nil {
 		return err
 	}
-	tr.begin(rollout)
-	start := time.Now()
+	tr.Begin(rollout)
 	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL, Logger: slog.New(slog.DiscardHandler)}, "ota/groups/"+group+"/desired", env); err != nil {
 		return err
 	}
-	convErr := waitFor(ctx, tr, watchErr, n, o.timeout, "devices with success", func(s agent.Status) bool {
-		return s.LastResult != nil && s.LastResult.ID == rollout && s.LastResult.Result == agent.ResultSuccess
-	})
-	done := tr.successes()
-	res.Succeeded = len(done)
+	convErr := waitFor(ctx, tr, watchErr, n, o.timeout, "devices with success", func(s agent.Status) bool { return succeeded(s, rollout) })
 	var each []time.Duration
-	for _, at := range done {
-		each = append(each, at.Sub(start))
-		res.Converge = max(res.Converge, at.Sub(start))
+	for _, id := range ids {
+		// Took counts from Begin, just before the publish.
+		if f, ok := tr.Finished(id, rollout); ok && f.Result.Result == agent.ResultSuccess {
+			each = append(each, f.Took)
+			res.Converge = max(res.Converge, f.Took)
+		}
 	}
+	res.Succeeded = len(each)
 	res.PerDevice = summarize(each)
 	if convErr != nil {
 		return fmt.Errorf("%w%s", convErr, agentErrors(devs))
@@ -278,23 +200,18 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 
 	// What the issue asks for is the retained status: read it afresh, as a
 	// dashboard connecting now would.
-	fresh := newFleetTracker()
-	fresh.begin(rollout)
+	fresh := fleetview.New("")
 	freshCtx, stopFresh := context.WithCancel(ctx)
 	defer stopFresh()
 	freshErr := watch(freshCtx, b.URL, fresh)
-	if err := waitFor(ctx, fresh, freshErr, n, 30*time.Second, "retained statuses saying success", func(s agent.Status) bool {
-		return s.LastResult != nil && s.LastResult.ID == rollout && s.LastResult.Result == agent.ResultSuccess && s.BootedSlot == "B"
-	}); err != nil {
-		res.Retained = len(fresh.successes())
-		return err
-	}
-	res.Retained = len(fresh.successes())
-	return nil
+	ok := func(s agent.Status) bool { return succeeded(s, rollout) && s.BootedSlot == "B" }
+	err = waitFor(ctx, fresh, freshErr, n, 30*time.Second, "retained statuses saying success", ok)
+	res.Retained = fresh.Count(ok)
+	return err
 }
 
 // agentErrors lists the first few errors agents stopped with, for a failed run.
-func agentErrors(devs []*demo.Device) string {
+func agentErrors(devs []*simdevice.Device) string {
 	var errs []error
 	count := 0
 	for _, d := range devs {

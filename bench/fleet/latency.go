@@ -14,6 +14,7 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/demo"
+	"github.com/otad/otad/internal/simdevice"
 )
 
 // latencyResult is the offer-to-downloading latency over the measured offers.
@@ -27,12 +28,11 @@ type latencyResult struct {
 const devicePrefix = "bench-"
 
 // newDevice lays out one simulated device under dir/ID.
-func newDevice(dir, id, brokerURL string, groups []string, slotSize int64, trusted []byte) (*demo.Device, error) {
-	return demo.NewDevice(demo.DeviceSpec{
+func newDevice(dir, id, brokerURL string, groups []string, slotSize int64, trusted []byte) (*simdevice.Device, error) {
+	return simdevice.New(simdevice.Spec{
 		ID: id, Dir: filepath.Join(dir, id), Compatible: compatible, Broker: brokerURL, Groups: groups,
-		SlotSize: slotSize, Factory: demo.ImageSpec{Version: "factory", Size: 64 << 10},
-		TrustedKey: trusted, CommitWindow: 30 * time.Second, AgentVersion: "fleetbench",
-	})
+		SlotSize: slotSize, TrustedKey: trusted, CommitWindow: 30 * time.Second,
+	}, "fleetbench")
 }
 
 // eventWatcher is the cloud side of the latency run: it publishes offers and

@@ -48,6 +48,7 @@ import (
 
 	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 func main() {
@@ -253,7 +254,7 @@ func loadAvg() string {
 }
 
 func mosquittoVersion() string {
-	bin, err := brokerBinary()
+	bin, err := mosquittotest.Binary()
 	if err != nil {
 		return "not found"
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/otactl"
+	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/mqtt"
 )
 
@@ -31,7 +32,7 @@ type run struct {
 	files    *FileServer
 	www      string
 	ids      []string
-	devices  []*Device
+	devices  []*simdevice.Device
 	fleet    *fleetview.View
 	watchErr chan error // the fleet watch's result
 
@@ -229,15 +230,21 @@ func (d *run) startDevices(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return fmt.Errorf("public key: %w", err)
 	}
+	var factory bytes.Buffer
+	if err := WriteImage(&factory, ImageSpec{Version: "1.0.0", Seed: 1, Size: d.opt.ImageSize}); err != nil {
+		return err
+	}
 	for i := 1; i <= d.opt.Devices; i++ {
 		id := fmt.Sprintf("gw-%02d", i)
-		dev, err := NewDevice(DeviceSpec{
+		dev, err := simdevice.New(simdevice.Spec{
 			ID: id, Dir: filepath.Join(d.dir, "devices", id), Compatible: compatible,
 			Broker: d.broker.URL, Groups: []string{group}, SlotSize: SlotSize,
-			Factory:    ImageSpec{Version: "1.0.0", Seed: 1, Size: d.opt.ImageSize},
-			TrustedKey: pub, CommitWindow: commitWindow, AgentVersion: "demo",
-			HealthCommand: d.opt.HealthCommand,
-		})
+			Factory: bytes.NewReader(factory.Bytes()), TrustedKey: pub, CommitWindow: commitWindow,
+			HealthCommand: func(p simdevice.Paths) []string {
+				return d.opt.HealthCommand(HealthArgs{EnvFile: p.EnvFile, Attempts: simdevice.Attempts,
+					Slots: map[string]string{"A": p.SlotA, "B": p.SlotB}})
+			},
+		}, "demo")
 		if err != nil {
 			return err
 		}

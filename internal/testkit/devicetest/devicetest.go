@@ -9,7 +9,6 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +26,7 @@ import (
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
@@ -56,7 +55,6 @@ type Options struct {
 	Policy string // reboot policy; default "immediate"
 	Broker string // MQTT broker URL; empty: no [mqtt]
 	Groups []string
-	Extra  string   // more TOML, appended
 	Health []string // [commit] health_command
 	Window string   // [commit] window; default 10s
 }
@@ -67,62 +65,31 @@ const ImageSize = 3<<20 + 12345
 // New makes a file-backed device in a temporary directory.
 func New(t *testing.T, opt Options) *Testbed {
 	t.Helper()
-	if opt.Policy == "" {
-		opt.Policy = "immediate"
-	}
 	if opt.Window == "" {
 		opt.Window = "10s"
 	}
-	health, _ := json.Marshal(opt.Health)
-	if opt.Health == nil {
-		health = []byte("[]")
-	}
+	window, err := time.ParseDuration(opt.Window)
+	Must(t, err)
 	dir := t.TempDir()
 	tb := &Testbed{T: t, Dir: dir, images: map[string][]byte{}}
 	tb.Factory = RandBytes(1, SlotSize)
-	Must(t, os.WriteFile(filepath.Join(dir, "slotA"), tb.Factory, 0o600))
-	Must(t, os.WriteFile(filepath.Join(dir, "slotB"), make([]byte, SlotSize), 0o600))
-	Must(t, os.MkdirAll(filepath.Join(dir, "keys"), 0o700))
-	key, err := verify.GenerateKey("ecdsa-p256")
+	key, err := verify.GenerateKey(verify.KeyECDSAP256)
 	Must(t, err)
 	tb.Key = key
 	pub, err := verify.MarshalPublicKeyPEM(key.Public())
 	Must(t, err)
-	Must(t, os.WriteFile(filepath.Join(dir, "keys", "release.pub"), pub, 0o644))
 	tb.Srv = httptest.NewServer(http.HandlerFunc(tb.serve))
 	t.Cleanup(tb.Srv.Close)
-	toml := fmt.Sprintf(`
-device_id = "gw-0001"
-compatible = "acme,gw-v2"
-state_dir = %q
-control_socket = %q
-[trust]
-keys_dir = %q
-[slots]
-A = %q
-B = %q
-[bootloader]
-type = "sim"
-env_file = %q
-attempts = 3
-[download]
-schemes = ["http"]
-retries = 2
-backoff = "10ms"
-max_backoff = "50ms"
-[commit]
-window = %q
-health_command = %s
-[reboot]
-policy = %q
-%s
-`, filepath.Join(dir, "state"), filepath.Join(dir, "otad.sock"), filepath.Join(dir, "keys"),
-		filepath.Join(dir, "slotA"), filepath.Join(dir, "slotB"), filepath.Join(dir, "bootenv"), opt.Window, health, opt.Policy, mqttTOML(opt)+opt.Extra)
-	path := filepath.Join(dir, "otad.toml")
-	Must(t, os.WriteFile(path, []byte(toml), 0o600)) // for tests that run the otad binary
-	cfg, err := config.Parse([]byte(toml), path, "")
+	spec := simdevice.Spec{
+		ID: "gw-0001", Dir: dir, Compatible: "acme,gw-v2", SlotSize: SlotSize, Factory: bytes.NewReader(tb.Factory),
+		TrustedKey: pub, Broker: opt.Broker, Groups: opt.Groups, RebootPolicy: opt.Policy, CommitWindow: window,
+		Download: config.Download{Retries: 2, Backoff: config.Duration{Duration: 10 * time.Millisecond}, MaxBackoff: config.Duration{Duration: 50 * time.Millisecond}},
+	}
+	if opt.Health != nil {
+		spec.HealthCommand = func(simdevice.Paths) []string { return opt.Health }
+	}
+	_, tb.Cfg, err = simdevice.Layout(spec) // otad.toml too, for tests that run the otad binary
 	Must(t, err)
-	tb.Cfg = cfg
 	return tb
 }
 
@@ -340,14 +307,3 @@ func (tb *Testbed) CheckBootable(label string) {
 }
 
 func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
-
-func mqttTOML(o Options) string {
-	if o.Broker == "" {
-		return ""
-	}
-	g, _ := json.Marshal(o.Groups)
-	if o.Groups == nil {
-		g = []byte("[]")
-	}
-	return fmt.Sprintf("[mqtt]\nbroker = %q\ngroups = %s\n", o.Broker, g)
-}

@@ -1,21 +1,18 @@
 // Package mosquittotest runs a real mosquitto broker for tests: its own process on a free
 // loopback port, with a generated config, persistence and log under t.TempDir(). It never
-// touches a system broker service. It also makes a throwaway PKI for TLS tests.
+// touches a system broker service. It also makes a throwaway PKI for TLS tests. Launch, the
+// process itself, serves the fleet benchmark too.
 package mosquittotest
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/otad/otad/internal/testkit/testtool"
 )
@@ -48,8 +45,7 @@ type Broker struct {
 	log  *testtool.Buffer
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc *Process // nil when stopped
 }
 
 // Require returns the path of a Debian tool, or ends the test: t.Fatal when CI is set
@@ -62,12 +58,8 @@ func Require(t testing.TB, tool, aptPackage string) string {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := Port()
 	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return port
@@ -146,52 +138,23 @@ func (b *Broker) start() {
 	if err := os.MkdirAll(filepath.Join(b.Dir, "data"), 0o700); err != nil {
 		b.t.Fatal(err)
 	}
-	cmd := exec.Command(b.bin, "-c", b.conf)
-	cmd.Stdout, cmd.Stderr = b.log, b.log
-	if err := cmd.Start(); err != nil {
-		b.t.Fatalf("start mosquitto: %v", err)
+	p, err := Launch(context.Background(), b.bin, b.conf, b.Port, b.log)
+	if err != nil {
+		b.t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	b.mu.Lock()
-	b.cmd, b.done = cmd, done
+	b.proc = p
 	b.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
-	for {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-done:
-			b.t.Fatalf("mosquitto exited at start: %v\n%s", cmd.ProcessState, b.Log())
-		case <-ctx.Done():
-			b.t.Fatalf("mosquitto not listening on %s after 10s\n%s", addr, b.Log())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // Stop ends the broker gracefully (it saves its persistence file); a no-op when stopped.
 func (b *Broker) Stop() {
 	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.cmd = nil
+	p := b.proc
+	b.proc = nil
 	b.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	if p != nil {
+		p.Stop()
 	}
 }
 

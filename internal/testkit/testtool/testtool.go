@@ -1,6 +1,7 @@
-// Package testtool finds the Debian tools that integration tests run for
-// real: a missing tool fails the test under CI (which must install it) and
-// skips it elsewhere, naming the package to install.
+// Package testtool finds the Debian tools that integration tests (and the
+// benchmarks) run for real: a missing tool fails the test under CI (which
+// must install it) and skips it elsewhere, naming the package to install.
+// Buffer collects a process's output while it runs.
 package testtool
 
 import (
@@ -12,27 +13,40 @@ import (
 	"testing"
 )
 
-// Require returns the path of tool, or ends the test.
-func Require(t testing.TB, tool, aptPackage string) string {
-	t.Helper()
+// Find returns the path of tool; the error names the package to install.
+func Find(tool, aptPackage string) (string, error) {
 	if p, err := exec.LookPath(tool); err == nil {
-		return p
+		return p, nil
 	}
 	// Debian puts daemons (mosquitto) in /usr/sbin, not on every user's PATH.
 	if _, err := os.Stat("/usr/sbin/" + tool); err == nil {
-		return "/usr/sbin/" + tool
+		return "/usr/sbin/" + tool, nil
 	}
-	msg := fmt.Sprintf("%s not found: apt-get install %s", tool, aptPackage)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
+	return "", fmt.Errorf("%s not found: apt-get install %s", tool, aptPackage)
+}
+
+// Require returns the path of tool, or ends the test.
+func Require(t testing.TB, tool, aptPackage string) string {
+	t.Helper()
+	p, err := Find(tool, aptPackage)
+	switch {
+	case err == nil:
+		return p
+	case os.Getenv("CI") != "":
+		t.Fatal(err)
+	default:
+		t.Skip(err)
 	}
-	t.Skip(msg)
 	return ""
 }
 
 // Buffer is a bytes.Buffer safe for one writer goroutine (a process's
-// output, a watch loop) while the test reads it.
+// output, a watch loop) while another reads it.
 type Buffer struct {
+	// Max, when set, keeps only the last Max bytes (a long-running
+	// process's log tail).
+	Max int
+
 	mu sync.Mutex
 	b  bytes.Buffer
 }
@@ -40,7 +54,11 @@ type Buffer struct {
 func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	s.b.Write(p)
+	if over := s.b.Len() - s.Max; s.Max > 0 && over > 0 {
+		s.b.Next(over)
+	}
+	return len(p), nil
 }
 
 func (s *Buffer) String() string {

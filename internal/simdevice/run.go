@@ -1,0 +1,124 @@
+package simdevice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/internal/daemon"
+	"github.com/otad/otad/internal/statelock"
+)
+
+// Device is a simulated device that runs a real agent (internal/daemon) on
+// its files, started again after every simulated reboot.
+type Device struct {
+	ID     string
+	Paths  Paths
+	Config *config.Config
+
+	agentVersion string
+
+	mu      sync.Mutex
+	boots   int
+	lastErr error
+}
+
+// New lays the device out (Layout); agentVersion is what its status reports.
+func New(s Spec, agentVersion string) (*Device, error) {
+	p, cfg, err := Layout(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Device{ID: s.ID, Paths: p, Config: cfg, agentVersion: agentVersion}, nil
+}
+
+// Boots is how many times the agent has started (one more per simulated reboot).
+func (d *Device) Boots() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.boots
+}
+
+// Err is the last error the agent stopped with, if any.
+func (d *Device) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lastErr
+}
+
+// restartPause is how long a failed agent waits before it starts again.
+const restartPause = time.Second
+
+// Run runs the device until ctx ends, as systemd runs otad: under the state
+// lock, started again after each simulated reboot (daemon.Run returns nil)
+// and, after a pause, after an error. Its log goes to Paths.Log.
+func (d *Device) Run(ctx context.Context) error {
+	f, err := os.OpenFile(d.Paths.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("simulated device %s: log: %w", d.ID, err)
+	}
+	defer f.Close()
+	log := slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})).With("device", d.ID)
+	for ctx.Err() == nil {
+		err := d.runOnce(ctx, log)
+		if err == nil {
+			continue // a simulated reboot: power on again
+		}
+		log.Error("agent stopped", "err", err)
+		d.mu.Lock()
+		d.lastErr = err
+		d.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(restartPause):
+		}
+	}
+	return nil
+}
+
+// lockWait bounds how long a restarting agent waits for its state lock.
+const lockWait = 5 * time.Second
+
+// acquire takes the state lock, waiting a little while it is busy. The lock
+// is a flock, and this process forks health checks for every device: a
+// child between fork and exec holds a copy of every descriptor, so the lock a
+// rebooting agent just released can stay held for a moment. One device per
+// process, as on real hardware, never sees that.
+func (d *Device) acquire(ctx context.Context) (*statelock.Lock, error) {
+	deadline := time.Now().Add(lockWait)
+	for {
+		lock, err := statelock.Acquire(d.Config.StateDir)
+		if err == nil || !errors.Is(err, statelock.ErrBusy) || time.Now().After(deadline) {
+			return lock, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (d *Device) runOnce(ctx context.Context, log *slog.Logger) error {
+	lock, err := d.acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping
+		}
+		return err
+	}
+	d.mu.Lock()
+	d.boots++
+	d.mu.Unlock()
+	log.Info("power on")
+	err = daemon.Run(ctx, d.Config, daemon.Options{AgentVersion: d.agentVersion, Logger: log, NoControlSocket: true})
+	if rerr := lock.Release(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("state lock: %w", rerr))
+	}
+	return err
+}

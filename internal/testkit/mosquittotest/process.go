@@ -1,0 +1,89 @@
+package mosquittotest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/otad/otad/internal/testkit/testtool"
+)
+
+// Binary finds mosquitto.
+func Binary() (string, error) { return testtool.Find("mosquitto", "mosquitto") }
+
+// Port returns a loopback TCP port that was free a moment ago.
+func Port() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
+}
+
+// Process is one mosquitto process of our own, on a loopback port. It never
+// touches a system broker service.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when mosquitto has exited
+}
+
+// Launch runs `bin -c conf` and waits (at most 10 s, and while ctx lasts)
+// until it listens on 127.0.0.1:port; its output goes to out.
+func Launch(ctx context.Context, bin, conf string, port int, out io.Writer) (*Process, error) {
+	p := &Process{cmd: exec.Command(bin, "-c", conf), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start mosquitto: %w", err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		var d net.Dialer
+		if c, err := d.DialContext(wait, "tcp", addr); err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("mosquitto exited at start (%v): %s", p.cmd.ProcessState, out)
+		case <-wait.Done():
+			p.Stop()
+			return nil, fmt.Errorf("mosquitto not listening on %s after 10s: %s", addr, out)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// PID is mosquitto's process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited reports whether mosquitto has stopped.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop ends mosquitto gracefully (it saves its persistence file), or kills
+// it after 10 s.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
