@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -289,8 +290,10 @@ func (c *Config) validate() error {
 	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {
 		return bad("download.cert_file", "cert_file and key_file go together")
 	}
-	if len(c.Commit.HealthCommand) > 0 && c.Commit.HealthCommand[0] == "" {
-		return bad("commit.health_command", "the first element must be the program")
+	if len(c.Commit.HealthCommand) > 0 && !filepath.IsAbs(c.Commit.HealthCommand[0]) {
+		// Not looked up in $PATH: whoever controls the daemon's environment
+		// would choose what decides a commit.
+		return bad("commit.health_command", "the program %q must be an absolute path", c.Commit.HealthCommand[0])
 	}
 	return nil
 }

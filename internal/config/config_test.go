@@ -59,6 +59,9 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 		{"cert without key", minimal + "\n[mqtt]\nbroker = \"mqtts://x:8883\"\ncert_file = \"c.pem\"\n", "mqtt.cert_file"},
 		{"wrong type", minimal + "\n[bootloader]\nattempts = \"three\"\n", "attempts"},
 		{"syntax", minimal + "\n[slots\n", "line"},
+		{"relative health command", minimal + "\n[commit]\nhealth_command = [\"health-check\"]\n", "commit.health_command"},
+		{"empty health command", minimal + "\n[commit]\nhealth_command = [\"\"]\n", "commit.health_command"},
+		{"download cert without key", minimal + "\n[download]\ncert_file = \"c.pem\"\n", "download.cert_file"},
 		{"slash in device id", strings.Replace(minimal, "gw-0001", "gw/1", 1), "device_id"},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,12 +22,17 @@ var ErrBusy = errors.New("busy: another otad process holds the state lock")
 type Lock struct{ f *os.File }
 
 // Acquire takes <dir>/lock without waiting. It creates dir (0700) if needed.
+// A state directory that others may write is refused (they could plant the
+// journal or the lock), and the lock file is never a symlink.
 func Acquire(dir string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", dir, err)
 	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -45,6 +51,26 @@ func Acquire(dir string) (*Lock, error) {
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return &Lock{f: f}, nil
+}
+
+// checkDir refuses a state directory owned by another user or writable by
+// group or others.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("state dir %s: no owner information", dir)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("state dir %s: owned by uid %d, not by otad's user (uid %d): chown it", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("state dir %s: mode %v is writable by others: chmod 0700 %s", dir, fi.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // Release drops the lock.
