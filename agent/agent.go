@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Config is what the loop needs besides its parts.
@@ -45,34 +47,6 @@ type Deps struct {
 	Publishers []Publisher
 }
 
-// Outcome is what an offer handed to Install came to.
-type Outcome struct {
-	Result  string `json:"result"` // a SPEC result, or "staged" once the boot slot is flipped
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-	ID      string `json:"id,omitempty"`
-	SHA256  string `json:"sha256,omitempty"`
-}
-
-// Outcomes of Install besides the SPEC results: the boot flip was reached,
-// or the offer waits behind an install that is past the flip.
-const (
-	ResultStaged  = "staged"
-	ResultPending = "pending"
-)
-
-// ExitCode maps an outcome to `otad install`'s exit status (SPEC §9).
-func (o Outcome) ExitCode() int {
-	switch o.Result {
-	case ResultStaged, ResultPending, ResultUpToDate, ResultSuccess:
-		return 0
-	case ResultRejected:
-		return 3
-	default:
-		return 1
-	}
-}
-
 // Agent runs the state machine: one goroutine owns the state; offers,
 // writer reports, health verdicts and operator commands all queue to it.
 type Agent struct {
@@ -85,7 +59,7 @@ type Agent struct {
 	stopped chan struct{} // closed when Run returns
 
 	mu     sync.Mutex
-	status Status // last published snapshot, for Status()
+	status ota.Status // last published snapshot, for Status()
 
 	// Owned by the loop goroutine.
 	state     State
@@ -107,7 +81,7 @@ type running struct {
 
 type waiter struct {
 	sha   string
-	reply chan Outcome
+	reply chan ota.Outcome
 }
 
 // New loads the journal and returns an agent ready to Run.
@@ -138,7 +112,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 }
 
 // Status returns the latest status snapshot; safe from any goroutine.
-func (a *Agent) Status() Status {
+func (a *Agent) Status() ota.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.status
@@ -150,8 +124,8 @@ func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw, nil) }
 
 // Install hands an envelope to the loop and waits for its outcome: refused,
 // up to date, failed, or the boot slot flipped.
-func (a *Agent) Install(ctx context.Context, raw []byte) (Outcome, error) {
-	reply := make(chan Outcome, 1)
+func (a *Agent) Install(ctx context.Context, raw []byte) (ota.Outcome, error) {
+	reply := make(chan ota.Outcome, 1)
 	a.inbox.put("", raw, reply)
 	select {
 	case o := <-reply:
@@ -161,10 +135,10 @@ func (a *Agent) Install(ctx context.Context, raw []byte) (Outcome, error) {
 		case o := <-reply: // answered on the way out
 			return o, nil
 		default:
-			return Outcome{}, ErrStopped
+			return ota.Outcome{}, ErrStopped
 		}
 	case <-ctx.Done():
-		return Outcome{}, ctx.Err()
+		return ota.Outcome{}, ctx.Err()
 	}
 }
 
@@ -207,14 +181,14 @@ func (a *Agent) command(ctx context.Context, ev Event) error {
 // it. booted and bootID say where and in which boot the agent runs.
 // On return the journal holds the state: an interrupted install resumes on
 // the next Run.
-func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
+func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err error) {
 	defer close(a.stopped)
 	defer func() {
 		a.stopWorkers()
 		a.finishWaiters(err)
 		for _, it := range a.inbox.take() {
 			if it.reply != nil {
-				it.reply <- Outcome{Result: ResultFailed, Code: CodeCancelled, Message: "agent stopped before taking the offer"}
+				it.reply <- ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: "agent stopped before taking the offer"}
 			}
 		}
 		if errors.Is(err, ErrRebooted) {
@@ -222,7 +196,7 @@ func (a *Agent) Run(ctx context.Context, booted, bootID string) (err error) {
 		}
 	}()
 	boot := EvBoot{Booted: booted, BootID: bootID}
-	if a.state.Phase == Staged {
+	if a.state.Phase == ota.Staged {
 		// Whether the flip happened decides between finishing it and a fallback.
 		order, err := a.d.Bootloader.Order(ctx)
 		if err != nil {
@@ -313,7 +287,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 	// steps do not answer them before their offer is taken.
 	var waiting []*waiter
 	for i, it := range items {
-		facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: otherSlot(a.state.Booted)}
+		facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: a.state.Booted.Other()}
 		t, err := a.d.Checker.Check(it.raw, facts)
 		if err != nil {
 			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
@@ -347,15 +321,18 @@ func newer(a, b Target) bool {
 }
 
 func (a *Agent) refuse(ctx context.Context, it item, t Target, err error) error {
-	code := CodeOf(err, "bad_envelope")
-	a.log.Warn("offer refused", "code", code, "err", err, "source", it.key)
-	ev := EvRefused{Code: code, Message: err.Error()}
-	if t.Payload.SHA256 != "" {
-		ev.ID, ev.SHA256 = t.ID, t.SHA256()
+	code := ota.CodeOf(err)
+	if code == "" {
+		code = ota.CodeBadEnvelope
 	}
-	aerr := a.apply(ctx, ev)
+	a.log.Warn("offer refused", "code", code, "err", err, "source", it.key)
+	o := ota.Outcome{Result: ota.ResultRejected, Code: code, Message: err.Error()}
+	if t.Payload.SHA256 != "" {
+		o.ID, o.SHA256 = t.ID, t.SHA256()
+	}
+	aerr := a.apply(ctx, EvRefused{Outcome: o})
 	if it.reply != nil {
-		it.reply <- Outcome{Result: ResultRejected, Code: code, Message: err.Error(), ID: ev.ID, SHA256: ev.SHA256}
+		it.reply <- o
 	}
 	return aerr
 }
@@ -368,7 +345,7 @@ func (a *Agent) setFatal(err error) { a.fatal = err }
 func (a *Agent) apply(ctx context.Context, ev Event) error {
 	next, fx := Step(a.state, a.cfg.Policy, ev)
 	a.state = next
-	var records []Record
+	var events []ota.Event
 	for _, e := range fx {
 		if a.cfg.Interrupt != nil {
 			if err := a.cfg.Interrupt(e); err != nil {
@@ -376,29 +353,29 @@ func (a *Agent) apply(ctx context.Context, ev Event) error {
 				return err
 			}
 		}
-		err := a.exec(ctx, e, &records)
+		err := a.exec(ctx, e, &events)
 		if err == nil {
 			continue
 		}
 		if errors.Is(err, ErrRebooted) || errors.Is(err, errJournal) {
-			a.settleWaiters(records)
+			a.settleWaiters(events)
 			a.setFatal(err)
 			return err
 		}
 		// A bootloader operation failed: memory goes back to what the journal
 		// says, and the machine decides from there.
 		a.log.Error("effect failed", "effect", fmt.Sprintf("%T", e), "err", err)
-		a.settleWaiters(records)
+		a.settleWaiters(events)
 		a.state = a.persisted.Clone()
 		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error()})
 	}
-	a.settleWaiters(records)
+	a.settleWaiters(events)
 	return nil
 }
 
 var errJournal = errors.New("journal write failed")
 
-func (a *Agent) exec(ctx context.Context, e Effect, records *[]Record) error {
+func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	switch e := e.(type) {
 	case Persist:
 		if err := a.d.Store.Save(e.State); err != nil {
@@ -406,8 +383,8 @@ func (a *Agent) exec(ctx context.Context, e Effect, records *[]Record) error {
 		}
 		a.persisted = e.State.Clone()
 	case Emit:
-		*records = append(*records, e.Record)
-		a.publish(e.Record)
+		*events = append(*events, e.Event)
+		a.publish(e)
 	case Mark:
 		mctx, cancel := context.WithTimeout(ctx, a.cfg.EffectTimeout)
 		defer cancel()
@@ -456,7 +433,10 @@ func (a *Agent) startInstall(e StartInstall) {
 		})
 		ev := EvInstallDone{Gen: gen}
 		if err != nil {
-			ev.Code, ev.Message = CodeOf(err, CodeWriteFailed), err.Error()
+			ev.Code, ev.Message = ota.CodeOf(err), err.Error()
+			if ev.Code == "" {
+				ev.Code = ota.CodeWriteFailed
+			}
 		}
 		r.done <- ev
 	}()
@@ -501,15 +481,16 @@ func (a *Agent) stopWorkers() {
 	}
 }
 
-func (a *Agent) publish(r Record) {
+func (a *Agent) publish(e Emit) {
 	now := a.d.Clock.Now()
-	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, *r.State, now)
+	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, e.State, now)
 	a.mu.Lock()
 	a.status = st
 	a.mu.Unlock()
-	ev := eventMsg(a.cfg.DeviceID, r.State.BootID, r, now)
-	a.log.Info("transition", "seq", r.Seq, "from", r.From, "to", r.To, "id", r.ID,
-		"result", r.Result, "code", r.Code, "msg", r.Message)
+	ev := e.Event
+	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
+	a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
+		"result", ev.Result, "code", ev.Code, "msg", ev.Message)
 	for _, p := range a.d.Publishers {
 		p.Publish(st, ev)
 	}
@@ -530,7 +511,7 @@ func (a *Agent) publishProgress(e PublishProgress) {
 		a.status.Target = &t
 	}
 	a.mu.Unlock()
-	msg := ProgressMsg{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
+	msg := ota.Progress{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
 		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate}
 	for _, p := range a.d.Publishers {
 		p.Progress(msg)
@@ -538,10 +519,10 @@ func (a *Agent) publishProgress(e PublishProgress) {
 }
 
 // settleWaiters answers the Install callers whose offer came to an end.
-func (a *Agent) settleWaiters(records []Record) {
+func (a *Agent) settleWaiters(events []ota.Event) {
 	keep := a.waiters[:0]
 	for _, w := range a.waiters {
-		if o, ok := a.outcomeFor(w.sha, records); ok {
+		if o, ok := a.outcomeFor(w.sha, events); ok {
 			w.reply <- o
 			continue
 		}
@@ -550,29 +531,29 @@ func (a *Agent) settleWaiters(records []Record) {
 	a.waiters = keep
 }
 
-func (a *Agent) outcomeFor(sha string, records []Record) (Outcome, bool) {
-	for _, r := range records {
-		if r.Outcome != nil && r.SHA256 == sha {
-			return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
+	for _, ev := range events {
+		if ev.Result != "" && ev.SHA256 == sha {
+			return ota.Outcome{Result: ev.Result, Code: ev.Code, Message: ev.Message, ID: ev.ID, SHA256: sha}, true
 		}
 	}
 	s := a.state
 	if t := s.Target; t != nil && t.SHA256() == sha {
 		switch s.Phase {
-		case Staged, Rebooting, Confirming:
-			return Outcome{Result: ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + t.Slot + " is primary"}, true
+		case ota.Staged, ota.Rebooting, ota.Confirming:
+			return ota.Outcome{Result: ota.ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + string(t.Slot) + " is primary"}, true
 		}
-		return Outcome{}, false
+		return ota.Outcome{}, false
 	}
 	if p := s.Pending; p != nil && p.SHA256() == sha {
 		cur := s.Target
-		return Outcome{Result: ResultPending, ID: p.ID, SHA256: sha,
+		return ota.Outcome{Result: ota.ResultPending, ID: p.ID, SHA256: sha,
 			Message: "accepted; installs once " + cur.ID + " is settled (" + string(s.Phase) + ")"}, true
 	}
 	if r := s.LastResult; r != nil && r.SHA256 == sha {
-		return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
 	}
-	return Outcome{Result: ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
+	return ota.Outcome{Result: ota.ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
 }
 
 func (a *Agent) finishWaiters(err error) {
@@ -582,7 +563,7 @@ func (a *Agent) finishWaiters(err error) {
 		if err != nil {
 			msg += ": " + err.Error()
 		}
-		w.reply <- Outcome{Result: ResultFailed, Code: CodeCancelled, Message: msg, SHA256: w.sha}
+		w.reply <- ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: msg, SHA256: w.sha}
 	}
 	a.waiters = nil
 }
@@ -597,7 +578,7 @@ type inbox struct {
 type item struct {
 	key   string
 	raw   []byte
-	reply chan Outcome
+	reply chan ota.Outcome
 }
 
 func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
@@ -607,7 +588,7 @@ func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
 // the newest valid one wins, so the order of arrival does not decide.
 const maxPerSource = 16
 
-func (q *inbox) put(key string, raw []byte, reply chan Outcome) {
+func (q *inbox) put(key string, raw []byte, reply chan ota.Outcome) {
 	q.mu.Lock()
 	if key != "" {
 		n, first := 0, -1

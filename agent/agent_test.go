@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Fakes for the loop's edges; the real parts are exercised in internal/device.
@@ -26,7 +28,7 @@ func (m *memStore) Load() (State, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.ok {
-		return State{Phase: Idle, Slots: map[string]SlotInfo{}}, false, nil
+		return State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}}, false, nil
 	}
 	return m.s.Clone(), true, nil
 }
@@ -45,25 +47,25 @@ type fakeBoot struct {
 	failBad bool
 }
 
-func (b *fakeBoot) rec(op, slot string) error {
+func (b *fakeBoot) rec(op string, slot ota.Slot) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ops = append(b.ops, op+" "+slot)
+	b.ops = append(b.ops, op+" "+string(slot))
 	if op == "bad" && b.failBad {
 		return errors.New("env device gone")
 	}
 	return nil
 }
-func (b *fakeBoot) MarkBad(_ context.Context, s string) error    { return b.rec("bad", s) }
-func (b *fakeBoot) MarkActive(_ context.Context, s string) error { return b.rec("active", s) }
-func (b *fakeBoot) MarkGood(_ context.Context, s string) error   { return b.rec("good", s) }
-func (b *fakeBoot) Order(context.Context) ([]string, error)      { return []string{"A", "B"}, nil }
+func (b *fakeBoot) MarkBad(_ context.Context, s ota.Slot) error    { return b.rec("bad", s) }
+func (b *fakeBoot) MarkActive(_ context.Context, s ota.Slot) error { return b.rec("active", s) }
+func (b *fakeBoot) MarkGood(_ context.Context, s ota.Slot) error   { return b.rec("good", s) }
+func (b *fakeBoot) Order(context.Context) ([]ota.Slot, error)      { return ota.Slots(), nil }
 
 // fakeInstaller "writes" for a while and counts concurrent writers.
 type fakeInstaller struct {
 	active, maxActive atomic.Int32
 	delay             time.Duration
-	code              string
+	code              ota.Code
 }
 
 func (f *fakeInstaller) Install(ctx context.Context, t Target, progress func(bool, int64, int64)) error {
@@ -79,11 +81,11 @@ func (f *fakeInstaller) Install(ctx context.Context, t Target, progress func(boo
 	select {
 	case <-time.After(f.delay):
 	case <-ctx.Done():
-		return &CodedError{Code: CodeCancelled, Err: ctx.Err()}
+		return ota.Wrap(ota.CodeCancelled, ctx.Err())
 	}
 	progress(true, t.Payload.Size, t.Payload.Size)
 	if f.code != "" {
-		return &CodedError{Code: f.code, Err: errors.New("bad bytes")}
+		return ota.Wrap(f.code, errors.New("bad bytes"))
 	}
 	return nil
 }
@@ -97,13 +99,13 @@ func (jsonChecker) Check(raw []byte, f Facts) (Target, error) {
 		Refuse string `json:"refuse"`
 	}
 	if err := json.Unmarshal(raw, &x); err != nil {
-		return Target{}, &CodedError{Code: "bad_envelope", Err: err}
+		return Target{}, ota.Wrap(ota.Code("bad_envelope"), err)
 	}
 	if x.Refuse != "" {
-		return Target{}, &CodedError{Code: x.Refuse, Err: errors.New("refused")}
+		return Target{}, ota.Wrap(ota.Code(x.Refuse), errors.New("refused"))
 	}
 	if x.IssuedAt.Before(f.NewestIssuedAt) {
-		return Target{}, &CodedError{Code: "stale", Err: errors.New("older than the newest accepted")}
+		return Target{}, ota.Wrap(ota.Code("stale"), errors.New("older than the newest accepted"))
 	}
 	return x.Target, nil
 }
@@ -153,24 +155,24 @@ func TestInstallOutcomes(t *testing.T) {
 	tests := []struct {
 		name     string
 		raw      []byte
-		code     string // installer failure
+		code     ota.Code // installer failure
 		failBad  bool
-		want     Outcome
+		want     ota.Outcome
 		wantOps  []string
 		reboots  int32
 		immediat bool
 	}{
 		{name: "good image is staged and the device reboots", raw: offerJSON(tgt("n", 1)), immediat: true,
-			want: Outcome{Result: ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 1},
+			want: ota.Outcome{Result: ota.ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 1},
 		{name: "manual policy stages without rebooting", raw: offerJSON(tgt("n", 1)),
-			want: Outcome{Result: ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 0},
+			want: ota.Outcome{Result: ota.ResultStaged}, wantOps: []string{"good A", "bad B", "active B"}, reboots: 0},
 		{name: "hash mismatch fails and never flips", raw: offerJSON(tgt("n", 1)), code: "hash_mismatch",
-			want: Outcome{Result: ResultFailed, Code: "hash_mismatch"}, wantOps: []string{"good A", "bad B"}},
+			want: ota.Outcome{Result: ota.ResultFailed, Code: "hash_mismatch"}, wantOps: []string{"good A", "bad B"}},
 		{name: "refused offer", raw: []byte(`{"refuse":"bad_signature"}`),
-			want: Outcome{Result: ResultRejected, Code: "bad_signature"}, wantOps: []string{"good A"}},
-		{name: "garbage", raw: []byte(`{`), want: Outcome{Result: ResultRejected, Code: "bad_envelope"}, wantOps: []string{"good A"}},
+			want: ota.Outcome{Result: ota.ResultRejected, Code: "bad_signature"}, wantOps: []string{"good A"}},
+		{name: "garbage", raw: []byte(`{`), want: ota.Outcome{Result: ota.ResultRejected, Code: "bad_envelope"}, wantOps: []string{"good A"}},
 		{name: "bootloader cannot mark the slot bad: nothing is written", raw: offerJSON(tgt("n", 1)), failBad: true,
-			want: Outcome{Result: ResultFailed, Code: CodeWriteFailed}, wantOps: []string{"good A", "bad B"}},
+			want: ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeWriteFailed}, wantOps: []string{"good A", "bad B"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +218,7 @@ func TestConcurrentOffers(t *testing.T) {
 	defer cancel()
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
 	var wg sync.WaitGroup
-	outcomes := make(chan Outcome, 100)
+	outcomes := make(chan ota.Outcome, 100)
 	newest := tgt("z", 100)
 	for i := range 100 {
 		var raw []byte
@@ -243,7 +245,7 @@ func TestConcurrentOffers(t *testing.T) {
 	// arrived) it waits in the pending place; nothing else is staged after it.
 	newestTaken := 0
 	for o := range outcomes {
-		if (o.Result == ResultStaged || o.Result == ResultPending) && o.SHA256 == newest.SHA256() {
+		if (o.Result == ota.ResultStaged || o.Result == ota.ResultPending) && o.SHA256 == newest.SHA256() {
 			newestTaken++
 		}
 	}
@@ -256,7 +258,7 @@ func TestConcurrentOffers(t *testing.T) {
 	st := r.a.Status()
 	onNewest := st.Target != nil && st.Target.SHA256 == newest.SHA256() && st.Pending == nil
 	waitsNewest := st.Pending != nil && st.Pending.SHA256 == newest.SHA256()
-	if st.State != Rebooting || !(onNewest || waitsNewest) {
+	if st.State != ota.Rebooting || !(onNewest || waitsNewest) {
 		t.Fatalf("final status %s target %+v pending %+v, want rebooting towards %s", st.State, st.Target, st.Pending, newest.ID)
 	}
 }
@@ -296,7 +298,7 @@ func (r *recordingInstaller) Install(ctx context.Context, t Target, _ func(bool,
 	r.ids = append(r.ids, t.ID)
 	r.mu.Unlock()
 	<-ctx.Done()
-	return &CodedError{Code: CodeCancelled, Err: ctx.Err()}
+	return ota.Wrap(ota.CodeCancelled, ctx.Err())
 }
 
 func (r *recordingInstaller) started() []string {

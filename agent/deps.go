@@ -3,8 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Store keeps the journal. Journal is the real one; tests wrap it to crash.
@@ -15,21 +16,21 @@ type Store interface {
 
 // Bootloader is what the agent needs of a boot loader backend (SPEC §7).
 type Bootloader interface {
-	MarkBad(ctx context.Context, slot string) error
-	MarkActive(ctx context.Context, slot string) error
-	MarkGood(ctx context.Context, slot string) error
+	MarkBad(ctx context.Context, slot ota.Slot) error
+	MarkActive(ctx context.Context, slot ota.Slot) error
+	MarkGood(ctx context.Context, slot ota.Slot) error
 	// Order is the boot order, first slot first.
-	Order(ctx context.Context) ([]string, error)
+	Order(ctx context.Context) ([]ota.Slot, error)
 }
 
 // Installer streams a target's payload into target.Slot and verifies it.
-// It reports progress without blocking and returns a *CodedError on failure.
+// It reports progress without blocking and returns an *ota.Error on failure.
 type Installer interface {
 	Install(ctx context.Context, t Target, progress func(verifying bool, done, total int64)) error
 }
 
 // Checker runs the offer checks of SPEC §5 and turns a valid offer into a
-// Target. A refusal is a *CodedError carrying the SPEC code.
+// Target. A refusal is an *ota.Error carrying its code.
 type Checker interface {
 	Check(raw []byte, facts Facts) (Target, error)
 }
@@ -38,7 +39,7 @@ type Checker interface {
 type Facts struct {
 	SecurityFloor  uint64
 	NewestIssuedAt time.Time
-	InactiveSlot   string
+	InactiveSlot   ota.Slot
 }
 
 // Rebooter reboots the device. ErrRebooted means the process must end now
@@ -59,8 +60,8 @@ type HealthChecker interface {
 // Publisher receives every transition and progress report. It must not block:
 // a slow broker never stalls the state machine.
 type Publisher interface {
-	Publish(st Status, ev EventMsg)
-	Progress(p ProgressMsg)
+	Publish(st ota.Status, ev ota.Event)
+	Progress(p ota.Progress)
 }
 
 // Clock stamps records; tests pin it.
@@ -71,27 +72,3 @@ type SystemClock struct{}
 
 // Now is time.Now in UTC.
 func (SystemClock) Now() time.Time { return time.Now().UTC() }
-
-// CodedError is a failure or refusal that carries a SPEC code.
-type CodedError struct {
-	Code string
-	Err  error
-}
-
-func (e *CodedError) Error() string {
-	msg := e.Err.Error()
-	if strings.HasPrefix(msg, e.Code+":") {
-		return msg // the inner error already names its code
-	}
-	return e.Code + ": " + msg
-}
-func (e *CodedError) Unwrap() error { return e.Err }
-
-// CodeOf returns the SPEC code carried by err, or fallback.
-func CodeOf(err error, fallback string) string {
-	var ce *CodedError
-	if errors.As(err, &ce) && ce.Code != "" {
-		return ce.Code
-	}
-	return fallback
-}

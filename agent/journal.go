@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/otad/otad/ota"
 )
 
 // JournalName is the journal's file name inside the state directory.
@@ -32,7 +34,7 @@ func (j Journal) Path() string { return filepath.Join(j.Dir, JournalName) }
 func (j Journal) Load() (s State, ok bool, err error) {
 	b, err := os.ReadFile(j.Path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return State{Phase: Idle, Slots: map[string]SlotInfo{}}, false, nil
+		return State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}}, false, nil
 	}
 	if err != nil {
 		return State{}, false, fmt.Errorf("journal %s: %w", j.Path(), err)
@@ -45,15 +47,15 @@ func (j Journal) Load() (s State, ok bool, err error) {
 		return State{}, false, fmt.Errorf("journal %s: format version %d, this otad reads %d", j.Path(), f.Version, journalVersion)
 	}
 	switch f.Phase {
-	case Idle, Downloading, Verifying, Staged, Rebooting, Confirming:
+	case ota.Idle, ota.Downloading, ota.Verifying, ota.Staged, ota.Rebooting, ota.Confirming:
 	default:
 		return State{}, false, fmt.Errorf("journal %s: unknown state %q", j.Path(), f.Phase)
 	}
-	if f.Phase != Idle && f.Target == nil {
+	if f.Phase != ota.Idle && f.Target == nil {
 		return State{}, false, fmt.Errorf("journal %s: state %s without a target", j.Path(), f.Phase)
 	}
 	if f.Slots == nil {
-		f.Slots = map[string]SlotInfo{}
+		f.Slots = map[ota.Slot]SlotInfo{}
 	}
 	return f.State, true, nil
 }

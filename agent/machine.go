@@ -1,6 +1,10 @@
 package agent
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/otad/otad/ota"
+)
 
 // Policy is the part of the configuration the state machine decides with.
 type Policy struct {
@@ -15,20 +19,19 @@ type Event interface{ isEvent() }
 
 // EvBoot is the first event of every agent start: which slot runs and which boot this is.
 type EvBoot struct {
-	Booted string
+	Booted ota.Slot
 	BootID string
 	// FirstInOrder is the slot the bootloader's order names first, read
 	// before the event when it matters (a journal left in staged).
-	FirstInOrder string
+	FirstInOrder ota.Slot
 }
 
 // EvOffer is an offer that passed every check of SPEC §5.
 type EvOffer struct{ Target Target }
 
-// EvRefused is an offer that failed a check.
-type EvRefused struct {
-	ID, SHA256, Code, Message string
-}
+// EvRefused is an offer that failed a check. Outcome names the offer when
+// it is authentic, and says why it was refused.
+type EvRefused struct{ Outcome ota.Outcome }
 
 // EvProgress reports the writer's progress; Phase "verifying" moves the state on.
 type EvProgress struct {
@@ -39,8 +42,9 @@ type EvProgress struct {
 
 // EvInstallDone ends a write: Code is empty on success.
 type EvInstallDone struct {
-	Gen           uint64
-	Code, Message string
+	Gen     uint64
+	Code    ota.Code
+	Message string
 }
 
 // EvHealth is the health check's verdict during confirming.
@@ -78,13 +82,17 @@ type Effect interface{ isEffect() }
 // Persist writes the journal; the loop stops (and the process exits) if it cannot.
 type Persist struct{ State State }
 
-// Emit publishes a transition: the status snapshot, and an event record.
-type Emit struct{ Record Record }
+// Emit publishes a transition: the status snapshot of State, and Event,
+// which the loop stamps with device, boot and time (Step reads no clock).
+type Emit struct {
+	Event ota.Event
+	State State // the state after the transition
+}
 
 // Mark changes the bootloader's view of a slot.
 type Mark struct {
 	Op   MarkOp
-	Slot string
+	Slot ota.Slot
 }
 
 // MarkOp is one of the three bootloader operations of SPEC §7.
@@ -126,20 +134,6 @@ func (Reboot) isEffect()          {}
 func (StartHealth) isEffect()     {}
 func (PublishProgress) isEffect() {}
 
-// Record is one transition as the outside world sees it (SPEC §8 events).
-type Record struct {
-	Seq     uint64  `json:"seq"`
-	From    Phase   `json:"from"`
-	To      Phase   `json:"to"`
-	ID      string  `json:"id,omitempty"`
-	SHA256  string  `json:"sha256,omitempty"`
-	Result  string  `json:"result,omitempty"`
-	Code    string  `json:"code,omitempty"`
-	Message string  `json:"message,omitempty"`
-	State   *State  `json:"-"` // the state after the transition, for the status snapshot
-	Outcome *Result `json:"-"`
-}
-
 // Step applies ev to s and returns the new state and what the loop must do.
 // It never performs I/O and never reads the clock.
 func Step(s State, p Policy, ev Event) (State, []Effect) {
@@ -160,27 +154,24 @@ func (m *machine) persist() { m.do(Persist{State: m.s.Clone()}) }
 
 // emit records a transition. The seq grows and is journaled before anything
 // is published, so seq only ever grows, across restarts too.
-func (m *machine) emit(from Phase, r *Result, msg string) {
+func (m *machine) emit(from ota.Phase, r *ota.Outcome, msg string) {
 	m.s.Seq++
 	m.persist()
-	rec := Record{Seq: m.s.Seq, From: from, To: m.s.Phase, Message: msg}
+	ev := ota.Event{Seq: m.s.Seq, From: from, To: m.s.Phase, Message: msg}
 	switch {
 	case r != nil:
-		rec.ID, rec.SHA256, rec.Result, rec.Code = r.ID, r.SHA256, r.Result, r.Code
+		ev.ID, ev.SHA256, ev.Result, ev.Code = r.ID, r.SHA256, r.Result, r.Code
 		if r.Message != "" {
-			rec.Message = r.Message
+			ev.Message = r.Message
 		}
 	case m.s.Target != nil:
-		rec.ID, rec.SHA256 = m.s.Target.ID, m.s.Target.SHA256()
+		ev.ID, ev.SHA256 = m.s.Target.ID, m.s.Target.SHA256()
 	}
-	st := m.s.Clone()
-	rec.State = &st
-	rec.Outcome = r
-	m.do(Emit{Record: rec})
+	m.do(Emit{Event: ev, State: m.s.Clone()})
 }
 
 // transition persists the new phase, then announces it.
-func (m *machine) transition(to Phase, r *Result, msg string) {
+func (m *machine) transition(to ota.Phase, r *ota.Outcome, msg string) {
 	from := m.s.Phase
 	m.s.Phase = to
 	if r != nil {
@@ -196,32 +187,33 @@ func (m *machine) step(ev Event) {
 	case EvOffer:
 		m.offer(ev.Target)
 	case EvRefused:
-		r := &Result{ID: ev.ID, SHA256: ev.SHA256, Result: ResultRejected, Code: ev.Code, Message: ev.Message}
-		m.s.LastResult = r
-		m.emit(m.s.Phase, r, "")
+		r := ev.Outcome
+		r.Result = ota.ResultRejected
+		m.s.LastResult = &r
+		m.emit(m.s.Phase, &r, "")
 	case EvProgress:
 		m.progress(ev)
 	case EvInstallDone:
 		m.installDone(ev)
 	case EvHealth:
-		if m.s.Phase != Confirming {
+		if m.s.Phase != ota.Confirming {
 			return
 		}
 		if ev.OK {
 			m.commit("health checks passed")
 		} else {
-			m.reject(CodeHealthCheckFailed, "health check failed: "+ev.Message)
+			m.reject(ota.CodeHealthCheckFailed, "health check failed: "+ev.Message)
 		}
 	case EvMarkGood:
-		if m.s.Phase == Confirming {
+		if m.s.Phase == ota.Confirming {
 			m.commit("marked good by operator")
 			return
 		}
 		info := m.s.Slots[m.s.Booted]
-		info.Status = SlotGood
+		info.Status = ota.SlotGood
 		m.s.Slots[m.s.Booted] = info
 		m.do(Mark{Op: MarkGood, Slot: m.s.Booted})
-		m.emit(m.s.Phase, nil, "slot "+m.s.Booted+" marked good by operator")
+		m.emit(m.s.Phase, nil, "slot "+string(m.s.Booted)+" marked good by operator")
 	case EvMarkBad:
 		m.markBad()
 	case EvEffectFailed:
@@ -233,12 +225,12 @@ func (m *machine) boot(ev EvBoot) {
 	sameBoot := m.s.BootID == ev.BootID
 	m.s.BootID, m.s.Booted = ev.BootID, ev.Booted
 	if m.s.Slots == nil {
-		m.s.Slots = map[string]SlotInfo{}
+		m.s.Slots = map[ota.Slot]SlotInfo{}
 	}
 	t := m.s.Target
 	switch m.s.Phase {
-	case Idle:
-		if m.s.Slots[ev.Booted].Status == SlotBad && m.otherBootable(ev.Booted) {
+	case ota.Idle:
+		if m.s.Slots[ev.Booted].Status == ota.SlotBad && m.otherBootable(ev.Booted) {
 			// A reboot we asked for after a rejection did not happen yet
 			// (crash, or the bootloader retried): leave again, never commit it.
 			m.persist()
@@ -246,36 +238,36 @@ func (m *machine) boot(ev EvBoot) {
 			return
 		}
 		m.healthyBoot()
-		m.emit(Idle, nil, "agent started on slot "+ev.Booted)
+		m.emit(ota.Idle, nil, "agent started on slot "+string(ev.Booted))
 		if m.s.Pending != nil {
 			p := *m.s.Pending
 			m.s.Pending = nil
 			m.offer(p)
 		}
-	case Downloading, Verifying:
+	case ota.Downloading, ota.Verifying:
 		if t.Slot == ev.Booted {
 			// Cannot happen with a sane bootloader (the slot is marked bad before
 			// the first byte), but never write the running slot.
 			m.s.Target = nil
-			m.transition(Idle, m.result(t, ResultFailed, CodeCancelled, "booted into the slot being written; install abandoned"), "")
+			m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeCancelled, "booted into the slot being written; install abandoned"), "")
 			return
 		}
 		m.s.Restarts++
 		if m.s.Restarts > m.p.MaxRestarts {
 			m.s.Target, m.s.Restarts = nil, 0
-			m.transition(Idle, m.result(t, ResultFailed, CodeCancelled,
+			m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeCancelled,
 				fmt.Sprintf("install interrupted %d times; giving up", m.p.MaxRestarts+1)), "")
 			m.healthyBoot()
 			return
 		}
 		m.healthyBoot()
 		m.startInstall(*t, fmt.Sprintf("install interrupted (restart %d); writing again from the start", m.s.Restarts))
-	case Staged:
+	case ota.Staged:
 		switch {
 		case sameBoot:
 			m.activate()
 		case ev.Booted == t.Slot:
-			m.transition(Confirming, nil, "booted the new slot")
+			m.transition(ota.Confirming, nil, "booted the new slot")
 			m.do(StartHealth{})
 		case ev.FirstInOrder != t.Slot:
 			// Power was lost between journaling staged and switching the
@@ -285,22 +277,22 @@ func (m *machine) boot(ev EvBoot) {
 		default:
 			m.fellBack()
 		}
-	case Rebooting:
+	case ota.Rebooting:
 		switch {
 		case sameBoot:
-			m.emit(Rebooting, nil, "agent restarted; waiting for the reboot into slot "+t.Slot)
+			m.emit(ota.Rebooting, nil, "agent restarted; waiting for the reboot into slot "+string(t.Slot))
 			if m.p.RebootImmediately {
 				m.do(Reboot{})
 			}
 		case ev.Booted == t.Slot:
-			m.transition(Confirming, nil, "booted the new slot")
+			m.transition(ota.Confirming, nil, "booted the new slot")
 			m.do(StartHealth{})
 		default:
 			m.fellBack()
 		}
-	case Confirming:
+	case ota.Confirming:
 		if ev.Booted == t.Slot {
-			m.emit(Confirming, nil, "checking health again after a restart")
+			m.emit(ota.Confirming, nil, "checking health again after a restart")
 			m.do(StartHealth{})
 		} else {
 			m.fellBack()
@@ -315,25 +307,25 @@ func (m *machine) boot(ev EvBoot) {
 // it may have been lost to a power cut after the journal was written.
 func (m *machine) healthyBoot() {
 	info := m.s.Slots[m.s.Booted]
-	if info.Status == SlotUnknown {
+	if info.Status == ota.SlotUnknown {
 		// The slot the device came with: it booted, so it is good.
-		info.Status = SlotGood
+		info.Status = ota.SlotGood
 		m.s.Slots[m.s.Booted] = info
 	}
 	m.persist()
 	m.do(Mark{Op: MarkGood, Slot: m.s.Booted})
-	if other := otherSlot(m.s.Booted); m.s.Slots[other].Status == SlotBad {
+	if other := m.s.Booted.Other(); m.s.Slots[other].Status == ota.SlotBad {
 		m.do(Mark{Op: MarkBad, Slot: other})
 	}
 }
 
-func (m *machine) otherBootable(slot string) bool {
-	st := m.s.Slots[otherSlot(slot)].Status
-	return st == SlotGood || st == SlotStaged
+func (m *machine) otherBootable(slot ota.Slot) bool {
+	st := m.s.Slots[slot.Other()].Status
+	return st == ota.SlotGood || st == ota.SlotStaged
 }
 
-func (m *machine) result(t *Target, result, code, msg string) *Result {
-	return &Result{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg}
+func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string) *ota.Outcome {
+	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg}
 }
 
 func (m *machine) newest(t Target) {
@@ -360,27 +352,27 @@ func (m *machine) offer(t Target) {
 		return
 	case m.finished(t):
 		// The same image was tried and failed; only a newer offer tries again.
-		m.emit(m.s.Phase, nil, "offer "+t.ID+" already ended "+m.s.LastResult.Result)
+		m.emit(m.s.Phase, nil, "offer "+t.ID+" already ended "+string(m.s.LastResult.Result))
 		return
 	}
 	switch m.s.Phase {
-	case Idle:
-		if booted.Status == SlotGood && booted.SHA256 == sha {
+	case ota.Idle:
+		if booted.Status == ota.SlotGood && booted.SHA256 == sha {
 			m.s.Pending = nil
-			m.transition(Idle, m.result(&t, ResultUpToDate, "", "slot "+m.s.Booted+" already runs this image"), "")
+			m.transition(ota.Idle, m.result(&t, ota.ResultUpToDate, "", "slot "+string(m.s.Booted)+" already runs this image"), "")
 			return
 		}
 		m.s.Restarts = 0
 		m.startInstall(t, "")
-	case Downloading, Verifying:
+	case ota.Downloading, ota.Verifying:
 		// Nothing is flipped yet: the newer offer preempts.
 		m.do(CancelInstall{})
-		old := m.result(cur, ResultSuperseded, "", "superseded by "+t.ID)
+		old := m.result(cur, ota.ResultSuperseded, "", "superseded by "+t.ID)
 		m.s.LastResult = old
 		m.emit(m.s.Phase, old, "")
 		m.s.Target = nil
-		if booted.Status == SlotGood && booted.SHA256 == sha {
-			m.transition(Idle, m.result(&t, ResultUpToDate, "", "slot "+m.s.Booted+" already runs this image"), "")
+		if booted.Status == ota.SlotGood && booted.SHA256 == sha {
+			m.transition(ota.Idle, m.result(&t, ota.ResultUpToDate, "", "slot "+string(m.s.Booted)+" already runs this image"), "")
 			return
 		}
 		m.s.Restarts = 0
@@ -402,17 +394,17 @@ func (m *machine) finished(t Target) bool {
 		return false
 	}
 	switch r.Result {
-	case ResultFailed, ResultRolledBack:
+	case ota.ResultFailed, ota.ResultRolledBack:
 		return true
-	case ResultSuccess, ResultUpToDate:
+	case ota.ResultSuccess, ota.ResultUpToDate:
 		b := m.s.Slots[m.s.Booted]
-		return b.Status == SlotGood && b.SHA256 == t.SHA256()
+		return b.Status == ota.SlotGood && b.SHA256 == t.SHA256()
 	}
 	return false
 }
 
 func (m *machine) startInstall(t Target, msg string) {
-	slot := otherSlot(m.s.Booted)
+	slot := m.s.Booted.Other()
 	t.Slot = slot
 	t.BytesDone = 0
 	m.s.Target = &t
@@ -420,36 +412,36 @@ func (m *machine) startInstall(t Target, msg string) {
 	// The journal forgets the slot's contents before the first byte is written
 	// and the bootloader is told it is bad: a half-written slot never boots.
 	m.s.Slots[slot] = SlotInfo{}
-	m.transition(Downloading, nil, msg)
+	m.transition(ota.Downloading, nil, msg)
 	m.do(Mark{Op: MarkBad, Slot: slot}, StartInstall{Gen: m.s.InstallGen, Target: t})
 }
 
 func (m *machine) progress(ev EvProgress) {
 	t := m.s.Target
-	if ev.Gen != m.s.InstallGen || t == nil || (m.s.Phase != Downloading && m.s.Phase != Verifying) {
+	if ev.Gen != m.s.InstallGen || t == nil || (m.s.Phase != ota.Downloading && m.s.Phase != ota.Verifying) {
 		return
 	}
 	t.BytesDone = ev.BytesDone
-	if ev.Verifying && m.s.Phase == Downloading {
-		m.transition(Verifying, nil, "")
+	if ev.Verifying && m.s.Phase == ota.Downloading {
+		m.transition(ota.Verifying, nil, "")
 	}
 	m.do(PublishProgress{Target: *t, BytesDone: ev.BytesDone, Total: ev.Total})
 }
 
 func (m *machine) installDone(ev EvInstallDone) {
 	t := m.s.Target
-	if ev.Gen != m.s.InstallGen || t == nil || (m.s.Phase != Downloading && m.s.Phase != Verifying) {
+	if ev.Gen != m.s.InstallGen || t == nil || (m.s.Phase != ota.Downloading && m.s.Phase != ota.Verifying) {
 		return // a late report from a writer that was cancelled
 	}
 	m.s.Restarts = 0
 	if ev.Code != "" {
 		m.s.Target = nil
-		m.transition(Idle, m.result(t, ResultFailed, ev.Code, ev.Message), "")
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ev.Code, ev.Message), "")
 		return
 	}
 	t.BytesDone = t.Payload.Size
-	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: SlotStaged}
-	m.transition(Staged, nil, "image written and verified in slot "+t.Slot)
+	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotStaged}
+	m.transition(ota.Staged, nil, "image written and verified in slot "+string(t.Slot))
 	m.activate()
 }
 
@@ -457,7 +449,7 @@ func (m *machine) installDone(ev EvInstallDone) {
 func (m *machine) activate() {
 	t := m.s.Target
 	m.do(Mark{Op: MarkActive, Slot: t.Slot})
-	m.transition(Rebooting, nil, "slot "+t.Slot+" is primary")
+	m.transition(ota.Rebooting, nil, "slot "+string(t.Slot)+" is primary")
 	if m.p.RebootImmediately {
 		m.do(Reboot{})
 	}
@@ -466,24 +458,24 @@ func (m *machine) activate() {
 func (m *machine) commit(msg string) {
 	t := m.s.Target
 	m.do(Mark{Op: MarkGood, Slot: t.Slot})
-	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: SlotGood}
+	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotGood}
 	if t.SecurityVersion > m.s.SecurityFloor {
 		m.s.SecurityFloor = t.SecurityVersion
 	}
 	m.s.Target = nil
-	m.transition(Idle, m.result(t, ResultSuccess, "", msg), "")
+	m.transition(ota.Idle, m.result(t, ota.ResultSuccess, "", msg), "")
 	m.startPending()
 }
 
 // reject gives up the running new slot and goes back to the other one.
-func (m *machine) reject(code, msg string) {
+func (m *machine) reject(code ota.Code, msg string) {
 	t := m.s.Target
 	m.do(Mark{Op: MarkBad, Slot: t.Slot})
 	info := m.s.Slots[t.Slot]
-	info.Status = SlotBad
+	info.Status = ota.SlotBad
 	m.s.Slots[t.Slot] = info
 	m.s.Target = nil
-	m.transition(Idle, m.result(t, ResultFailed, code, msg), "")
+	m.transition(ota.Idle, m.result(t, ota.ResultFailed, code, msg), "")
 	// Back to the old slot regardless of the reboot policy: this one is bad.
 	m.do(Reboot{})
 }
@@ -496,10 +488,10 @@ func (m *machine) fellBack() {
 	t := m.s.Target
 	m.do(Mark{Op: MarkBad, Slot: t.Slot}, Mark{Op: MarkGood, Slot: m.s.Booted})
 	info := m.s.Slots[t.Slot]
-	info.Status = SlotBad
+	info.Status = ota.SlotBad
 	m.s.Slots[t.Slot] = info
 	m.s.Target = nil
-	m.transition(Idle, m.result(t, ResultRolledBack, CodeRolledBackByBootloader,
+	m.transition(ota.Idle, m.result(t, ota.ResultRolledBack, ota.CodeRolledBackByBootloader,
 		fmt.Sprintf("booted slot %s, not the new slot %s: the bootloader fell back", m.s.Booted, t.Slot)), "")
 	m.startPending()
 }
@@ -517,21 +509,21 @@ func (m *machine) startPending() {
 // only with a good image in the other slot to return to, and not mid-install.
 func CanMarkBad(s State) error {
 	switch {
-	case s.Phase == Confirming:
+	case s.Phase == ota.Confirming:
 		return nil
-	case s.Phase != Idle:
+	case s.Phase != ota.Idle:
 		return fmt.Errorf("mark-bad refused: an install is %s; wait for it to settle", s.Phase)
 	}
-	st := s.Slots[otherSlot(s.Booted)].Status
-	if st != SlotGood && st != SlotStaged {
-		return fmt.Errorf("mark-bad refused: slot %s holds no good image to return to", otherSlot(s.Booted))
+	st := s.Slots[s.Booted.Other()].Status
+	if st != ota.SlotGood && st != ota.SlotStaged {
+		return fmt.Errorf("mark-bad refused: slot %s holds no good image to return to", s.Booted.Other())
 	}
 	return nil
 }
 
 func (m *machine) markBad() {
-	if m.s.Phase == Confirming {
-		m.reject(CodeCancelled, "marked bad by operator")
+	if m.s.Phase == ota.Confirming {
+		m.reject(ota.CodeCancelled, "marked bad by operator")
 		return
 	}
 	if err := CanMarkBad(m.s); err != nil {
@@ -540,11 +532,11 @@ func (m *machine) markBad() {
 	}
 	slot := m.s.Booted
 	info := m.s.Slots[slot]
-	info.Status = SlotBad
+	info.Status = ota.SlotBad
 	m.s.Slots[slot] = info
-	m.do(Mark{Op: MarkBad, Slot: slot}, Mark{Op: MarkActive, Slot: otherSlot(slot)})
-	m.transition(Idle, &Result{ID: info.ID, SHA256: info.SHA256, Result: ResultRolledBack, Code: CodeCancelled,
-		Message: "slot " + slot + " marked bad by operator"}, "")
+	m.do(Mark{Op: MarkBad, Slot: slot}, Mark{Op: MarkActive, Slot: slot.Other()})
+	m.transition(ota.Idle, &ota.Outcome{ID: info.ID, SHA256: info.SHA256, Result: ota.ResultRolledBack, Code: ota.CodeCancelled,
+		Message: "slot " + string(slot) + " marked bad by operator"}, "")
 	m.do(Reboot{})
 }
 
@@ -553,23 +545,23 @@ func (m *machine) markBad() {
 func (m *machine) effectFailed(ev EvEffectFailed) {
 	t := m.s.Target
 	switch m.s.Phase {
-	case Downloading, Verifying:
+	case ota.Downloading, ota.Verifying:
 		// Marking the slot bad failed: never write a slot that could boot.
 		m.s.Target = nil
 		m.do(CancelInstall{})
-		m.transition(Idle, m.result(t, ResultFailed, CodeWriteFailed, ev.Message), "")
-	case Staged, Rebooting:
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeWriteFailed, ev.Message), "")
+	case ota.Staged, ota.Rebooting:
 		// The flip did not happen: the old slot stays primary.
 		info := m.s.Slots[t.Slot]
-		info.Status = SlotBad
+		info.Status = ota.SlotBad
 		m.s.Slots[t.Slot] = info
 		m.s.Target = nil
-		m.transition(Idle, m.result(t, ResultFailed, CodeWriteFailed, ev.Message), "")
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeWriteFailed, ev.Message), "")
 		m.do(Mark{Op: MarkBad, Slot: t.Slot})
-	case Confirming:
+	case ota.Confirming:
 		// Neither commit nor rejection reached the bootloader. Rebooting keeps
 		// the new slot counting down its attempts until the bootloader falls back.
-		m.emit(Confirming, nil, ev.Message+"; rebooting so the bootloader decides")
+		m.emit(ota.Confirming, nil, ev.Message+"; rebooting so the bootloader decides")
 		m.do(Reboot{})
 	default:
 		m.emit(m.s.Phase, nil, ev.Message)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -19,8 +21,8 @@ func tgt(name string, minute int) Target {
 
 // fresh is a device booted from A with a committed image "o" (old).
 func fresh() State {
-	return State{Phase: Idle, Booted: "A", BootID: "b1", Slots: map[string]SlotInfo{
-		"A": {ID: "rel-o", Version: "o", SHA256: strings.Repeat("o", 64), Status: SlotGood},
+	return State{Phase: ota.Idle, Booted: "A", BootID: "b1", Slots: map[ota.Slot]SlotInfo{
+		"A": {ID: "rel-o", Version: "o", SHA256: strings.Repeat("o", 64), Status: ota.SlotGood},
 	}}
 }
 
@@ -32,12 +34,12 @@ func fx(effects []Effect) string {
 		case Persist:
 			out = append(out, "persist")
 		case Emit:
-			s := fmt.Sprintf("emit(%s>%s", e.Record.From, e.Record.To)
-			if e.Record.Result != "" {
-				s += "," + e.Record.Result
+			s := fmt.Sprintf("emit(%s>%s", e.Event.From, e.Event.To)
+			if e.Event.Result != "" {
+				s += "," + string(e.Event.Result)
 			}
-			if e.Record.Code != "" {
-				s += "," + e.Record.Code
+			if e.Event.Code != "" {
+				s += "," + string(e.Event.Code)
 			}
 			out = append(out, s+")")
 		case Mark:
@@ -68,7 +70,9 @@ func run(t *testing.T, s State, p Policy, evs ...Event) (State, string) {
 }
 
 // Generation numbers follow installs: the first install of a fresh state is 1.
-func done(gen uint64, code string) Event { return EvInstallDone{Gen: gen, Code: code, Message: code} }
+func done(gen uint64, code ota.Code) Event {
+	return EvInstallDone{Gen: gen, Code: code, Message: string(code)}
+}
 
 func TestStep(t *testing.T) {
 	imm := Policy{RebootImmediately: true, MaxRestarts: 2}
@@ -83,16 +87,16 @@ func TestStep(t *testing.T) {
 		start      State
 		policy     Policy
 		events     []Event
-		phase      Phase
-		result     string // last_result.result
-		code       string
+		phase      ota.Phase
+		result     ota.Result // last_result.result
+		code       ota.Code
 		effects    string // of the last event; "none" for none, "" not checked
 		targetID   string
 		pendingID  string
 		checkState func(t *testing.T, s State)
 	}{
 		{name: "idle offer starts install into inactive slot after marking it bad",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}}, phase: Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}}, phase: ota.Downloading,
 			effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)", targetID: "rel-n",
 			checkState: func(t *testing.T, s State) {
 				if s.Slots["B"] != (SlotInfo{}) {
@@ -100,89 +104,89 @@ func TestStep(t *testing.T) {
 				}
 			}},
 		{name: "offer equal to the booted committed image is up to date",
-			start: fresh(), policy: imm, events: []Event{EvOffer{o}}, phase: Idle, result: ResultUpToDate,
+			start: fresh(), policy: imm, events: []Event{EvOffer{o}}, phase: ota.Idle, result: ota.ResultUpToDate,
 			effects: "persist emit(idle>idle,up_to_date)"},
 		{name: "duplicate of the install in progress changes nothing",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{n}}, phase: Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{n}}, phase: ota.Downloading,
 			effects: "persist emit(downloading>downloading)", targetID: "rel-n"},
 		{name: "newer offer while downloading supersedes",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}}, phase: Downloading,
-			result: ResultSuperseded, targetID: "rel-m",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}}, phase: ota.Downloading,
+			result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "newer offer while verifying supersedes",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 100, Total: 100}, EvOffer{m}},
-			phase: Downloading, result: ResultSuperseded, targetID: "rel-m",
+			phase: ota.Downloading, result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(verifying>verifying,superseded) persist emit(verifying>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "offer for the booted image while downloading cancels and is up to date",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{o}}, phase: Idle, result: ResultUpToDate,
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{o}}, phase: ota.Idle, result: ota.ResultUpToDate,
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>idle,up_to_date)"},
 		{name: "progress moves to verifying once",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 50, Total: 100}},
-			phase: Verifying, effects: "persist emit(downloading>verifying) progress", targetID: "rel-n"},
+			phase: ota.Verifying, effects: "persist emit(downloading>verifying) progress", targetID: "rel-n"},
 		{name: "progress of an old writer is ignored",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, EvProgress{Gen: 1, Verifying: true}},
-			phase: Downloading, effects: "none", targetID: "rel-m"},
+			phase: ota.Downloading, effects: "none", targetID: "rel-m"},
 		{name: "verified write stages, flips and reboots (immediate)",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "")}, phase: Rebooting, targetID: "rel-n",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting) reboot",
 			checkState: func(t *testing.T, s State) {
-				if s.Slots["B"].Status != SlotStaged || s.Slots["B"].SHA256 != n.SHA256() {
+				if s.Slots["B"].Status != ota.SlotStaged || s.Slots["B"].SHA256 != n.SHA256() {
 					t.Errorf("slot B = %+v", s.Slots["B"])
 				}
 			}},
 		{name: "manual policy flips but does not reboot",
-			start: fresh(), policy: manual, events: []Event{EvOffer{n}, done(1, "")}, phase: Rebooting, targetID: "rel-n",
+			start: fresh(), policy: manual, events: []Event{EvOffer{n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting)"},
 		{name: "failed write is final and leaves the slot marked bad",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch")}, phase: Idle,
-			result: ResultFailed, code: "hash_mismatch", effects: "persist emit(downloading>idle,failed,hash_mismatch)"},
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch")}, phase: ota.Idle,
+			result: ota.ResultFailed, code: "hash_mismatch", effects: "persist emit(downloading>idle,failed,hash_mismatch)"},
 		{name: "late completion of a cancelled writer is ignored",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, done(1, "")}, phase: Downloading,
-			targetID: "rel-m", effects: "none", result: ResultSuperseded},
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, done(1, "")}, phase: ota.Downloading,
+			targetID: "rel-m", effects: "none", result: ota.ResultSuperseded},
 		{name: "redelivery of a failed offer does not retry",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{n}}, phase: Idle,
-			result: ResultFailed, code: "hash_mismatch", effects: "persist emit(idle>idle)"},
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{n}}, phase: ota.Idle,
+			result: ota.ResultFailed, code: "hash_mismatch", effects: "persist emit(idle>idle)"},
 		{name: "a newer offer of the same image tries again",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{func() Target { x := n; x.IssuedAt = x.IssuedAt.Add(time.Hour); return x }()}},
-			phase: Downloading, targetID: "rel-n", result: ResultFailed, effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)"},
+			phase: ota.Downloading, targetID: "rel-n", result: ota.ResultFailed, effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)"},
 		{name: "newer offer while rebooting waits in the pending place",
-			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}}, phase: Rebooting, targetID: "rel-n", pendingID: "rel-m",
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-m",
 			effects: "persist emit(rebooting>rebooting)"},
 		{name: "pending place keeps the newest",
-			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvOffer{tgt("p", 9)}}, phase: Rebooting, targetID: "rel-n", pendingID: "rel-p"},
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvOffer{tgt("p", 9)}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-p"},
 		{name: "agent restart while rebooting (same boot) reboots again",
-			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: Rebooting, effects: "persist emit(rebooting>rebooting) reboot", targetID: "rel-n"},
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Rebooting, effects: "persist emit(rebooting>rebooting) reboot", targetID: "rel-n"},
 		{name: "new boot on the target confirms",
-			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}}, phase: Confirming, targetID: "rel-n",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}}, phase: ota.Confirming, targetID: "rel-n",
 			effects: "persist emit(rebooting>confirming) health"},
 		{name: "new boot on the old slot: bootloader fell back",
-			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b2"}}, phase: Idle,
-			result: ResultRolledBack, code: CodeRolledBackByBootloader,
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b2"}}, phase: ota.Idle,
+			result: ota.ResultRolledBack, code: ota.CodeRolledBackByBootloader,
 			effects: "mark(bad,B) mark(good,A) persist emit(rebooting>idle,rolled_back,rolled_back_by_bootloader)"},
 		{name: "health pass commits and raises the floor",
-			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}, phase: Idle,
-			result: ResultSuccess, effects: "mark(good,B) persist emit(confirming>idle,success)",
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}, phase: ota.Idle,
+			result: ota.ResultSuccess, effects: "mark(good,B) persist emit(confirming>idle,success)",
 			checkState: func(t *testing.T, s State) {
-				if s.SecurityFloor != 1 || s.Slots["B"].Status != SlotGood || s.Target != nil {
+				if s.SecurityFloor != 1 || s.Slots["B"].Status != ota.SlotGood || s.Target != nil {
 					t.Errorf("floor %d slot B %+v target %v", s.SecurityFloor, s.Slots["B"], s.Target)
 				}
 			}},
 		{name: "health failure marks bad and reboots into the old slot",
 			start: atRebooting(), policy: manual, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false, Message: "x"}},
-			phase: Idle, result: ResultFailed, code: CodeHealthCheckFailed,
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeHealthCheckFailed,
 			effects: "mark(bad,B) persist emit(confirming>idle,failed,health_check_failed) reboot"},
 		{name: "after a health failure the old slot boots and stays idle",
 			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false}, EvBoot{Booted: "A", BootID: "b3"}},
-			phase: Idle, result: ResultFailed, effects: "persist mark(good,A) mark(bad,B) persist emit(idle>idle)"},
+			phase: ota.Idle, result: ota.ResultFailed, effects: "persist mark(good,A) mark(bad,B) persist emit(idle>idle)"},
 		{name: "crash after rejecting, same boot on the bad slot: leave again, never commit",
 			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false}, EvBoot{Booted: "B", BootID: "b2"}},
-			phase: Idle, effects: "persist mark(bad,B) reboot"},
+			phase: ota.Idle, effects: "persist mark(bad,B) reboot"},
 		{name: "success starts the pending offer into the now inactive slot",
 			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}},
-			phase: Downloading, targetID: "rel-m", result: ResultSuccess,
+			phase: ota.Downloading, targetID: "rel-m", result: ota.ResultSuccess,
 			effects: "mark(good,B) persist emit(confirming>idle,success) persist emit(idle>downloading) mark(bad,A) install(rel-m>A)"},
 		{name: "interrupted download restarts from scratch after a restart",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: Downloading, targetID: "rel-n",
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Downloading, targetID: "rel-n",
 			effects: "persist mark(good,A) persist emit(downloading>downloading) mark(bad,B) install(rel-n>B)",
 			checkState: func(t *testing.T, s State) {
 				if s.Restarts != 1 {
@@ -191,43 +195,43 @@ func TestStep(t *testing.T) {
 			}},
 		{name: "an install interrupted too often is given up",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}, EvBoot{Booted: "A", BootID: "b2"}, EvBoot{Booted: "A", BootID: "b3"}},
-			phase: Idle, result: ResultFailed, code: CodeCancelled},
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled},
 		{name: "staged, flipped, new boot on the old slot: fell back",
 			start: func() State {
 				s, _ := run(t, fresh(), imm, EvOffer{n})
-				s.Phase = Staged
+				s.Phase = ota.Staged
 				return s
-			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "B"}}, phase: Idle, result: ResultRolledBack},
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "B"}}, phase: ota.Idle, result: ota.ResultRolledBack},
 		{name: "staged, power cut before the flip: flip now and reboot",
 			start: func() State {
 				s, _ := run(t, fresh(), imm, EvOffer{n})
-				s.Phase = Staged
+				s.Phase = ota.Staged
 				return s
-			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "A"}}, phase: Rebooting, targetID: "rel-n",
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "A"}}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist mark(good,A) mark(active,B) persist emit(staged>rebooting) reboot"},
 		{name: "staged, same boot: flip again and reboot",
 			start: func() State {
 				s, _ := run(t, fresh(), imm, EvOffer{n})
-				s.Phase = Staged
+				s.Phase = ota.Staged
 				return s
-			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: Rebooting,
+			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Rebooting,
 			effects: "mark(active,B) persist emit(staged>rebooting) reboot", targetID: "rel-n"},
 		{name: "refused offer records its code and changes nothing else",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvRefused{Code: "bad_signature", Message: "x"}}, phase: Downloading,
-			result: ResultRejected, code: "bad_signature", targetID: "rel-n", effects: "persist emit(downloading>downloading,rejected,bad_signature)"},
+			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvRefused{Outcome: ota.Outcome{Code: "bad_signature", Message: "x"}}}, phase: ota.Downloading,
+			result: ota.ResultRejected, code: "bad_signature", targetID: "rel-n", effects: "persist emit(downloading>downloading,rejected,bad_signature)"},
 		{name: "manual mark-bad with a good other slot returns to it",
 			start: func() State {
 				s, _ := run(t, atRebooting(), imm, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true})
 				return s
-			}(), policy: imm, events: []Event{EvMarkBad{}}, phase: Idle, result: ResultRolledBack,
+			}(), policy: imm, events: []Event{EvMarkBad{}}, phase: ota.Idle, result: ota.ResultRolledBack,
 			effects: "mark(bad,B) mark(active,A) persist emit(idle>idle,rolled_back,cancelled) reboot"},
 		{name: "manual mark-bad with nothing to return to is refused",
-			start: fresh(), policy: imm, events: []Event{EvMarkBad{}}, phase: Idle, effects: "persist emit(idle>idle)"},
+			start: fresh(), policy: imm, events: []Event{EvMarkBad{}}, phase: ota.Idle, effects: "persist emit(idle>idle)"},
 		{name: "manual mark-good while confirming commits",
-			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvMarkGood{}}, phase: Idle, result: ResultSuccess},
+			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvMarkGood{}}, phase: ota.Idle, result: ota.ResultSuccess},
 		{name: "bootloader failure while marking bad fails the install",
 			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvEffectFailed{Effect: Mark{Op: MarkBad, Slot: "B"}, Message: "env"}},
-			phase: Idle, result: ResultFailed, code: CodeWriteFailed, effects: "cancel persist emit(downloading>idle,failed,write_failed)"},
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeWriteFailed, effects: "cancel persist emit(downloading>idle,failed,write_failed)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,13 +286,13 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 			case Persist:
 				persistedSeq = e.State.Seq
 			case Emit:
-				if e.Record.Seq <= lastSeq {
-					t.Fatalf("seq %d after %d", e.Record.Seq, lastSeq)
+				if e.Event.Seq <= lastSeq {
+					t.Fatalf("seq %d after %d", e.Event.Seq, lastSeq)
 				}
-				if persistedSeq < e.Record.Seq {
-					t.Fatalf("seq %d published before journaled (journal has %d)", e.Record.Seq, persistedSeq)
+				if persistedSeq < e.Event.Seq {
+					t.Fatalf("seq %d published before journaled (journal has %d)", e.Event.Seq, persistedSeq)
 				}
-				lastSeq = e.Record.Seq
+				lastSeq = e.Event.Seq
 			}
 		}
 	}

@@ -7,16 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-)
 
-// Slot names (SPEC §1).
-const (
-	SlotA = "A"
-	SlotB = "B"
+	"github.com/otad/otad/ota"
 )
-
-// Slots returns the slot names in canonical order ("A", "B").
-func Slots() []string { return []string{SlotA, SlotB} }
 
 var (
 	// ErrUnknownSlot is returned (wrapped) for a slot other than "A" or "B".
@@ -38,13 +31,13 @@ type SlotState struct {
 // State is the bootloader's view of both slots.
 type State struct {
 	// Order is the boot order as the boot script walks it (slot names only).
-	Order []string
-	Slots map[string]SlotState
+	Order []ota.Slot
+	Slots map[ota.Slot]SlotState
 }
 
 // Primary is the slot the next boot will pick: the first in Order that is
 // Bootable; "" when none is.
-func (s State) Primary() string {
+func (s State) Primary() ota.Slot {
 	for _, name := range s.Order {
 		if st, ok := s.Slots[name]; ok && st.Bootable {
 			return name
@@ -58,28 +51,17 @@ func (s State) Primary() string {
 type Bootloader interface {
 	State(ctx context.Context) (State, error)
 	// MarkBad makes slot unbootable until it is marked active or good again.
-	MarkBad(ctx context.Context, slot string) error
+	MarkBad(ctx context.Context, slot ota.Slot) error
 	// MarkActive puts slot first in the boot order with the configured attempts.
-	MarkActive(ctx context.Context, slot string) error
+	MarkActive(ctx context.Context, slot ota.Slot) error
 	// MarkGood commits slot: attempts restored (uboot) / OK=1, TRY=0 (grub).
-	MarkGood(ctx context.Context, slot string) error
+	MarkGood(ctx context.Context, slot ota.Slot) error
 }
 
 // CheckSlot returns nil for "A" or "B" and an ErrUnknownSlot-wrapped error otherwise.
-func CheckSlot(slot string) error {
-	if slot == SlotA || slot == SlotB {
+func CheckSlot(slot ota.Slot) error {
+	if slot.Valid() {
 		return nil
 	}
-	return fmt.Errorf("slot %q: %w (want %q or %q)", slot, ErrUnknownSlot, SlotA, SlotB)
-}
-
-// Other returns the other slot of an A/B pair ("" for an unknown slot).
-func Other(slot string) string {
-	switch slot {
-	case SlotA:
-		return SlotB
-	case SlotB:
-		return SlotA
-	}
-	return ""
+	return fmt.Errorf("slot %q: %w (want %q or %q)", slot, ErrUnknownSlot, ota.SlotA, ota.SlotB)
 }

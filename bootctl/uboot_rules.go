@@ -5,6 +5,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+
+	"github.com/otad/otad/ota"
 )
 
 // U-Boot variable names (RAUC-compatible, SPEC §7). The sim backend uses the same.
@@ -15,7 +17,7 @@ const (
 )
 
 // UBootLeftVar is the name of slot's attempt counter, e.g. "BOOT_A_LEFT".
-func UBootLeftVar(slot string) string { return "BOOT_" + slot + "_LEFT" }
+func UBootLeftVar(slot ota.Slot) string { return "BOOT_" + string(slot) + "_LEFT" }
 
 // MaxUBootAttempts bounds the configured attempts: U-Boot's setexpr counts in hex
 // while its test -gt compares in decimal, and the two agree only on one digit.
@@ -79,11 +81,11 @@ func hexDigit(c byte) (byte, bool) {
 
 // orderSlots returns the A/B names of a BOOT_ORDER/ORDER value in order, once each.
 // The scripts split it on blanks like any shell word list.
-func orderSlots(order string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, w := range strings.Fields(order) {
-		if CheckSlot(w) == nil && !seen[w] {
+func orderSlots(order string) []ota.Slot {
+	var out []ota.Slot
+	seen := map[ota.Slot]bool{}
+	for _, f := range strings.Fields(order) {
+		if w := ota.Slot(f); w.Valid() && !seen[w] {
 			seen[w] = true
 			out = append(out, w)
 		}
@@ -97,7 +99,7 @@ func ubootDefaults(vars map[string]string, attempts int) {
 	if vars[UBootOrderVar] == "" {
 		vars[UBootOrderVar] = DefaultOrder
 	}
-	for _, s := range Slots() {
+	for _, s := range ota.Slots() {
 		if vars[UBootLeftVar(s)] == "" {
 			vars[UBootLeftVar(s)] = strconv.Itoa(attempts)
 		}
@@ -114,15 +116,16 @@ func ubootDefaults(vars map[string]string, attempts int) {
 // which is what is returned here. newVars is the environment as saved by the boot
 // (a copy; vars is not modified). slot is "" only when BOOT_ORDER names no slot at
 // all, where U-Boot would reset forever.
-func UBootPick(vars map[string]string, attempts int) (slot string, newVars map[string]string) {
+func UBootPick(vars map[string]string, attempts int) (slot ota.Slot, newVars map[string]string) {
 	nv := maps.Clone(vars)
 	if nv == nil {
 		nv = map[string]string{}
 	}
 	ubootDefaults(nv, attempts)
 	for pass := 0; pass < 2; pass++ {
-		for _, w := range strings.Fields(nv[UBootOrderVar]) {
-			if CheckSlot(w) != nil {
+		for _, f := range strings.Fields(nv[UBootOrderVar]) {
+			w := ota.Slot(f)
+			if !w.Valid() {
 				continue
 			}
 			k := UBootLeftVar(w)
@@ -132,7 +135,7 @@ func UBootPick(vars map[string]string, attempts int) (slot string, newVars map[s
 			}
 		}
 		// "No valid slot found": reset both, saveenv, reset the board.
-		for _, s := range Slots() {
+		for _, s := range ota.Slots() {
 			nv[UBootLeftVar(s)] = strconv.Itoa(attempts)
 		}
 	}
@@ -146,8 +149,8 @@ func UBootState(vars map[string]string, attempts int) State {
 		v = map[string]string{}
 	}
 	ubootDefaults(v, attempts)
-	st := State{Order: orderSlots(v[UBootOrderVar]), Slots: map[string]SlotState{}}
-	for _, s := range Slots() {
+	st := State{Order: orderSlots(v[UBootOrderVar]), Slots: map[ota.Slot]SlotState{}}
+	for _, s := range ota.Slots() {
 		left := ubootTestInt(v[UBootLeftVar(s)])
 		st.Slots[s] = SlotState{Bootable: left > 0, AttemptsLeft: int(left)}
 	}
@@ -155,7 +158,7 @@ func UBootState(vars map[string]string, attempts int) State {
 }
 
 // UBootMarkBad sets BOOT_x_LEFT=0 in vars (SPEC §7).
-func UBootMarkBad(vars map[string]string, slot string) error {
+func UBootMarkBad(vars map[string]string, slot ota.Slot) error {
 	if err := CheckSlot(slot); err != nil {
 		return err
 	}
@@ -164,17 +167,17 @@ func UBootMarkBad(vars map[string]string, slot string) error {
 }
 
 // UBootMarkActive puts slot first in BOOT_ORDER and sets BOOT_x_LEFT=attempts.
-func UBootMarkActive(vars map[string]string, slot string, attempts int) error {
+func UBootMarkActive(vars map[string]string, slot ota.Slot, attempts int) error {
 	if err := CheckSlot(slot); err != nil {
 		return err
 	}
-	vars[UBootOrderVar] = slot + " " + Other(slot)
+	vars[UBootOrderVar] = string(slot) + " " + string(slot.Other())
 	vars[UBootLeftVar(slot)] = strconv.Itoa(attempts)
 	return nil
 }
 
 // UBootMarkGood sets BOOT_x_LEFT=attempts.
-func UBootMarkGood(vars map[string]string, slot string, attempts int) error {
+func UBootMarkGood(vars map[string]string, slot ota.Slot, attempts int) error {
 	if err := CheckSlot(slot); err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/testtool"
+
+	"github.com/otad/otad/ota"
 )
 
 const bootCmdPath = "../packaging/bootloader/boot.cmd"
@@ -103,7 +105,7 @@ func translateCmd(t *testing.T, n int, line string) string {
 }
 
 type scriptRun struct {
-	slot   string            // from rauc.slot= in bootargs
+	slot   ota.Slot          // from rauc.slot= in bootargs
 	saved  map[string]string // the env as last saved
 	resets int
 	out    string
@@ -152,7 +154,7 @@ func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 			case strings.HasPrefix(l, "BOOT bootargs="):
 				for _, f := range strings.Fields(strings.TrimPrefix(l, "BOOT bootargs=")) {
 					if v, ok := strings.CutPrefix(f, "rauc.slot="); ok {
-						run.slot = v
+						run.slot = ota.Slot(v)
 					}
 				}
 			}
@@ -280,7 +282,7 @@ func TestUBootPickTable(t *testing.T) {
 	tests := []struct {
 		name     string
 		vars     map[string]string
-		wantSlot string
+		wantSlot ota.Slot
 		wantA    string
 		wantB    string
 		wantOrd  string

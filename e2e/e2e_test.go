@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+
+	"github.com/otad/otad/ota"
 )
 
 // Budgets under TCG. QEMU.md measured ~10 s per OVMF+GRUB+kernel boot; these
@@ -229,7 +230,7 @@ func (d *device) expect(ctx context.Context, r *Run, pattern string) string {
 }
 
 // waitStatus waits for a retained status snapshot that satisfies ok.
-func (d *device) waitStatus(ctx context.Context, what string, ok func(agent.Status) bool) agent.Status {
+func (d *device) waitStatus(ctx context.Context, what string, ok func(ota.Status) bool) ota.Status {
 	d.t.Helper()
 	st, err := d.fleet.WaitStatus(ctx, ok)
 	if err != nil {
@@ -324,7 +325,7 @@ func scenarioBoot(t *testing.T, ctx context.Context, d *device) {
 	d.expect(bctx, r, initOf("A-1", "A"))
 	d.expect(bctx, r, otadRunning("A"))
 	d.expect(bctx, r, `mark=good slot=A`)
-	st := d.waitStatus(bctx, "idle on A", func(s agent.Status) bool { return s.BootedSlot == "A" && s.State == agent.Idle })
+	st := d.waitStatus(bctx, "idle on A", func(s ota.Status) bool { return s.BootedSlot == "A" && s.State == ota.Idle })
 	if st.Device != GuestDeviceID {
 		t.Errorf("status device %q, want %q", st.Device, GuestDeviceID)
 	}
@@ -343,8 +344,8 @@ func scenarioGoodUpdate(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-2", "B"))
 	d.expect(ctx, r, otadRunning("B"))
-	st := d.waitStatus(ctx, "committed on B", func(s agent.Status) bool {
-		return s.BootedSlot == "B" && s.State == agent.Idle && s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess
+	st := d.waitStatus(ctx, "committed on B", func(s ota.Status) bool {
+		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
 	})
 	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != "rel-b-2" {
 		t.Errorf("status after commit: slot B %+v, last result %+v; want sha256 %s, id rel-b-2", st.Slots["B"], st.LastResult, img.SHA256)
@@ -365,8 +366,8 @@ func scenarioHang(t *testing.T, ctx context.Context, d *device) {
 	// No feeding: the i6300esb resets the machine and GRUB, seeing B_TRY=1, boots A.
 	d.expect(ctx, r, bootingSlot("A"))
 	d.expect(ctx, r, otadRunning("A"))
-	st := d.waitStatus(ctx, "rolled back", func(s agent.Status) bool {
-		return s.BootedSlot == "A" && s.LastResult != nil && s.LastResult.Result == agent.ResultRolledBack
+	st := d.waitStatus(ctx, "rolled back", func(s ota.Status) bool {
+		return s.BootedSlot == "A" && s.LastResult != nil && s.LastResult.Result == ota.ResultRolledBack
 	})
 	if st.LastResult.ID != "rel-b-hang" {
 		t.Errorf("rolled back %+v, want id rel-b-hang", st.LastResult)
@@ -391,10 +392,10 @@ func scenarioHealthFails(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.expect(ctx, r, bootingSlot("A"))
 	d.expect(ctx, r, otadRunning("A"))
-	st := d.waitStatus(ctx, "health check failed", func(s agent.Status) bool {
-		return s.BootedSlot == "A" && s.State == agent.Idle && s.LastResult != nil && s.LastResult.Code == agent.CodeHealthCheckFailed
+	st := d.waitStatus(ctx, "health check failed", func(s ota.Status) bool {
+		return s.BootedSlot == "A" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Code == ota.CodeHealthCheckFailed
 	})
-	if st.LastResult.Result != agent.ResultFailed || st.LastResult.ID != "rel-b-unhealthy" {
+	if st.LastResult.Result != ota.ResultFailed || st.LastResult.ID != "rel-b-unhealthy" {
 		t.Errorf("last result %+v, want failed rel-b-unhealthy", st.LastResult)
 	}
 	d.expect(ctx, r, `mark=good slot=A`)
@@ -422,8 +423,8 @@ func scenarioPowerCut(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, otadRunning("A"))
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-3", "B"))
-	st := d.waitStatus(ctx, "committed on B after the power cut", func(s agent.Status) bool {
-		return s.BootedSlot == "B" && s.State == agent.Idle && s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess
+	st := d.waitStatus(ctx, "committed on B after the power cut", func(s ota.Status) bool {
+		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
 	})
 	if st.Slots["B"].SHA256 != img.SHA256 {
 		t.Errorf("slot B %+v, want sha256 %s", st.Slots["B"], img.SHA256)
@@ -457,13 +458,13 @@ func scenarioStorm(t *testing.T, ctx context.Context, d *device) {
 	d.offer(ctx, "rel-s2", imgs[1], urls[1], base.Add(1*time.Second))
 	d.offer(ctx, "rel-s3", imgs[2], urls[2], base.Add(2*time.Second))
 	d.http.Throttle(0)
-	d.waitStatus(ctx, "rel-s1 superseded", func(s agent.Status) bool {
-		return s.LastResult != nil && s.LastResult.ID == "rel-s1" && s.LastResult.Result == agent.ResultSuperseded
+	d.waitStatus(ctx, "rel-s1 superseded", func(s ota.Status) bool {
+		return s.LastResult != nil && s.LastResult.ID == "rel-s1" && s.LastResult.Result == ota.ResultSuperseded
 	})
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-s3", "B"))
-	st := d.waitStatus(ctx, "newest offer committed", func(s agent.Status) bool {
-		return s.BootedSlot == "B" && s.State == agent.Idle && s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess
+	st := d.waitStatus(ctx, "newest offer committed", func(s ota.Status) bool {
+		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
 	})
 	if st.Slots["B"].SHA256 != imgs[2].SHA256 || st.LastResult.ID != "rel-s3" {
 		t.Errorf("after the storm: slot B %+v, last %+v; want rel-s3 %s", st.Slots["B"], st.LastResult, imgs[2].SHA256)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 // requireTool ends the test when a Debian tool is missing: t.Fatal under CI
@@ -518,7 +520,7 @@ func TestSignerOfferVerifies(t *testing.T) {
 	if p := off.Manifest.Payload; p.Size != img.Size || p.SHA256 != img.SHA256 || off.Manifest.ID != "rel-1" {
 		t.Errorf("manifest %+v", off.Manifest)
 	}
-	if _, err := verify.Check(env, kr, policy, verify.Facts{Now: now, InactiveSlotSize: 16 << 20}); verify.CodeOf(err) != verify.CodeTooBigForSlot {
+	if _, err := verify.Check(env, kr, policy, verify.Facts{Now: now, InactiveSlotSize: 16 << 20}); ota.CodeOf(err) != ota.CodeTooBigForSlot {
 		t.Errorf("payload larger than the slot: %v, want too_big_for_slot", err)
 	}
 }

@@ -18,9 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 // PayloadServer serves image files over HTTP on the host's loopback; the guest
@@ -162,7 +163,7 @@ func (s *Signer) Offer(id, version string, img Image, url string, issued time.Ti
 		Schema: 1, ID: id, Version: version, SecurityVersion: 1,
 		Compatible: []string{GuestCompatible}, Devices: []string{GuestDeviceID},
 		IssuedAt: issued.UTC().Truncate(time.Second), ExpiresAt: issued.UTC().Add(24 * time.Hour).Truncate(time.Second),
-		Payload: verify.Payload{URL: url, Compression: verify.CompressionNone, Size: img.Size, SHA256: img.SHA256},
+		Payload: verify.Payload{URL: url, Compression: ota.CompressionNone, Size: img.Size, SHA256: img.SHA256},
 	}
 	return verify.SignOffer(&m, s.Key)
 }
@@ -172,8 +173,8 @@ type Fleet struct {
 	cfg mqtt.Config
 
 	mu       sync.Mutex
-	status   []agent.Status // every status snapshot, in arrival order
-	progress []agent.ProgressMsg
+	status   []ota.Status // every status snapshot, in arrival order
+	progress []ota.Progress
 	changed  chan struct{}
 	watchErr error
 }
@@ -208,12 +209,12 @@ func (f *Fleet) handle(topic string, payload []byte) {
 	defer f.mu.Unlock()
 	switch {
 	case strings.HasSuffix(topic, "/"+GuestDeviceID+"/status"):
-		var st agent.Status
+		var st ota.Status
 		if json.Unmarshal(payload, &st) == nil {
 			f.status = append(f.status, st)
 		}
 	case strings.HasSuffix(topic, "/"+GuestDeviceID+"/progress"):
-		var p agent.ProgressMsg
+		var p ota.Progress
 		if json.Unmarshal(payload, &p) == nil {
 			f.progress = append(f.progress, p)
 		}
@@ -234,7 +235,7 @@ var ErrNoSuchStatus = errors.New("no matching status")
 
 // WaitStatus waits for a status snapshot (one already received counts) for
 // which ok is true.
-func (f *Fleet) WaitStatus(ctx context.Context, ok func(agent.Status) bool) (agent.Status, error) {
+func (f *Fleet) WaitStatus(ctx context.Context, ok func(ota.Status) bool) (ota.Status, error) {
 	seen := 0
 	for {
 		f.mu.Lock()
@@ -249,14 +250,14 @@ func (f *Fleet) WaitStatus(ctx context.Context, ok func(agent.Status) bool) (age
 		f.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return agent.Status{}, fmt.Errorf("%w: %w", ErrNoSuchStatus, ctx.Err())
+			return ota.Status{}, fmt.Errorf("%w: %w", ErrNoSuchStatus, ctx.Err())
 		case <-changed:
 		}
 	}
 }
 
 // WaitProgress waits for a progress report with at least bytesDone.
-func (f *Fleet) WaitProgress(ctx context.Context, bytesDone int64) (agent.ProgressMsg, error) {
+func (f *Fleet) WaitProgress(ctx context.Context, bytesDone int64) (ota.Progress, error) {
 	seen := 0
 	for {
 		f.mu.Lock()
@@ -271,15 +272,15 @@ func (f *Fleet) WaitProgress(ctx context.Context, bytesDone int64) (agent.Progre
 		f.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return agent.ProgressMsg{}, fmt.Errorf("no progress report with %d bytes done: %w", bytesDone, ctx.Err())
+			return ota.Progress{}, fmt.Errorf("no progress report with %d bytes done: %w", bytesDone, ctx.Err())
 		case <-changed:
 		}
 	}
 }
 
 // Statuses returns every status received so far, for failure reports.
-func (f *Fleet) Statuses() []agent.Status {
+func (f *Fleet) Statuses() []ota.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]agent.Status(nil), f.status...)
+	return append([]ota.Status(nil), f.status...)
 }

@@ -7,25 +7,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otad/otad/agent"
+	"github.com/otad/otad/ota"
 )
 
 // Result is an outcome as the fleet table shows it: "success",
 // "failed/health_check_failed".
 type Result struct {
-	Result string
-	Code   string
+	Result ota.Result
+	Code   ota.Code
 }
 
 func (r Result) String() string {
 	if r.Code == "" {
-		return r.Result
+		return string(r.Result)
 	}
-	return r.Result + "/" + r.Code
+	return string(r.Result) + "/" + string(r.Code)
 }
 
 // resultOf is a status's last result; the zero Result when there is none.
-func resultOf(r *agent.ResultStatus) Result {
+func resultOf(r *ota.Outcome) Result {
 	if r == nil {
 		return Result{}
 	}
@@ -36,7 +36,7 @@ func resultOf(r *agent.ResultStatus) Result {
 type Finish struct {
 	Result
 	Took    time.Duration // from Begin to the settled status
-	Booted  string        // the slot the device runs afterwards
+	Booted  ota.Slot      // the slot the device runs afterwards
 	Running string        // the version in that slot
 }
 
@@ -85,7 +85,7 @@ func (v *View) Check(ids []string, want Result) Verdict {
 		}
 		// A refusal of a forged or garbled offer names no rollout: it still
 		// ends this one on that device.
-		if r := lastResult(d); r != nil && r.Result == agent.ResultRejected && !sameResult(r, d.baseline) {
+		if r := lastResult(d); r != nil && r.Result == ota.ResultRejected && !sameResult(r, d.baseline) {
 			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
 			continue
 		}
@@ -94,14 +94,14 @@ func (v *View) Check(ids []string, want Result) Verdict {
 	return out
 }
 
-func lastResult(d *device) *agent.ResultStatus {
+func lastResult(d *device) *ota.Outcome {
 	if d.status == nil {
 		return nil
 	}
 	return d.status.LastResult
 }
 
-func sameResult(a, b *agent.ResultStatus) bool {
+func sameResult(a, b *ota.Outcome) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

@@ -7,22 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/agent"
+	"github.com/otad/otad/ota"
 )
 
 // snap is a status snapshot as a device publishes it.
-func snap(dev string, seq uint64, state agent.Phase, booted string, slots map[string]string, last *agent.ResultStatus) []byte {
-	st := agent.Status{Device: dev, Seq: seq, BootID: "boot", State: state, BootedSlot: booted, Slots: map[string]agent.SlotStatus{}, LastResult: last}
+func snap(dev string, seq uint64, state ota.Phase, booted ota.Slot, slots map[string]string, last *ota.Outcome) []byte {
+	st := ota.Status{Device: dev, Seq: seq, BootID: "boot", State: state, BootedSlot: booted, Slots: map[ota.Slot]ota.SlotStatus{}, LastResult: last}
 	for name, s := range slots { // "version:status"
 		v, status, _ := strings.Cut(s, ":")
-		st.Slots[name] = agent.SlotStatus{Version: v, Status: status}
+		st.Slots[ota.Slot(name)] = ota.SlotStatus{Version: v, Status: ota.SlotState(status)}
 	}
 	b, _ := json.Marshal(st)
 	return b
 }
 
-func res(id, result, code string) *agent.ResultStatus {
-	return &agent.ResultStatus{ID: id, Result: result, Code: code}
+func res(id string, result ota.Result, code ota.Code) *ota.Outcome {
+	return &ota.Outcome{ID: id, Result: result, Code: code}
 }
 
 type msg struct {
@@ -39,8 +39,8 @@ func online(dev string, on bool) msg {
 func TestRolloutCheck(t *testing.T) {
 	good := map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}
 	aBad := map[string]string{"A": "2.1.0:bad", "B": "2.0.0:good"}
-	ok := Result{Result: agent.ResultSuccess}
-	hc := Result{Result: agent.ResultFailed, Code: agent.CodeHealthCheckFailed}
+	ok := Result{Result: ota.ResultSuccess}
+	hc := Result{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
 	devs := []string{"d1", "d2"}
 	tests := []struct {
 		name    string
@@ -52,43 +52,43 @@ func TestRolloutCheck(t *testing.T) {
 	}{
 		{"nothing heard", nil, nil, ok, devs, 0},
 		{"both succeed", nil, []msg{
-			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
-			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "success", ""))),
+			status("d2", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))),
 		}, ok, nil, 0},
 		{"still installing", nil, []msg{
-			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
-			status("d2", snap("d2", 3, agent.Downloading, "A", good, nil)),
+			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "success", ""))),
+			status("d2", snap("d2", 3, ota.Downloading, "A", good, nil)),
 		}, ok, []string{"d2"}, 0},
 		{"outcome of another rollout", nil, []msg{
-			status("d1", snap("d1", 5, agent.Idle, "B", good, res("old", "success", ""))),
-			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d1", snap("d1", 5, ota.Idle, "B", good, res("old", "success", ""))),
+			status("d2", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))),
 		}, ok, []string{"d1"}, 0},
 		// Rejecting the booted slot: "idle, failed" on the bad slot first, then the reboot.
 		{"failed but not yet rebooted", nil, []msg{
-			status("d1", snap("d1", 9, agent.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
-			status("d2", snap("d2", 9, agent.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
-			status("d2", snap("d2", 10, agent.Idle, "B", aBad, res("r", "failed", "health_check_failed"))),
+			status("d1", snap("d1", 9, ota.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
+			status("d2", snap("d2", 9, ota.Idle, "A", aBad, res("r", "failed", "health_check_failed"))),
+			status("d2", snap("d2", 10, ota.Idle, "B", aBad, res("r", "failed", "health_check_failed"))),
 		}, hc, []string{"d1"}, 0},
 		{"unexpected outcome", nil, []msg{
-			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "failed", "hash_mismatch"))),
-			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "failed", "health_check_failed"))),
+			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "failed", "hash_mismatch"))),
+			status("d2", snap("d2", 5, ota.Idle, "B", good, res("r", "failed", "health_check_failed"))),
 		}, hc, nil, 1},
 		{"forged offer refused", []msg{
-			status("d1", snap("d1", 2, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d1", snap("d1", 2, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
 		}, []msg{
-			status("d1", snap("d1", 3, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
-			status("d2", snap("d2", 3, agent.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d1", snap("d1", 3, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d2", snap("d2", 3, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
 		}, ok, []string{"d1"}, 1}, // d1's refusal is older than the rollout
 		{"late older snapshot ignored", nil, []msg{
-			status("d1", snap("d1", 5, agent.Idle, "B", good, res("r", "success", ""))),
-			status("d1", snap("d1", 4, agent.Confirming, "B", good, nil)),
-			status("d2", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))),
+			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "success", ""))),
+			status("d1", snap("d1", 4, ota.Confirming, "B", good, nil)),
+			status("d2", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))),
 		}, ok, nil, 0},
 		{"malformed and foreign messages", nil, []msg{
 			status("d1", []byte("{not json")),
-			status("d1", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))), // names another device
-			{"ota/devices/d2/events", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))},
-			{"other/devices/d2/status", snap("d2", 5, agent.Idle, "B", good, res("r", "success", ""))},
+			status("d1", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))), // names another device
+			{"ota/devices/d2/events", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))},
+			{"other/devices/d2/status", snap("d2", 5, ota.Idle, "B", good, res("r", "success", ""))},
 		}, ok, devs, 0},
 	}
 	for _, tt := range tests {
@@ -117,7 +117,7 @@ func TestFinishAndReady(t *testing.T) {
 	clock := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	tr.now = func() time.Time { return clock }
 	good := map[string]string{"A": "1.0.0:good", "B": ":"}
-	for _, m := range []msg{online("d1", true), status("d1", snap("d1", 1, agent.Idle, "A", good, nil)), status("d2", snap("d2", 1, agent.Idle, "A", good, nil))} {
+	for _, m := range []msg{online("d1", true), status("d1", snap("d1", 1, ota.Idle, "A", good, nil)), status("d2", snap("d2", 1, ota.Idle, "A", good, nil))} {
 		tr.Observe(m.topic, m.payload)
 	}
 	if got := tr.Ready([]string{"d1", "d2", "d3"}); !reflect.DeepEqual(got, []string{"d2", "d3"}) {
@@ -128,9 +128,9 @@ func TestFinishAndReady(t *testing.T) {
 	}
 	tr.Begin("r")
 	clock = clock.Add(3 * time.Second)
-	tr.Observe("ota/devices/d1/status", snap("d1", 7, agent.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
+	tr.Observe("ota/devices/d1/status", snap("d1", 7, ota.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
 	clock = clock.Add(time.Second) // a later duplicate changes nothing
-	tr.Observe("ota/devices/d1/status", snap("d1", 8, agent.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
+	tr.Observe("ota/devices/d1/status", snap("d1", 8, ota.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
 	f, ok := tr.Finished("d1", "r")
 	want := Finish{Result: Result{Result: "success"}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
 	if !ok || f != want {
@@ -148,7 +148,7 @@ func TestFinishAndReady(t *testing.T) {
 // Status snapshots come from the network: nothing a device sends may crash
 // the tracker or make a rollout look finished without a matching status.
 func FuzzObserve(f *testing.F) {
-	f.Add("ota/devices/d1/status", string(snap("d1", 5, agent.Idle, "B", map[string]string{"B": "2.0.0:good"}, res("r", "success", ""))))
+	f.Add("ota/devices/d1/status", string(snap("d1", 5, ota.Idle, "B", map[string]string{"B": "2.0.0:good"}, res("r", "success", ""))))
 	f.Add("ota/devices/d1/online", `{"online":true}`)
 	f.Add("ota/devices/d1/status", `{"device":"d1","state":"idle","slots":null,"last_result":{"id":"r"}}`)
 	f.Add("ota/devices//status", `{}`)
@@ -159,8 +159,8 @@ func FuzzObserve(f *testing.F) {
 		v := tr.Check([]string{"d1"}, Result{Result: "success"})
 		if v.Done() {
 			st, _ := tr.Status("d1")
-			if st.State != agent.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||
-				st.Slots[st.BootedSlot].Status != agent.SlotGood {
+			if st.State != ota.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||
+				st.Slots[st.BootedSlot].Status != ota.SlotGood {
 				t.Fatalf("done on %q", payload)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/otad/otad/agent"
+	"github.com/otad/otad/ota"
 )
 
 // progressFresh is how long a progress message is shown after it arrived.
@@ -56,10 +56,10 @@ func (d *device) row(id string, now time.Time) []string {
 		online = map[bool]string{true: "yes", false: "no"}[*d.online]
 	}
 	state, booted, slotA, slotB, target, last, seq := "?", "-", "-", "-", "-", "-", "-"
-	var p *agent.ProgressMsg
+	var p *ota.Progress
 	// A bar only while bytes move: progress is QoS 0 and rate limited, so
 	// the last report is rarely 100% and must not outlive the download.
-	moving := d.status == nil || d.status.State == agent.Downloading || d.status.State == agent.Verifying
+	moving := d.status == nil || d.status.State == ota.Downloading || d.status.State == ota.Verifying
 	if d.progress != nil && moving && now.Sub(d.progressAt) < progressFresh {
 		p = d.progress
 	}
@@ -68,7 +68,7 @@ func (d *device) row(id string, now time.Time) []string {
 		state = "(bad status)"
 	case s != nil:
 		state = OrDash(string(s.State))
-		booted = OrDash(s.BootedSlot)
+		booted = OrDash(string(s.BootedSlot))
 		slotA, slotB = OrDash(s.Slots["A"].Version), OrDash(s.Slots["B"].Version)
 		if t := s.Target; t != nil && (t.ID != "" || t.Version != "") {
 			done, total := t.BytesDone, t.BytesTotal

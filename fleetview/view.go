@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
 )
 
 // View collects the device topics' messages; it is safe for concurrent use.
@@ -24,12 +25,12 @@ type View struct {
 // device is what is known of one device.
 type device struct {
 	online     *bool // nil: unknown, or not understood
-	status     *agent.Status
+	status     *ota.Status
 	statusErr  error // the last status did not decode
-	progress   *agent.ProgressMsg
+	progress   *ota.Progress
 	progressAt time.Time
-	baseline   *agent.ResultStatus // the last result when the current rollout began
-	finish     map[string]Finish   // by rollout ID
+	baseline   *ota.Outcome      // the last result when the current rollout began
+	finish     map[string]Finish // by rollout ID
 }
 
 type rollout struct {
@@ -63,10 +64,10 @@ func (v *View) Observe(topic string, payload []byte) bool {
 		return false
 	}
 	var (
-		st     *agent.Status
+		st     *ota.Status
 		stErr  error
 		online *bool
-		p      agent.ProgressMsg
+		p      ota.Progress
 	)
 	switch leaf {
 	case "status":
@@ -115,8 +116,8 @@ func (v *View) Observe(topic string, payload []byte) bool {
 }
 
 // decodeStatus decodes a status snapshot from the broker (outside input).
-func decodeStatus(b []byte) (*agent.Status, error) {
-	var s agent.Status
+func decodeStatus(b []byte) (*ota.Status, error) {
+	var s ota.Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("status snapshot: %w", err)
 	}
@@ -124,7 +125,7 @@ func decodeStatus(b []byte) (*agent.Status, error) {
 }
 
 // noteFinish records how the followed rollout ended on d, once.
-func (v *View) noteFinish(d *device, st agent.Status) {
+func (v *View) noteFinish(d *device, st ota.Status) {
 	r := v.rollout
 	if r == nil || !settled(st) || st.LastResult.ID != r.id {
 		return
@@ -141,8 +142,8 @@ func (v *View) noteFinish(d *device, st agent.Status) {
 // settled: idle with an outcome, running a slot the agent vouches for. An
 // agent that rejected the booted slot reports "idle, failed" once before it
 // reboots out of it; that is not the end yet.
-func settled(st agent.Status) bool {
-	return st.State == agent.Idle && st.LastResult != nil && st.Slots[st.BootedSlot].Status == agent.SlotGood
+func settled(st ota.Status) bool {
+	return st.State == ota.Idle && st.LastResult != nil && st.Slots[st.BootedSlot].Status == ota.SlotGood
 }
 
 // Len is how many devices have been heard of.
@@ -153,18 +154,18 @@ func (v *View) Len() int {
 }
 
 // Status is the device's latest status snapshot.
-func (v *View) Status(id string) (agent.Status, bool) {
+func (v *View) Status(id string) (ota.Status, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	d := v.devices[id]
 	if d == nil || d.status == nil {
-		return agent.Status{}, false
+		return ota.Status{}, false
 	}
 	return *d.status, true
 }
 
 // Count is how many devices' latest status satisfies ok.
-func (v *View) Count(ok func(agent.Status) bool) int {
+func (v *View) Count(ok func(ota.Status) bool) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
@@ -182,8 +183,8 @@ func (v *View) Ready(ids []string) (waiting []string) {
 	defer v.mu.Unlock()
 	for _, id := range ids {
 		d := v.devices[id]
-		if d == nil || d.status == nil || d.online == nil || !*d.online || d.status.State != agent.Idle ||
-			d.status.Slots[d.status.BootedSlot].Status != agent.SlotGood {
+		if d == nil || d.status == nil || d.online == nil || !*d.online || d.status.State != ota.Idle ||
+			d.status.Slots[d.status.BootedSlot].Status != ota.SlotGood {
 			waiting = append(waiting, id)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/otad/otad/verify"
+	"github.com/otad/otad/ota"
 )
 
 // Device outcomes as the state records them: the agent's results of SPEC §6
@@ -195,7 +195,7 @@ func matches(r *Ref, offer Ref) bool {
 }
 
 func movedOn(code string) bool {
-	return code == string(verify.CodeStale) || code == string(verify.CodeDowngrade)
+	return code == string(ota.CodeStale) || code == string(ota.CodeDowngrade)
 }
 
 // clone copies s deeply enough that changing the copy leaves s alone.

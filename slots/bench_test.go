@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // BenchmarkWrite streams an image over loopback HTTP into a slot file on the
@@ -17,7 +19,7 @@ func BenchmarkWrite(b *testing.B) {
 	const size = 64 << 20
 	img := testImage(size, 42)
 	sum := sha(img)
-	for _, comp := range []string{"none", "zstd", "gzip"} {
+	for _, comp := range []ota.Compression{"none", "zstd", "gzip"} {
 		payload := compressed(b, img, comp)
 		dir := b.TempDir()
 		src := filepath.Join(dir, "payload")

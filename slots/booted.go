@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/otad/otad/ota"
 )
 
 // maxCmdline bounds what ReadBooted reads; the kernel's own limit is a few KiB.
@@ -36,7 +39,7 @@ func byTagDir(tag string) (string, bool) {
 // they resolve to the same file through symlinks (/dev/disk/by-*), or when they
 // are the same block device. root=PARTUUID=/UUID=/PARTLABEL=/LABEL= are looked
 // up in /dev/disk/by-*; when that link is missing the error says so.
-func BootedFromCmdline(cmdline string, devices map[string]string) (string, error) {
+func BootedFromCmdline(cmdline string, devices map[ota.Slot]string) (ota.Slot, error) {
 	params := parseCmdline(cmdline)
 	for _, key := range []string{"otad.slot", "rauc.slot"} {
 		v, ok := params[key]
@@ -46,7 +49,7 @@ func BootedFromCmdline(cmdline string, devices map[string]string) (string, error
 		if s := normalizeSlot(v); s != "" {
 			return s, nil
 		}
-		return "", fmt.Errorf("kernel command line: %s=%q is not a slot name (want %s or %s)", key, v, A, B)
+		return "", fmt.Errorf("kernel command line: %s=%q is not a slot name (want %s or %s)", key, v, ota.SlotA, ota.SlotB)
 	}
 	root, ok := params["root"]
 	if !ok || root == "" {
@@ -70,17 +73,13 @@ func BootedFromCmdline(cmdline string, devices map[string]string) (string, error
 			return "", fmt.Errorf("kernel command line: root=%q: %s is not there to resolve it (%w); set otad.slot= on the kernel command line", root, rootPath, err)
 		}
 	}
-	names := make([]string, 0, len(devices))
-	for name := range devices {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(devices))
 	for _, name := range names {
 		dev := devices[name]
 		if dev == "" || !sameDevice(rootPath, dev) {
 			continue
 		}
-		if s := normalizeSlot(name); s != "" {
+		if s := normalizeSlot(string(name)); s != "" {
 			return s, nil
 		}
 		return "", fmt.Errorf("kernel command line: root=%q matches device %s of %q, which is not a slot name", root, dev, name)
@@ -90,7 +89,7 @@ func BootedFromCmdline(cmdline string, devices map[string]string) (string, error
 
 // ReadBooted reads a kernel command line file (normally /proc/cmdline) and
 // returns the booted slot; see BootedFromCmdline.
-func ReadBooted(cmdlinePath string, devices map[string]string) (string, error) {
+func ReadBooted(cmdlinePath string, devices map[ota.Slot]string) (ota.Slot, error) {
 	f, err := os.Open(cmdlinePath)
 	if err != nil {
 		return "", fmt.Errorf("read booted slot: %w", err)
@@ -141,12 +140,9 @@ func parseCmdline(s string) map[string]string {
 	return params
 }
 
-func normalizeSlot(v string) string {
-	switch v {
-	case "A", "a":
-		return A
-	case "B", "b":
-		return B
+func normalizeSlot(v string) ota.Slot {
+	if s := ota.Slot(strings.ToUpper(v)); s.Valid() {
+		return s
 	}
 	return ""
 }
@@ -171,13 +167,13 @@ func sameDevice(a, b string) bool {
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
-func describeDevices(names []string, devices map[string]string) string {
+func describeDevices(names []ota.Slot, devices map[ota.Slot]string) string {
 	if len(names) == 0 {
 		return "(none configured)"
 	}
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = n + "=" + devices[n]
+		parts[i] = string(n) + "=" + devices[n]
 	}
 	return strings.Join(parts, ", ")
 }

@@ -5,28 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func TestOtherValid(t *testing.T) {
-	tests := []struct {
-		in, other string
-		valid     bool
-	}{
-		{"A", "B", true},
-		{"B", "A", true},
-		{"a", "", false},
-		{"C", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		if got := Other(tt.in); got != tt.other {
-			t.Errorf("Other(%q) = %q, want %q", tt.in, got, tt.other)
-		}
-		if got := Valid(tt.in); got != tt.valid {
-			t.Errorf("Valid(%q) = %v, want %v", tt.in, got, tt.valid)
-		}
-	}
-}
+	"github.com/otad/otad/ota"
+)
 
 func TestBootedFromCmdline(t *testing.T) {
 	dir := t.TempDir()
@@ -45,26 +26,26 @@ func TestBootedFromCmdline(t *testing.T) {
 	if err := os.Symlink("../mmcblk0p3", linkB); err != nil {
 		t.Fatal(err)
 	}
-	devices := map[string]string{A: devA, B: devB}
-	linked := map[string]string{A: devA, B: linkB}
+	devices := map[ota.Slot]string{ota.SlotA: devA, ota.SlotB: devB}
+	linked := map[ota.Slot]string{ota.SlotA: devA, ota.SlotB: linkB}
 	tests := []struct {
 		name    string
 		cmdline string
-		devices map[string]string
-		want    string
+		devices map[ota.Slot]string
+		want    ota.Slot
 		wantErr string
 	}{
-		{name: "otad.slot", cmdline: "console=ttyS0 otad.slot=B root=" + devA + " rw", devices: devices, want: B},
-		{name: "otad.slot wins over rauc.slot", cmdline: "rauc.slot=A otad.slot=B", want: B},
-		{name: "rauc.slot", cmdline: "quiet rauc.slot=A\n", want: A},
-		{name: "lower case slot", cmdline: "otad.slot=b", want: B},
-		{name: "last occurrence wins", cmdline: "otad.slot=A otad.slot=B", want: B},
-		{name: "quoted value", cmdline: `init=/sbin/init foo="a b c" otad.slot="A"`, want: A},
-		{name: "quoted space does not split", cmdline: `foo="x otad.slot=B" rauc.slot=A`, want: A},
-		{name: "root= path", cmdline: "root=" + devB + " rootwait", devices: devices, want: B},
-		{name: "root= unclean path", cmdline: "root=" + dir + "/./mmcblk0p2", devices: devices, want: A},
-		{name: "root= real path, device configured as symlink", cmdline: "root=" + devB, devices: linked, want: B},
-		{name: "root= symlink, device configured as real path", cmdline: "root=" + linkB, devices: devices, want: B},
+		{name: "otad.slot", cmdline: "console=ttyS0 otad.slot=B root=" + devA + " rw", devices: devices, want: ota.SlotB},
+		{name: "otad.slot wins over rauc.slot", cmdline: "rauc.slot=A otad.slot=B", want: ota.SlotB},
+		{name: "rauc.slot", cmdline: "quiet rauc.slot=A\n", want: ota.SlotA},
+		{name: "lower case slot", cmdline: "otad.slot=b", want: ota.SlotB},
+		{name: "last occurrence wins", cmdline: "otad.slot=A otad.slot=B", want: ota.SlotB},
+		{name: "quoted value", cmdline: `init=/sbin/init foo="a b c" otad.slot="A"`, want: ota.SlotA},
+		{name: "quoted space does not split", cmdline: `foo="x otad.slot=B" rauc.slot=A`, want: ota.SlotA},
+		{name: "root= path", cmdline: "root=" + devB + " rootwait", devices: devices, want: ota.SlotB},
+		{name: "root= unclean path", cmdline: "root=" + dir + "/./mmcblk0p2", devices: devices, want: ota.SlotA},
+		{name: "root= real path, device configured as symlink", cmdline: "root=" + devB, devices: linked, want: ota.SlotB},
+		{name: "root= symlink, device configured as real path", cmdline: "root=" + linkB, devices: devices, want: ota.SlotB},
 		{name: "bad otad.slot", cmdline: "otad.slot=C root=" + devA, devices: devices, wantErr: `otad.slot="C" is not a slot name`},
 		{name: "bad rauc.slot", cmdline: "rauc.slot=system0", wantErr: `rauc.slot="system0"`},
 		{name: "root= unknown device", cmdline: "root=/dev/sda9", devices: devices, wantErr: `root="/dev/sda9" matches none of the slot devices A=` + devA},
@@ -106,9 +87,11 @@ func TestReadBooted(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name, path, want, wantErr string
+		name, path string
+		want       ota.Slot
+		wantErr    string
 	}{
-		{"good", good, B, ""},
+		{"good", good, ota.SlotB, ""},
 		{"missing", filepath.Join(dir, "nope"), "", "nope"},
 		{"too large", huge, "", "larger than"},
 		{"no slot, names the file", bad, "", bad + ": kernel command line"},
@@ -136,10 +119,10 @@ func FuzzBootedFromCmdline(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	devices := map[string]string{A: "/dev/mmcblk0p2", B: "/dev/mmcblk0p3"}
+	devices := map[ota.Slot]string{ota.SlotA: "/dev/mmcblk0p2", ota.SlotB: "/dev/mmcblk0p3"}
 	f.Fuzz(func(t *testing.T, cmdline string) {
 		got, err := BootedFromCmdline(cmdline, devices)
-		if err == nil && !Valid(got) {
+		if err == nil && !got.Valid() {
 			t.Fatalf("BootedFromCmdline(%q) = %q without error", cmdline, got)
 		}
 		if err != nil && got != "" {

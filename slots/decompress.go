@@ -10,6 +10,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/xi2/xz"
+
+	"github.com/otad/otad/ota"
 )
 
 // maxDecoderWindow bounds a decoder's history buffer (zstd window, xz
@@ -19,27 +21,11 @@ import (
 // windows are refused, keeping the daemon inside its unit's MemoryMax.
 const maxDecoderWindow = 32 << 20
 
-// Compression names of the manifest (SPEC §3).
-const (
-	compressionNone = "none"
-	compressionGzip = "gzip"
-	compressionZstd = "zstd"
-	compressionXz   = "xz"
-)
-
-func knownCompression(c string) bool {
-	switch c {
-	case "", compressionNone, compressionGzip, compressionZstd, compressionXz:
-		return true
-	}
-	return false
-}
-
 // newDecoder wraps src in the payload's decompressor. The returned reader's
-// errors other than io.EOF are *Error or context errors, so that a caller
+// errors other than io.EOF are *ota.Error or context errors, so that a caller
 // can tell a short stream (io.EOF, io.ErrUnexpectedEOF from io.ReadFull)
 // from a corrupt or failed one.
-func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.Reader, func(), error) {
+func newDecoder(ctx context.Context, r io.Reader, compression ota.Compression, url string) (io.Reader, func(), error) {
 	src := &sourceErr{r: r}
 	wrap := func(err error) error {
 		if src.err != nil {
@@ -50,9 +36,9 @@ func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.R
 		return classifyDecodeErr(ctx, err, compression, url)
 	}
 	switch compression {
-	case "", compressionNone:
+	case "", ota.CompressionNone:
 		return src, func() {}, nil
-	case compressionGzip:
+	case ota.CompressionGzip:
 		// The bufio.Reader gives gzip the io.ByteReader it needs without it
 		// adding its own small one.
 		zr, err := gzip.NewReader(bufio.NewReaderSize(src, 64<<10))
@@ -60,7 +46,7 @@ func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.R
 			return nil, nil, wrap(err)
 		}
 		return &decodeReader{r: zr, wrap: wrap}, func() { zr.Close() }, nil
-	case compressionZstd:
+	case ota.CompressionZstd:
 		zr, err := zstd.NewReader(src,
 			zstd.WithDecoderLowmem(true),
 			zstd.WithDecoderConcurrency(1),
@@ -70,7 +56,7 @@ func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.R
 			return nil, nil, wrap(err)
 		}
 		return &decodeReader{r: zr, wrap: wrap}, zr.Close, nil
-	case compressionXz:
+	case ota.CompressionXZ:
 		// Not ulikunitz/xz: its ReaderConfig.DictCap is a floor that a
 		// stream's declared dictionary (up to 4 GiB) raises; this decoder
 		// refuses a larger one (ErrMemlimit).
@@ -80,18 +66,18 @@ func newDecoder(ctx context.Context, r io.Reader, compression, url string) (io.R
 		}
 		return &decodeReader{r: xr, wrap: wrap}, func() {}, nil
 	}
-	return nil, nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", url, compression))
+	return nil, nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", url, compression))
 }
 
 // sourceErr remembers the source's final verdict.
 type sourceErr struct {
 	r   io.Reader
-	err *Error
+	err *ota.Error
 }
 
 func (s *sourceErr) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	var e *Error
+	var e *ota.Error
 	if errors.As(err, &e) {
 		s.err = e
 	}
@@ -113,13 +99,13 @@ func (d *decodeReader) Read(p []byte) (int, error) {
 
 // classifyDecodeErr keeps the source's own verdicts (final download errors,
 // cancellation) and calls anything else a corrupt payload.
-func classifyDecodeErr(ctx context.Context, err error, compression, url string) error {
-	var e *Error
+func classifyDecodeErr(ctx context.Context, err error, compression ota.Compression, url string) error {
+	var e *ota.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	return newError(CodeDownloadFailed, fmt.Errorf("decompress %s payload %s: corrupt or truncated: %w", compression, url, err))
+	return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("decompress %s payload %s: corrupt or truncated: %w", compression, url, err))
 }

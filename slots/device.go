@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
 )
 
 // DeviceSize returns the size in bytes of a block device (BLKGETSIZE64) or of
@@ -57,7 +59,7 @@ func (t *target) close() error { return t.f.Close() }
 // is a partition (or a pre-made file) that must already exist.
 func openTarget(path, booted, mountinfo string) (*target, error) {
 	fail := func(format string, a ...any) (*target, error) {
-		return nil, newError(CodeWriteFailed, fmt.Errorf(format, a...))
+		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf(format, a...))
 	}
 	if path == "" {
 		return fail("no target slot given")

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestDeviceSize(t *testing.T) {
@@ -102,7 +104,7 @@ func TestWriteBlockDevice(t *testing.T) {
 		tun := testTuning()
 		tun.mountinfo = mi
 		err := write(t.Context(), job, tun)
-		if CodeOf(err) != CodeWriteFailed || !strings.Contains(err.Error(), "is mounted ("+devString(st.Rdev)+" on /mnt/slot)") {
+		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "is mounted ("+devString(st.Rdev)+" on /mnt/slot)") {
 			t.Fatalf("Write() = %v, want write_failed: mounted", err)
 		}
 	})
@@ -113,7 +115,7 @@ func TestWriteBlockDevice(t *testing.T) {
 		}
 		defer unix.Close(fd)
 		err = write(t.Context(), job, testTuning())
-		if CodeOf(err) != CodeWriteFailed || !strings.Contains(err.Error(), "in use") {
+		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "in use") {
 			t.Fatalf("Write() = %v, want write_failed: in use", err)
 		}
 	})
@@ -123,13 +125,13 @@ func TestWriteBlockDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := write(t.Context(), Job{URL: srv.URL, Compression: "zstd", Size: job.Size, SHA256: job.SHA256, Target: link, Booted: dev}, testTuning())
-		if CodeOf(err) != CodeWriteFailed || !strings.Contains(err.Error(), "booted slot") {
+		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "booted slot") {
 			t.Fatalf("Write() = %v, want write_failed: booted", err)
 		}
 	})
 	t.Run("image too big for the device", func(t *testing.T) {
 		big := Job{URL: srv.URL, Compression: "zstd", Size: slotSize + 1, SHA256: job.SHA256, Target: dev}
-		if err := Write(t.Context(), big); CodeOf(err) != CodeSizeMismatch {
+		if err := Write(t.Context(), big); ota.CodeOf(err) != ota.CodeSizeMismatch {
 			t.Fatalf("Write() = %v, want size_mismatch", err)
 		}
 	})

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/backoff"
+
+	"github.com/otad/otad/ota"
 )
 
 // Retry is the retry policy for transient download errors (SPEC §6): up to
@@ -96,12 +98,12 @@ func newDefaultClient() *http.Client {
 }
 
 // openSource returns the payload's download stream: a resuming HTTP reader or
-// a local file. Reads return *Error for final failures, the context's error
+// a local file. Reads return *ota.Error for final failures, the context's error
 // when cancelled, and io.EOF at the end of the payload.
 func openSource(ctx context.Context, job *Job, tun *tuning, downloaded *atomic.Int64) (io.ReadCloser, error) {
 	u, err := url.Parse(job.URL)
 	if err != nil {
-		return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: %w", job.URL, err))
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: %w", job.URL, err))
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
@@ -122,18 +124,18 @@ func openSource(ctx context.Context, job *Job, tun *tuning, downloaded *atomic.I
 		}, nil
 	case "file":
 		if u.Host != "" && u.Host != "localhost" {
-			return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: file URLs must be local (file:///path)", job.URL))
+			return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: file URLs must be local (file:///path)", job.URL))
 		}
 		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
-			return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: file URL needs an absolute path", job.URL))
+			return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: file URL needs an absolute path", job.URL))
 		}
 		f, err := os.Open(u.Path)
 		if err != nil {
-			return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: %w", job.URL, err))
+			return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: %w", job.URL, err))
 		}
 		return &fileSource{ctx: ctx, f: f, url: job.URL, limit: job.downloadLimit(), downloaded: downloaded}, nil
 	}
-	return nil, newError(CodeDownloadFailed, fmt.Errorf("payload url %q: unsupported scheme %q", job.URL, u.Scheme))
+	return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: unsupported scheme %q", job.URL, u.Scheme))
 }
 
 // fileSource reads a local payload; local I/O errors are not transient.
@@ -157,10 +159,10 @@ func (s *fileSource) Read(p []byte) (int, error) {
 	s.off += int64(n)
 	s.downloaded.Add(int64(n))
 	if s.limit > 0 && s.off > s.limit {
-		return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
+		return n, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
 	}
 	if err != nil && err != io.EOF {
-		return n, newError(CodeDownloadFailed, fmt.Errorf("read payload %s at byte %d: %w", s.url, s.off, err))
+		return n, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("read payload %s at byte %d: %w", s.url, s.off, err))
 	}
 	return n, err
 }
@@ -221,7 +223,7 @@ func (s *httpSource) Read(p []byte) (int, error) {
 			s.stallTimer.Reset(s.stall)
 			if s.limit > 0 && s.off > s.limit {
 				s.closeBody()
-				return n, newError(CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
+				return n, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s is larger than its limit of %d bytes (download_size, or twice the image)", s.url, s.limit))
 			}
 		}
 		switch {
@@ -281,7 +283,7 @@ func (s *httpSource) connect() error {
 	for {
 		if s.fails > 0 {
 			if s.fails >= s.retry.Attempts {
-				return newError(CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", s.fails, s.lastErr))
+				return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", s.fails, s.lastErr))
 			}
 			d := s.retry.policy().Delay(s.fails-1, s.retry.Rand())
 			// Honour the server's Retry-After as a floor, within the cap.
@@ -300,7 +302,7 @@ func (s *httpSource) connect() error {
 		if cerr := s.ctx.Err(); cerr != nil {
 			return cerr
 		}
-		var final *Error
+		var final *ota.Error
 		if errors.As(err, &final) {
 			return err
 		}
@@ -309,13 +311,13 @@ func (s *httpSource) connect() error {
 }
 
 // request sends one GET from s.off. It returns nil with s.body set (or s.eof),
-// a *Error when the failure is final, or another error when it is transient.
+// a *ota.Error when the failure is final, or another error when it is transient.
 func (s *httpSource) request() error {
 	reqCtx, cancel := context.WithCancel(s.ctx)
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, s.url, nil)
 	if err != nil {
 		cancel()
-		return newError(CodeDownloadFailed, fmt.Errorf("payload url %q: %w", s.url, err))
+		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload url %q: %w", s.url, err))
 	}
 	// identity: a transparently gunzipped body would make Range offsets wrong.
 	req.Header.Set("Accept-Encoding", "identity")
@@ -335,7 +337,7 @@ func (s *httpSource) request() error {
 		timer.Stop()
 		cancel()
 		if isPermanentTransportError(err) {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: %w", s.url, err))
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: %w", s.url, err))
 		}
 		return fmt.Errorf("GET %s: %w", s.url, err)
 	}
@@ -351,7 +353,7 @@ func (s *httpSource) request() error {
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		if s.limit > 0 && resp.ContentLength > s.limit {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: Content-Length %d exceeds the download limit %d (download_size, or twice the image)", s.url, resp.ContentLength, s.limit))
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: Content-Length %d exceeds the download limit %d (download_size, or twice the image)", s.url, resp.ContentLength, s.limit))
 		}
 		s.total = resp.ContentLength
 		s.validator = validatorOf(resp.Header)
@@ -373,7 +375,7 @@ func (s *httpSource) request() error {
 			s.total = total
 		}
 		if s.limit > 0 && s.total > s.limit {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: length %d exceeds the download limit %d (download_size, or twice the image)", s.url, s.total, s.limit))
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: length %d exceeds the download limit %d (download_size, or twice the image)", s.url, s.total, s.limit))
 		}
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && ranged:
 		_, _, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
@@ -388,7 +390,7 @@ func (s *httpSource) request() error {
 		s.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
 		return status
 	default:
-		return newError(CodeDownloadFailed, status)
+		return ota.Wrap(ota.CodeDownloadFailed, status)
 	}
 	keep = true
 	s.body = resp.Body
@@ -460,7 +462,7 @@ func isPermanentTransportError(err error) bool {
 		hostname    x509.HostnameError
 		invalid     x509.CertificateInvalidError
 		verify      *tls.CertificateVerificationError
-		refused     *Error // a redirect the policy refused
+		refused     *ota.Error // a redirect the policy refused
 	)
 	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &verify) || errors.As(err, &refused)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // flakyServer serves data, cutting the connection after cutAfter bytes on the
@@ -71,12 +73,12 @@ func TestWriteRetryAndResume(t *testing.T) {
 	img := testImage(imgSize, 8)
 	tests := []struct {
 		name         string
-		compression  string
+		compression  ota.Compression
 		cutAfter     int
 		ignoreRange  bool
 		statuses     []int
 		attempts     int
-		wantCode     Code
+		wantCode     ota.Code
 		wantRequests int
 		wantRanges   []string // Range header of each request
 		wantSleeps   int
@@ -103,11 +105,11 @@ func TestWriteRetryAndResume(t *testing.T) {
 		},
 		{
 			name: "404 is final without retry", compression: "none", statuses: []int{404},
-			wantCode: CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
+			wantCode: ota.CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
 		},
 		{
 			name: "403 is final", compression: "none", statuses: []int{403},
-			wantCode: CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
+			wantCode: ota.CodeDownloadFailed, wantRequests: 1, wantRanges: []string{""},
 		},
 		{
 			name: "503 then success", compression: "none", statuses: []int{503},
@@ -119,7 +121,7 @@ func TestWriteRetryAndResume(t *testing.T) {
 		},
 		{
 			name: "5xx until attempts run out", compression: "none", statuses: []int{500, 502, 503, 504},
-			wantCode: CodeDownloadFailed, wantRequests: 3, wantRanges: []string{"", "", ""}, wantSleeps: 2,
+			wantCode: ota.CodeDownloadFailed, wantRequests: 3, wantRanges: []string{"", "", ""}, wantSleeps: 2,
 		},
 		{
 			name: "cut then 503 then resume", compression: "zstd", cutAfter: 100_000, statuses: []int{0, 503},
@@ -149,7 +151,7 @@ func TestWriteRetryAndResume(t *testing.T) {
 				retry.Attempts = tt.attempts
 			}
 			err := write(t.Context(), Job{URL: srv.URL, Compression: tt.compression, Size: imgSize, SHA256: sha(img), Target: slot, Readback: true, Retry: retry}, testTuning())
-			if CodeOf(err) != tt.wantCode {
+			if ota.CodeOf(err) != tt.wantCode {
 				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}
 			n, ranges, ifRanges := fs.log()
@@ -220,7 +222,7 @@ func TestRetryBackoffDelays(t *testing.T) {
 			tt.retry.Rand = func() float64 { r := tt.rands[i%len(tt.rands)]; i++; return r }
 			slot := makeSlot(t, t.TempDir(), "slot", 10)
 			err := write(t.Context(), Job{URL: srv.URL, Size: 1, SHA256: sha([]byte("x")), Target: slot, Retry: tt.retry}, testTuning())
-			if CodeOf(err) != CodeDownloadFailed || !strings.Contains(err.Error(), "giving up after") {
+			if ota.CodeOf(err) != ota.CodeDownloadFailed || !strings.Contains(err.Error(), "giving up after") {
 				t.Fatalf("Write() = %v, want download_failed after the attempts", err)
 			}
 			got := rec.got()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/otad/otad/ota"
 )
 
 // testImage returns size deterministic bytes: pseudo-random runs mixed with
@@ -35,7 +37,7 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func compressed(t testing.TB, data []byte, compression string) []byte {
+func compressed(t testing.TB, data []byte, compression ota.Compression) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	switch compression {

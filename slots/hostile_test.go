@@ -19,6 +19,8 @@ import (
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/tlsfiles"
+
+	"github.com/otad/otad/ota"
 )
 
 // Issue 9 (8): a server without Range support makes a resume download the
@@ -96,7 +98,7 @@ func TestRedirectPolicy(t *testing.T) {
 			switch {
 			case c.wantErr == "" && err != nil:
 				t.Fatal(err)
-			case c.wantErr != "" && (err == nil || CodeOf(err) != CodeDownloadFailed || !strings.Contains(err.Error(), c.wantErr)):
+			case c.wantErr != "" && (err == nil || ota.CodeOf(err) != ota.CodeDownloadFailed || !strings.Contains(err.Error(), c.wantErr)):
 				t.Fatalf("err = %v, want download_failed mentioning %q", err, c.wantErr)
 			}
 			if got := plainHits.Load(); got != c.hits {
@@ -136,10 +138,10 @@ func TestDownloadTLSFiles(t *testing.T) {
 		return write(t.Context(), Job{URL: srv.URL + "/img", Size: int64(len(img)), SHA256: sha(img),
 			Target: makeSlot(t, dir, name, 1<<20), HTTPClient: NewHTTPClient(tc), Retry: fastRetry(&sleepRecorder{})}, testTuning())
 	}
-	if err := try("system", tlsfiles.Files{}); CodeOf(err) != CodeDownloadFailed {
+	if err := try("system", tlsfiles.Files{}); ota.CodeOf(err) != ota.CodeDownloadFailed {
 		t.Fatalf("system roots only: %v, want download_failed", err)
 	}
-	if err := try("nocert", tlsfiles.Files{CAFile: pki.CAFile}); CodeOf(err) != CodeDownloadFailed {
+	if err := try("nocert", tlsfiles.Files{CAFile: pki.CAFile}); ota.CodeOf(err) != ota.CodeDownloadFailed {
 		t.Fatalf("no client certificate: %v, want download_failed", err)
 	}
 	if err := try("mtls", tlsfiles.Files{CAFile: pki.CAFile, CertFile: clientCert, KeyFile: clientKey}); err != nil {
@@ -176,7 +178,7 @@ func TestDecoderMemoryCaps(t *testing.T) {
 	cases := []struct {
 		name    string
 		payload []byte
-		comp    string
+		comp    ota.Compression
 		ok      bool
 	}{
 		{"xz 8 MiB dictionary", xzWithDict(t, img, 22), "xz", true},
@@ -192,7 +194,7 @@ func TestDecoderMemoryCaps(t *testing.T) {
 			if c.ok && err != nil {
 				t.Fatal(err)
 			}
-			if !c.ok && CodeOf(err) != CodeDownloadFailed {
+			if !c.ok && ota.CodeOf(err) != ota.CodeDownloadFailed {
 				t.Fatalf("err = %v, want download_failed", err)
 			}
 		})
@@ -210,10 +212,10 @@ func TestEndlessDataIsCapped(t *testing.T) {
 	binary.LittleEndian.PutUint32(skippable, 0x184D2A50)
 	binary.LittleEndian.PutUint32(skippable[4:], 64<<10)
 	for _, c := range []struct {
-		comp   string
+		comp   ota.Compression
 		filler []byte
 	}{{"gzip", emptyGzip.Bytes()}, {"zstd", skippable}} {
-		t.Run(c.comp, func(t *testing.T) {
+		t.Run(string(c.comp), func(t *testing.T) {
 			head := compressed(t, img, c.comp)
 			var served atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +237,7 @@ func TestEndlessDataIsCapped(t *testing.T) {
 			defer cancel()
 			err := write(ctx, Job{URL: srv.URL, Compression: c.comp, Size: int64(len(img)), SHA256: sha(img),
 				Target: makeSlot(t, t.TempDir(), "slot", 1<<20), Retry: fastRetry(&sleepRecorder{})}, testTuning())
-			if CodeOf(err) != CodeDownloadFailed || !strings.Contains(err.Error(), "limit") {
+			if ota.CodeOf(err) != ota.CodeDownloadFailed || !strings.Contains(err.Error(), "limit") {
 				t.Fatalf("err = %v, want download_failed over the download limit", err)
 			}
 		})

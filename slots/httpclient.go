@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // maxRedirects bounds a payload URL's redirect chain.
@@ -39,10 +41,10 @@ func withRedirectPolicy(c *http.Client, allowed []string) *http.Client {
 	cp := *c
 	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) > maxRedirects {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: more than %d redirects", via[0].URL.Redacted(), maxRedirects))
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: more than %d redirects", via[0].URL.Redacted(), maxRedirects))
 		}
 		if !slices.ContainsFunc(allowed, func(s string) bool { return strings.EqualFold(s, req.URL.Scheme) }) {
-			return newError(CodeDownloadFailed, fmt.Errorf("GET %s: redirect to %s: scheme %q not allowed (allowed: %s)",
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: redirect to %s: scheme %q not allowed (allowed: %s)",
 				via[0].URL.Redacted(), req.URL.Redacted(), req.URL.Scheme, strings.Join(allowed, ", ")))
 		}
 		return nil

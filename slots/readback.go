@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
 )
 
 // readReq is one readback read in flight.
@@ -81,7 +83,7 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 			if err == nil {
 				err = fmt.Errorf("short read (%d of %d bytes)", r.got, r.n)
 			}
-			return newError(CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", p.job.Target, r.off, err))
+			return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", p.job.Target, r.off, err))
 		}
 		h.Write(r.buf[:r.n])
 		hashed += r.n
@@ -89,7 +91,7 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 		free = append(free, r.buf)
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
-		return newError(CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %s", p.job.Target, sum, strings.ToLower(p.job.SHA256)))
+		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %s", p.job.Target, sum, strings.ToLower(p.job.SHA256)))
 	}
 	return nil
 }
@@ -138,7 +140,7 @@ func (p *pipeline) openReadback() (*os.File, bool, error) {
 		}
 		lastErr = err
 	}
-	return nil, false, newError(CodeWriteFailed, fmt.Errorf("open %s to read it back: %w", p.job.Target, lastErr))
+	return nil, false, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("open %s to read it back: %w", p.job.Target, lastErr))
 }
 
 // directReadWorks probes one aligned block: some filesystems accept O_DIRECT

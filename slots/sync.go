@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
 )
 
 // syncer keeps the dirty part of the page cache small while writing: each
@@ -28,7 +30,7 @@ func (s *syncer) advance(end int64) error {
 	if s.rangeOK {
 		if err := unix.SyncFileRange(s.fd, s.started, end-s.started, unix.SYNC_FILE_RANGE_WRITE); err != nil {
 			if !unsupported(err) {
-				return newError(CodeWriteFailed, fmt.Errorf("start writeback of %s at offset %d: %w", s.name, s.started, err))
+				return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("start writeback of %s at offset %d: %w", s.name, s.started, err))
 			}
 			s.rangeOK = false
 		}
@@ -55,7 +57,7 @@ func (s *syncer) wait(upTo int64) error {
 		err = unix.Fdatasync(s.fd)
 	}
 	if err != nil {
-		return newError(CodeWriteFailed, fmt.Errorf("sync %s up to offset %d: %w", s.name, upTo, err))
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("sync %s up to offset %d: %w", s.name, upTo, err))
 	}
 	// Clean pages only: dropping them keeps the cache for the running system.
 	_ = unix.Fadvise(s.fd, s.waited, upTo-s.waited, unix.FADV_DONTNEED)
@@ -68,7 +70,7 @@ func (s *syncer) wait(upTo int64) error {
 // the whole image durable.
 func (s *syncer) finish(size int64) error {
 	if err := unix.Fdatasync(s.fd); err != nil {
-		return newError(CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", s.name, err))
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", s.name, err))
 	}
 	if size > s.waited {
 		_ = unix.Fadvise(s.fd, s.waited, size-s.waited, unix.FADV_DONTNEED)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Progress phases.
@@ -34,7 +36,7 @@ type Progress struct {
 // Job describes one payload (SPEC §3) and where it goes.
 type Job struct {
 	URL          string
-	Compression  string
+	Compression  ota.Compression
 	Size         int64
 	SHA256       string
 	DownloadSize int64
@@ -91,7 +93,7 @@ func defaultTuning() tuning {
 // after transient failures), decompress, hash and write in large aligned
 // chunks, syncing as it goes; then check size and sha256, fdatasync, and with
 // Readback compare the slot's storage with the sha256 too. It returns nil only
-// when all of that succeeded; otherwise an *Error whose Code is a SPEC §6
+// when all of that succeeded; otherwise an *ota.Error whose Code is a SPEC §6
 // failure code. Memory use is fixed whatever the image size.
 func Write(ctx context.Context, job Job) error {
 	return write(ctx, job, defaultTuning())
@@ -103,7 +105,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
 	}
 	tgt, err := openTarget(job.Target, job.Booted, tun.mountinfo)
 	if err != nil {
@@ -111,7 +113,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 	}
 	defer tgt.close()
 	if tgt.size < job.Size {
-		return newError(CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, tgt.size, job.URL, job.Size))
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, tgt.size, job.URL, job.Size))
 	}
 	n := tun.buffers
 	if job.Readback {
@@ -120,7 +122,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 	size := max(tun.chunk, tun.readChunk)
 	bufs, release, err := mapBuffers(n, size)
 	if err != nil {
-		return newError(CodeWriteFailed, err)
+		return ota.Wrap(ota.CodeWriteFailed, err)
 	}
 	defer release()
 	p := &pipeline{
@@ -141,9 +143,9 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		}
 	}
 	err = p.run(ctx)
-	if err != nil && ctx.Err() != nil && CodeOf(err) != CodeCancelled {
+	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {
 		// The caller's cancellation caused whatever failed.
-		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
 	}
 	return err
 }
@@ -151,23 +153,23 @@ func write(ctx context.Context, job Job, tun tuning) error {
 // check validates the job's fields and returns the decoded sha256.
 func (j *Job) check() ([]byte, error) {
 	if j.Target == "" {
-		return nil, newError(CodeWriteFailed, errors.New("job: no target slot"))
+		return nil, ota.Wrap(ota.CodeWriteFailed, errors.New("job: no target slot"))
 	}
 	if j.URL == "" {
-		return nil, newError(CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target))
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target))
 	}
-	if !knownCompression(j.Compression) {
-		return nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", j.URL, j.Compression))
+	if j.Compression != "" && !j.Compression.Valid() {
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", j.URL, j.Compression))
 	}
 	if j.Size <= 0 {
-		return nil, newError(CodeSizeMismatch, fmt.Errorf("payload %s: size %d is not positive", j.URL, j.Size))
+		return nil, ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("payload %s: size %d is not positive", j.URL, j.Size))
 	}
 	if j.DownloadSize < 0 {
-		return nil, newError(CodeDownloadFailed, fmt.Errorf("payload %s: download_size %d is negative", j.URL, j.DownloadSize))
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: download_size %d is negative", j.URL, j.DownloadSize))
 	}
 	sum, err := hex.DecodeString(j.SHA256)
 	if err != nil || len(sum) != sha256.Size {
-		return nil, newError(CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
+		return nil, ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
 	}
 	return sum, nil
 }
@@ -277,14 +279,14 @@ func (p *pipeline) run(parent context.Context) error {
 }
 
 func (p *pipeline) classify(err error) error {
-	var e *Error
+	var e *ota.Error
 	if errors.As(err, &e) {
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return newError(CodeCancelled, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
 	}
-	return newError(CodeWriteFailed, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+	return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
 }
 
 func (p *pipeline) report(phase string, done int64, force bool) {
@@ -333,7 +335,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 		got, err := io.ReadFull(dec, buf[:n])
 		if err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return newError(CodeSizeMismatch, fmt.Errorf("payload %s ends after %d bytes, manifest size is %d", p.job.URL, off+int64(got), size))
+				return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("payload %s ends after %d bytes, manifest size is %d", p.job.URL, off+int64(got), size))
 			}
 			return err
 		}
@@ -349,13 +351,13 @@ func (p *pipeline) produce(ctx context.Context) error {
 	var one [1]byte
 	n, err := io.ReadFull(dec, one[:])
 	if n > 0 {
-		return newError(CodeSizeMismatch, fmt.Errorf("payload %s is longer than manifest size %d", p.job.URL, size))
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("payload %s is longer than manifest size %d", p.job.URL, size))
 	}
 	if err != io.EOF {
 		return err
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
-		return newError(CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.Target, sum, strings.ToLower(p.job.SHA256)))
+		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.Target, sum, strings.ToLower(p.job.SHA256)))
 	}
 	return nil
 }
@@ -378,7 +380,7 @@ func (p *pipeline) writeLoop(ctx context.Context, s *syncer) error {
 			return context.Cause(ctx)
 		}
 		if _, err := p.tgt.f.WriteAt(c.buf[:c.n], c.off); err != nil {
-			return newError(CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.Target, err))
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.Target, err))
 		}
 		p.free <- c.buf
 		end := c.off + int64(c.n)

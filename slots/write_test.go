@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 func serveBytes(t testing.TB, data []byte) *httptest.Server {
@@ -31,7 +33,7 @@ func TestWrite(t *testing.T) {
 	img := testImage(imgSize, 1)
 	tests := []struct {
 		name        string
-		compression string
+		compression ota.Compression
 		payload     func(t *testing.T, img []byte) []byte // what the server holds, before compression
 		corrupt     func(b []byte) []byte                 // applied after compression
 		size        int64                                 // manifest size; 0 → imgSize
@@ -39,7 +41,7 @@ func TestWrite(t *testing.T) {
 		slotSize    int                                   // 0 → 2*imgSize
 		downloadMax func(payloadLen int) int64
 		readback    bool
-		wantCode    Code
+		wantCode    ota.Code
 		wantIn      string // substring of the error
 		untouched   bool   // the slot must not have been written at all
 	}{
@@ -54,27 +56,27 @@ func TestWrite(t *testing.T) {
 		{
 			name: "short stream", compression: "none",
 			payload:  func(_ *testing.T, img []byte) []byte { return img[:imgSize-1000] },
-			wantCode: CodeSizeMismatch, wantIn: "ends after 1059921 bytes",
+			wantCode: ota.CodeSizeMismatch, wantIn: "ends after 1059921 bytes",
 		},
 		{
 			name: "short stream zstd", compression: "zstd",
 			payload:  func(_ *testing.T, img []byte) []byte { return img[:imgSize/2] },
-			wantCode: CodeSizeMismatch,
+			wantCode: ota.CodeSizeMismatch,
 		},
 		{
 			name: "long stream", compression: "none",
 			payload:  func(_ *testing.T, img []byte) []byte { return append(append([]byte(nil), img...), 0) },
-			wantCode: CodeSizeMismatch, wantIn: "longer than manifest size",
+			wantCode: ota.CodeSizeMismatch, wantIn: "longer than manifest size",
 		},
 		{
 			name: "long stream gzip", compression: "gzip",
 			payload:  func(_ *testing.T, img []byte) []byte { return append(append([]byte(nil), img...), img[:5000]...) },
-			wantCode: CodeSizeMismatch,
+			wantCode: ota.CodeSizeMismatch,
 		},
 		{
 			name: "hash mismatch", compression: "none", readback: true,
 			sha:      strings.Repeat("ab", 32),
-			wantCode: CodeHashMismatch, wantIn: "manifest says " + strings.Repeat("ab", 32),
+			wantCode: ota.CodeHashMismatch, wantIn: "manifest says " + strings.Repeat("ab", 32),
 		},
 		{
 			name: "hash mismatch xz", compression: "xz",
@@ -83,16 +85,16 @@ func TestWrite(t *testing.T) {
 				b[4097] ^= 1
 				return b
 			},
-			wantCode: CodeHashMismatch,
+			wantCode: ota.CodeHashMismatch,
 		},
 		{
 			name: "slot too small", compression: "none", slotSize: imgSize - 1,
-			wantCode: CodeSizeMismatch, wantIn: "holds 1060920 bytes", untouched: true,
+			wantCode: ota.CodeSizeMismatch, wantIn: "holds 1060920 bytes", untouched: true,
 		},
 		{
 			name: "download larger than download_size", compression: "gzip",
 			downloadMax: func(n int) int64 { return int64(n) - 1 },
-			wantCode:    CodeDownloadFailed, wantIn: "download_size",
+			wantCode:    ota.CodeDownloadFailed, wantIn: "download_size",
 		},
 		{
 			name: "corrupt zstd", compression: "zstd",
@@ -103,24 +105,24 @@ func TestWrite(t *testing.T) {
 				}
 				return b
 			},
-			wantCode: CodeDownloadFailed, wantIn: "decompress zstd",
+			wantCode: ota.CodeDownloadFailed, wantIn: "decompress zstd",
 		},
 		{
 			name: "not gzip at all", compression: "gzip",
 			corrupt:  func(b []byte) []byte { return []byte("<html>not found</html>") },
-			wantCode: CodeDownloadFailed, wantIn: "decompress gzip", untouched: true,
+			wantCode: ota.CodeDownloadFailed, wantIn: "decompress gzip", untouched: true,
 		},
 		{
 			name: "unknown compression", compression: "bzip2",
-			wantCode: CodeDownloadFailed, wantIn: `"bzip2"`, untouched: true,
+			wantCode: ota.CodeDownloadFailed, wantIn: `"bzip2"`, untouched: true,
 		},
 		{
 			name: "bad sha in job", compression: "none", sha: "xyz",
-			wantCode: CodeHashMismatch, wantIn: "not 64 hex", untouched: true,
+			wantCode: ota.CodeHashMismatch, wantIn: "not 64 hex", untouched: true,
 		},
 		{
 			name: "negative size", compression: "none", size: -1,
-			wantCode: CodeSizeMismatch, untouched: true,
+			wantCode: ota.CodeSizeMismatch, untouched: true,
 		},
 	}
 	for _, tt := range tests {
@@ -161,7 +163,7 @@ func TestWrite(t *testing.T) {
 				Target: slot, Readback: tt.readback, Retry: fastRetry(rec),
 			}
 			err := write(t.Context(), job, testTuning())
-			if got := CodeOf(err); got != tt.wantCode {
+			if got := ota.CodeOf(err); got != tt.wantCode {
 				t.Fatalf("Write() = %v (code %q), want code %q", err, got, tt.wantCode)
 			}
 			if tt.wantIn != "" && !strings.Contains(err.Error(), tt.wantIn) {
@@ -186,7 +188,7 @@ func TestWrite(t *testing.T) {
 func TestWriteDefaultTuning(t *testing.T) {
 	const imgSize = 9<<20 + 4096 + 17
 	img := testImage(imgSize, 2)
-	for _, comp := range []string{"none", "zstd"} {
+	for _, comp := range []ota.Compression{"none", "zstd"} {
 		for _, readback := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/readback=%v", comp, readback), func(t *testing.T) {
 				srv := serveBytes(t, compressed(t, img, comp))
@@ -236,19 +238,19 @@ func TestWriteFileScheme(t *testing.T) {
 	tests := []struct {
 		name     string
 		url      string
-		wantCode Code
+		wantCode ota.Code
 	}{
 		{"absolute path", "file://" + src, ""},
 		{"localhost host", "file://localhost" + src, ""},
-		{"missing file", "file://" + filepath.Join(dir, "nope.gz"), CodeDownloadFailed},
-		{"remote host", "file://example.com" + src, CodeDownloadFailed},
-		{"unknown scheme", "ftp://example.com/img.gz", CodeDownloadFailed},
+		{"missing file", "file://" + filepath.Join(dir, "nope.gz"), ota.CodeDownloadFailed},
+		{"remote host", "file://example.com" + src, ota.CodeDownloadFailed},
+		{"unknown scheme", "ftp://example.com/img.gz", ota.CodeDownloadFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			slot := makeSlot(t, t.TempDir(), "slot", 400_000)
 			err := write(t.Context(), Job{URL: tt.url, Compression: "gzip", Size: int64(len(img)), SHA256: sha(img), Target: slot, Readback: true}, testTuning())
-			if got := CodeOf(err); got != tt.wantCode {
+			if got := ota.CodeOf(err); got != tt.wantCode {
 				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}
 			if tt.wantCode == "" {
@@ -291,7 +293,7 @@ func TestWriteRefusesTarget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := write(t.Context(), Job{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img), Target: tt.target, Booted: booted}, testTuning())
-			if CodeOf(err) != CodeWriteFailed || !strings.Contains(err.Error(), tt.wantIn) {
+			if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), tt.wantIn) {
 				t.Fatalf("Write() = %v, want write_failed containing %q", err, tt.wantIn)
 			}
 			checkSlot(t, booted, nil, 200_000)
@@ -330,7 +332,7 @@ func TestWriteExclusive(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("neither Write failed on the locked target")
 	}
-	if CodeOf(first) != CodeWriteFailed || !strings.Contains(first.Error(), "another process") {
+	if ota.CodeOf(first) != ota.CodeWriteFailed || !strings.Contains(first.Error(), "another process") {
 		t.Fatalf("first result %v, want write_failed: another writer", first)
 	}
 	close(release)
@@ -372,7 +374,7 @@ func TestWriteCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Write did not return within 5s of cancellation")
 	}
-	if CodeOf(err) != CodeCancelled {
+	if ota.CodeOf(err) != ota.CodeCancelled {
 		t.Fatalf("Write() = %v, want cancelled", err)
 	}
 	if d := time.Since(t0); d > 2*time.Second {
@@ -397,7 +399,7 @@ func TestWriteAlreadyCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := Write(ctx, Job{URL: srv.URL, Size: 10, SHA256: strings.Repeat("0", 64), Target: slot})
-	if CodeOf(err) != CodeCancelled {
+	if ota.CodeOf(err) != ota.CodeCancelled {
 		t.Fatalf("Write() = %v, want cancelled", err)
 	}
 	if requests.Load() != 0 {
@@ -417,14 +419,14 @@ func TestWriteReadback(t *testing.T) {
 		name       string
 		noDirect   bool
 		corruptAt  int64 // corrupt the stored slot before this region is read back; -1 never
-		wantCode   Code
+		wantCode   ota.Code
 		wantDirect bool
 	}{
 		{"o_direct", false, -1, "", true},
 		{"buffered fallback", true, -1, "", false},
-		{"o_direct sees storage corruption", false, 1 << 20, CodeReadbackMismatch, true},
-		{"fallback sees storage corruption", true, 1 << 20, CodeReadbackMismatch, false},
-		{"corrupt last byte", false, imgSize - 1, CodeReadbackMismatch, true},
+		{"o_direct sees storage corruption", false, 1 << 20, ota.CodeReadbackMismatch, true},
+		{"fallback sees storage corruption", true, 1 << 20, ota.CodeReadbackMismatch, false},
+		{"corrupt last byte", false, imgSize - 1, ota.CodeReadbackMismatch, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -461,7 +463,7 @@ func TestWriteReadback(t *testing.T) {
 				}
 			}
 			err := write(t.Context(), job, tun)
-			if CodeOf(err) != tt.wantCode {
+			if ota.CodeOf(err) != tt.wantCode {
 				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}
 			mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Policy is the device's configured offer policy.
@@ -33,7 +35,7 @@ type Offer struct {
 }
 
 // Check runs the eleven checks of SPEC §5 in order and stops at the first failure,
-// returning a *RefusedError. The manifest is parsed only after its signatures verify.
+// returning a *ota.Error. The manifest is parsed only after its signatures verify.
 func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	env, err := ParseEnvelope(raw) // 1, 2
 	if err != nil {
@@ -59,24 +61,24 @@ func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 // checkPolicy runs checks 5 to 11 on a parsed manifest.
 func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	if p.Compatible == "" || !slices.Contains(m.Compatible, p.Compatible) {
-		return refuse(CodeIncompatible, "compatible", fmt.Sprintf("%q not in %s", p.Compatible, quoteList(m.Compatible)))
+		return refuse(ota.CodeIncompatible, "compatible", fmt.Sprintf("%q not in %s", p.Compatible, quoteList(m.Compatible)))
 	}
 	if m.Devices != nil && !slices.Contains(m.Devices, p.DeviceID) {
-		return refuse(CodeNotForThisDevice, "devices", fmt.Sprintf("device %q not listed", p.DeviceID))
+		return refuse(ota.CodeNotForThisDevice, "devices", fmt.Sprintf("device %q not listed", p.DeviceID))
 	}
 	if !m.ExpiresAt.Add(p.ClockSkew).After(f.Now) {
-		return refuse(CodeExpired, "expires_at", fmt.Sprintf("expired at %s (now %s, skew allowance %s)",
+		return refuse(ota.CodeExpired, "expires_at", fmt.Sprintf("expired at %s (now %s, skew allowance %s)",
 			m.ExpiresAt.Format(time.RFC3339), f.Now.UTC().Format(time.RFC3339), p.ClockSkew))
 	}
 	if m.SecurityVersion < f.SecurityFloor {
-		return refuse(CodeDowngrade, "security_version", fmt.Sprintf("%d is below the device floor %d", m.SecurityVersion, f.SecurityFloor))
+		return refuse(ota.CodeDowngrade, "security_version", fmt.Sprintf("%d is below the device floor %d", m.SecurityVersion, f.SecurityFloor))
 	}
 	if !f.NewestIssuedAt.IsZero() && m.IssuedAt.Before(f.NewestIssuedAt) {
-		return refuse(CodeStale, "issued_at", fmt.Sprintf("%s is older than the newest accepted offer (%s)",
+		return refuse(ota.CodeStale, "issued_at", fmt.Sprintf("%s is older than the newest accepted offer (%s)",
 			m.IssuedAt.Format(time.RFC3339Nano), f.NewestIssuedAt.UTC().Format(time.RFC3339Nano)))
 	}
 	if f.InactiveSlotSize > 0 && m.Payload.Size > f.InactiveSlotSize {
-		return refuse(CodeTooBigForSlot, "payload.size", fmt.Sprintf("%d bytes do not fit the inactive slot (%d bytes)", m.Payload.Size, f.InactiveSlotSize))
+		return refuse(ota.CodeTooBigForSlot, "payload.size", fmt.Sprintf("%d bytes do not fit the inactive slot (%d bytes)", m.Payload.Size, f.InactiveSlotSize))
 	}
 	schemes := p.Schemes
 	if len(schemes) == 0 {
@@ -84,10 +86,10 @@ func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	}
 	u, err := url.Parse(m.Payload.URL)
 	if err != nil { // ParseManifest already parsed it; kept for safety
-		return refuseErr(CodeURLNotAllowed, "payload.url", "", err)
+		return refuseErr(ota.CodeURLNotAllowed, "payload.url", "", err)
 	}
 	if !slices.ContainsFunc(schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) }) {
-		return refuse(CodeURLNotAllowed, "payload.url", fmt.Sprintf("scheme %q not allowed (allowed: %s)", u.Scheme, strings.Join(schemes, ", ")))
+		return refuse(ota.CodeURLNotAllowed, "payload.url", fmt.Sprintf("scheme %q not allowed (allowed: %s)", u.Scheme, strings.Join(schemes, ", ")))
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestCheck(t *testing.T) {
@@ -45,17 +47,17 @@ func TestCheck(t *testing.T) {
 		signers []crypto.Signer              // default: signerA
 		policy  func(*Policy)
 		facts   func(*Facts)
-		want    Code
+		want    ota.Code
 		field   string
 	}{
 		{name: "valid offer", want: ""},
-		{name: "1 too large beats everything", raw: func([]byte) []byte { return bytes.Repeat([]byte("x"), MaxEnvelopeSize+1) }, want: CodeTooLarge},
-		{name: "2 not JSON", raw: func([]byte) []byte { return []byte("{not json") }, want: CodeBadEnvelope},
+		{name: "1 too large beats everything", raw: func([]byte) []byte { return bytes.Repeat([]byte("x"), MaxEnvelopeSize+1) }, want: ota.CodeTooLarge},
+		{name: "2 not JSON", raw: func([]byte) []byte { return []byte("{not json") }, want: ota.CodeBadEnvelope},
 		{name: "2 no signatures", raw: func(m []byte) []byte {
 			b, _ := MarshalEnvelope(m, Signature{Sig: []byte{1}})
 			return bytes.Replace(b, []byte(`[{"sig":"AQ=="}]`), []byte(`[]`), 1)
-		}, want: CodeBadEnvelope, field: "signatures"},
-		{name: "3 untrusted signer", signers: []crypto.Signer{untrusted}, want: CodeBadSignature, field: "signatures"},
+		}, want: ota.CodeBadEnvelope, field: "signatures"},
+		{name: "3 untrusted signer", signers: []crypto.Signer{untrusted}, want: ota.CodeBadSignature, field: "signatures"},
 		{name: "3 tampered manifest", raw: func(m []byte) []byte {
 			sig, err := SignManifest(m, signerA)
 			if err != nil {
@@ -63,39 +65,39 @@ func TestCheck(t *testing.T) {
 			}
 			b, _ := MarshalEnvelope(bytes.Replace(m, []byte(`"4.2.0"`), []byte(`"4.2.1"`), 1), sig)
 			return b
-		}, want: CodeBadSignature},
-		{name: "3 bad signature beats bad manifest", raw: func([]byte) []byte { return envelopeFor(t, []byte("{not json"), untrusted) }, want: CodeBadSignature},
-		{name: "3 threshold 2 with one signature", policy: func(p *Policy) { p.Threshold = 2 }, want: CodeBadSignature},
+		}, want: ota.CodeBadSignature},
+		{name: "3 bad signature beats bad manifest", raw: func([]byte) []byte { return envelopeFor(t, []byte("{not json"), untrusted) }, want: ota.CodeBadSignature},
+		{name: "3 threshold 2 with one signature", policy: func(p *Policy) { p.Threshold = 2 }, want: ota.CodeBadSignature},
 		{name: "3 threshold 2 met", signers: []crypto.Signer{signerA, signerB}, policy: func(p *Policy) { p.Threshold = 2 }, want: ""},
-		{name: "4 signed garbage", raw: func([]byte) []byte { return envelopeFor(t, []byte("{not json"), signerA) }, want: CodeBadManifest},
-		{name: "4 bad manifest beats incompatible", edit: both(incompatible, func(m map[string]any) { m["schema"] = 2 }), want: CodeBadManifest, field: "schema"},
-		{name: "5 incompatible", edit: incompatible, want: CodeIncompatible, field: "compatible"},
-		{name: "5 device without compatible string", policy: func(p *Policy) { p.Compatible = "" }, want: CodeIncompatible},
-		{name: "5 incompatible beats the rest", edit: both(incompatible, otherDevice, setExpires(-30*time.Minute), lowSecurity), want: CodeIncompatible},
-		{name: "6 not for this device", edit: otherDevice, want: CodeNotForThisDevice, field: "devices"},
+		{name: "4 signed garbage", raw: func([]byte) []byte { return envelopeFor(t, []byte("{not json"), signerA) }, want: ota.CodeBadManifest},
+		{name: "4 bad manifest beats incompatible", edit: both(incompatible, func(m map[string]any) { m["schema"] = 2 }), want: ota.CodeBadManifest, field: "schema"},
+		{name: "5 incompatible", edit: incompatible, want: ota.CodeIncompatible, field: "compatible"},
+		{name: "5 device without compatible string", policy: func(p *Policy) { p.Compatible = "" }, want: ota.CodeIncompatible},
+		{name: "5 incompatible beats the rest", edit: both(incompatible, otherDevice, setExpires(-30*time.Minute), lowSecurity), want: ota.CodeIncompatible},
+		{name: "6 not for this device", edit: otherDevice, want: ota.CodeNotForThisDevice, field: "devices"},
 		{name: "6 no devices list targets all", edit: func(m map[string]any) { delete(m, "devices") }, want: ""},
-		{name: "6 beats expired", edit: both(otherDevice, setExpires(-30*time.Minute)), want: CodeNotForThisDevice},
-		{name: "7 expired", edit: setExpires(-10 * time.Minute), want: CodeExpired, field: "expires_at"},
-		{name: "7 expiry plus skew equal to now", edit: setExpires(-5 * time.Minute), want: CodeExpired},
+		{name: "6 beats expired", edit: both(otherDevice, setExpires(-30*time.Minute)), want: ota.CodeNotForThisDevice},
+		{name: "7 expired", edit: setExpires(-10 * time.Minute), want: ota.CodeExpired, field: "expires_at"},
+		{name: "7 expiry plus skew equal to now", edit: setExpires(-5 * time.Minute), want: ota.CodeExpired},
 		{name: "7 within skew", edit: setExpires(-4 * time.Minute), want: ""},
-		{name: "7 no skew", edit: setExpires(-time.Second), policy: func(p *Policy) { p.ClockSkew = 0 }, want: CodeExpired},
-		{name: "7 expired beats downgrade", edit: both(setExpires(-30*time.Minute), lowSecurity), want: CodeExpired},
-		{name: "8 downgrade", edit: lowSecurity, want: CodeDowngrade, field: "security_version"},
+		{name: "7 no skew", edit: setExpires(-time.Second), policy: func(p *Policy) { p.ClockSkew = 0 }, want: ota.CodeExpired},
+		{name: "7 expired beats downgrade", edit: both(setExpires(-30*time.Minute), lowSecurity), want: ota.CodeExpired},
+		{name: "8 downgrade", edit: lowSecurity, want: ota.CodeDowngrade, field: "security_version"},
 		{name: "8 equal to floor", edit: func(m map[string]any) { m["security_version"] = 5 }, want: ""},
-		{name: "8 missing security_version is 0", edit: func(m map[string]any) { delete(m, "security_version") }, want: CodeDowngrade},
-		{name: "8 downgrade beats stale", edit: both(lowSecurity, old), want: CodeDowngrade},
-		{name: "9 stale", edit: old, want: CodeStale, field: "issued_at"},
+		{name: "8 missing security_version is 0", edit: func(m map[string]any) { delete(m, "security_version") }, want: ota.CodeDowngrade},
+		{name: "8 downgrade beats stale", edit: both(lowSecurity, old), want: ota.CodeDowngrade},
+		{name: "9 stale", edit: old, want: ota.CodeStale, field: "issued_at"},
 		{name: "9 same issued_at is not stale", edit: func(m map[string]any) { m["issued_at"] = testNow.Add(-2 * time.Hour).Format(time.RFC3339) }, want: ""},
 		{name: "9 nothing accepted yet", edit: old, facts: func(f *Facts) { f.NewestIssuedAt = time.Time{} }, want: ""},
-		{name: "9 stale beats too big", edit: both(old, huge), want: CodeStale},
-		{name: "10 too big for slot", edit: huge, want: CodeTooBigForSlot, field: "payload.size"},
+		{name: "9 stale beats too big", edit: both(old, huge), want: ota.CodeStale},
+		{name: "10 too big for slot", edit: huge, want: ota.CodeTooBigForSlot, field: "payload.size"},
 		{name: "10 exactly the slot size", edit: func(m map[string]any) { payloadOf(m)["size"] = 512 << 20 }, want: ""},
 		{name: "10 unknown slot size", edit: huge, facts: func(f *Facts) { f.InactiveSlotSize = 0 }, want: ""},
-		{name: "10 too big beats url", edit: both(huge, plainHTTP), want: CodeTooBigForSlot},
-		{name: "11 http not allowed by default", edit: plainHTTP, want: CodeURLNotAllowed, field: "payload.url"},
+		{name: "10 too big beats url", edit: both(huge, plainHTTP), want: ota.CodeTooBigForSlot},
+		{name: "11 http not allowed by default", edit: plainHTTP, want: ota.CodeURLNotAllowed, field: "payload.url"},
 		{name: "11 http allowed when configured", edit: plainHTTP, policy: func(p *Policy) { p.Schemes = []string{"https", "HTTP"} }, want: ""},
 		{name: "11 file allowed when configured", edit: func(m map[string]any) { payloadOf(m)["url"] = "file:///srv/x.img" }, policy: func(p *Policy) { p.Schemes = []string{"file"} }, want: ""},
-		{name: "11 https refused when only file configured", policy: func(p *Policy) { p.Schemes = []string{"file"} }, want: CodeURLNotAllowed},
+		{name: "11 https refused when only file configured", policy: func(p *Policy) { p.Schemes = []string{"file"} }, want: ota.CodeURLNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,13 +120,13 @@ func TestCheck(t *testing.T) {
 				tt.facts(&f)
 			}
 			offer, err := Check(raw, keys, p, f)
-			if got := CodeOf(err); got != tt.want {
+			if got := ota.CodeOf(err); got != tt.want {
 				t.Fatalf("Check: code %q, want %q (err: %v)", got, tt.want, err)
 			}
 			if tt.want != "" {
-				var re *RefusedError
+				var re *ota.Error
 				if !errors.As(err, &re) {
-					t.Fatalf("error %T is not a *RefusedError", err)
+					t.Fatalf("error %T is not a *ota.Error", err)
 				}
 				if tt.field != "" && re.Field != tt.field {
 					t.Errorf("field %q, want %q (err: %v)", re.Field, tt.field, err)
@@ -154,35 +156,7 @@ func TestCheckNilKeyring(t *testing.T) {
 	signer, _ := newSigner(t, KeyECDSAP256)
 	raw := envelopeFor(t, manifestJSON(t, nil), signer)
 	_, err := Check(raw, nil, Policy{DeviceID: "gw-0001", Compatible: "acme,gw-v2"}, Facts{Now: testNow})
-	if CodeOf(err) != CodeBadSignature {
+	if ota.CodeOf(err) != ota.CodeBadSignature {
 		t.Fatalf("nil keyring: %v, want bad_signature", err)
-	}
-}
-
-func TestRefusedError(t *testing.T) {
-	cause := errors.New("boom")
-	tests := []struct {
-		err  *RefusedError
-		want string
-	}{
-		{&RefusedError{Code: CodeBadManifest, Field: "payload.sha256", Msg: "want 64 hex digits"}, "bad_manifest: payload.sha256: want 64 hex digits"},
-		{&RefusedError{Code: CodeTooLarge, Msg: "too big"}, "too_large: too big"},
-		{&RefusedError{Code: CodeBadEnvelope, Err: cause}, "bad_envelope: boom"},
-		{&RefusedError{Code: CodeBadManifest, Field: "issued_at", Err: cause}, "bad_manifest: issued_at: boom"},
-	}
-	for _, tt := range tests {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
-		wrapped := errors.Join(errors.New("context"), tt.err)
-		if CodeOf(wrapped) != tt.err.Code {
-			t.Errorf("CodeOf(wrapped) = %q, want %q", CodeOf(wrapped), tt.err.Code)
-		}
-	}
-	if !errors.Is(&RefusedError{Code: CodeBadEnvelope, Err: cause}, cause) {
-		t.Error("Unwrap does not reach the cause")
-	}
-	if CodeOf(cause) != "" || CodeOf(nil) != "" {
-		t.Error("CodeOf of a non-refusal is not empty")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/otad/otad/ota"
 )
 
 // maxSignatures bounds the work one envelope can cause: without a keyid every
@@ -30,7 +32,7 @@ type Envelope struct {
 // looked at: that waits until its signatures verify.
 func ParseEnvelope(raw []byte) (*Envelope, error) {
 	if len(raw) > MaxEnvelopeSize {
-		return nil, refuse(CodeTooLarge, "", fmt.Sprintf("envelope is %d bytes, limit %d", len(raw), MaxEnvelopeSize))
+		return nil, refuse(ota.CodeTooLarge, "", fmt.Sprintf("envelope is %d bytes, limit %d", len(raw), MaxEnvelopeSize))
 	}
 	// Decode base64 ourselves so a bad value is reported with its field.
 	var in struct {
@@ -41,31 +43,31 @@ func ParseEnvelope(raw []byte) (*Envelope, error) {
 		} `json:"signatures"`
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return nil, refuseErr(CodeBadEnvelope, jsonErrorField(err), "", err)
+		return nil, refuseErr(ota.CodeBadEnvelope, jsonErrorField(err), "", err)
 	}
 	if in.Manifest == nil || *in.Manifest == "" {
-		return nil, refuse(CodeBadEnvelope, "manifest", "missing or empty")
+		return nil, refuse(ota.CodeBadEnvelope, "manifest", "missing or empty")
 	}
 	var env Envelope
 	var err error
 	if env.Manifest, err = decodeBase64(*in.Manifest); err != nil {
-		return nil, refuseErr(CodeBadEnvelope, "manifest", "not base64", err)
+		return nil, refuseErr(ota.CodeBadEnvelope, "manifest", "not base64", err)
 	}
 	if len(in.Signatures) == 0 {
-		return nil, refuse(CodeBadEnvelope, "signatures", "no signatures")
+		return nil, refuse(ota.CodeBadEnvelope, "signatures", "no signatures")
 	}
 	if len(in.Signatures) > maxSignatures {
-		return nil, refuse(CodeBadEnvelope, "signatures", fmt.Sprintf("%d signatures, at most %d allowed", len(in.Signatures), maxSignatures))
+		return nil, refuse(ota.CodeBadEnvelope, "signatures", fmt.Sprintf("%d signatures, at most %d allowed", len(in.Signatures), maxSignatures))
 	}
 	env.Signatures = make([]Signature, len(in.Signatures))
 	for i, s := range in.Signatures {
 		field := fmt.Sprintf("signatures[%d].sig", i)
 		if s.Sig == "" {
-			return nil, refuse(CodeBadEnvelope, field, "missing or empty")
+			return nil, refuse(ota.CodeBadEnvelope, field, "missing or empty")
 		}
 		sig, err := decodeBase64(s.Sig)
 		if err != nil {
-			return nil, refuseErr(CodeBadEnvelope, field, "not base64", err)
+			return nil, refuseErr(ota.CodeBadEnvelope, field, "not base64", err)
 		}
 		// Key IDs are hex; compare them in one case.
 		env.Signatures[i] = Signature{KeyID: strings.ToLower(strings.TrimSpace(s.KeyID)), Sig: sig}

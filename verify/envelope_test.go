@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestParseEnvelope(t *testing.T) {
@@ -12,35 +14,35 @@ func TestParseEnvelope(t *testing.T) {
 	tests := []struct {
 		name  string
 		raw   string
-		want  Code
+		want  ota.Code
 		field string
 	}{
 		{name: "valid", raw: `{"manifest":"` + m + `","signatures":[{"keyid":"ABCDEF","sig":"AQID"}]}`},
 		{name: "unpadded base64", raw: `{"manifest":"` + strings.TrimRight(m, "=") + `","signatures":[{"sig":"AQI"}]}`},
 		{name: "unknown fields ignored", raw: `{"manifest":"` + m + `","signatures":[{"sig":"AQID","x":1}],"threshold":1}`},
-		{name: "empty", raw: ``, want: CodeBadEnvelope},
-		{name: "null", raw: `null`, want: CodeBadEnvelope, field: "manifest"},
-		{name: "array", raw: `[]`, want: CodeBadEnvelope},
-		{name: "truncated", raw: `{"manifest":"` + m, want: CodeBadEnvelope},
-		{name: "trailing data", raw: `{"manifest":"` + m + `","signatures":[{"sig":"AQID"}]} {}`, want: CodeBadEnvelope},
-		{name: "manifest missing", raw: `{"signatures":[{"sig":"AQID"}]}`, want: CodeBadEnvelope, field: "manifest"},
-		{name: "manifest empty", raw: `{"manifest":"","signatures":[{"sig":"AQID"}]}`, want: CodeBadEnvelope, field: "manifest"},
-		{name: "manifest not base64", raw: `{"manifest":"!!!","signatures":[{"sig":"AQID"}]}`, want: CodeBadEnvelope, field: "manifest"},
-		{name: "manifest wrong type", raw: `{"manifest":{"schema":1},"signatures":[{"sig":"AQID"}]}`, want: CodeBadEnvelope, field: "manifest"},
-		{name: "signatures missing", raw: `{"manifest":"` + m + `"}`, want: CodeBadEnvelope, field: "signatures"},
-		{name: "signatures empty", raw: `{"manifest":"` + m + `","signatures":[]}`, want: CodeBadEnvelope, field: "signatures"},
-		{name: "signature empty", raw: `{"manifest":"` + m + `","signatures":[{"sig":"AQID"},{"keyid":"ab"}]}`, want: CodeBadEnvelope, field: "signatures[1].sig"},
-		{name: "signature not base64", raw: `{"manifest":"` + m + `","signatures":[{"sig":"@@@"}]}`, want: CodeBadEnvelope, field: "signatures[0].sig"},
-		{name: "too many signatures", raw: `{"manifest":"` + m + `","signatures":[` + strings.Repeat(`{"sig":"AQID"},`, maxSignatures) + `{"sig":"AQID"}]}`, want: CodeBadEnvelope, field: "signatures"},
+		{name: "empty", raw: ``, want: ota.CodeBadEnvelope},
+		{name: "null", raw: `null`, want: ota.CodeBadEnvelope, field: "manifest"},
+		{name: "array", raw: `[]`, want: ota.CodeBadEnvelope},
+		{name: "truncated", raw: `{"manifest":"` + m, want: ota.CodeBadEnvelope},
+		{name: "trailing data", raw: `{"manifest":"` + m + `","signatures":[{"sig":"AQID"}]} {}`, want: ota.CodeBadEnvelope},
+		{name: "manifest missing", raw: `{"signatures":[{"sig":"AQID"}]}`, want: ota.CodeBadEnvelope, field: "manifest"},
+		{name: "manifest empty", raw: `{"manifest":"","signatures":[{"sig":"AQID"}]}`, want: ota.CodeBadEnvelope, field: "manifest"},
+		{name: "manifest not base64", raw: `{"manifest":"!!!","signatures":[{"sig":"AQID"}]}`, want: ota.CodeBadEnvelope, field: "manifest"},
+		{name: "manifest wrong type", raw: `{"manifest":{"schema":1},"signatures":[{"sig":"AQID"}]}`, want: ota.CodeBadEnvelope, field: "manifest"},
+		{name: "signatures missing", raw: `{"manifest":"` + m + `"}`, want: ota.CodeBadEnvelope, field: "signatures"},
+		{name: "signatures empty", raw: `{"manifest":"` + m + `","signatures":[]}`, want: ota.CodeBadEnvelope, field: "signatures"},
+		{name: "signature empty", raw: `{"manifest":"` + m + `","signatures":[{"sig":"AQID"},{"keyid":"ab"}]}`, want: ota.CodeBadEnvelope, field: "signatures[1].sig"},
+		{name: "signature not base64", raw: `{"manifest":"` + m + `","signatures":[{"sig":"@@@"}]}`, want: ota.CodeBadEnvelope, field: "signatures[0].sig"},
+		{name: "too many signatures", raw: `{"manifest":"` + m + `","signatures":[` + strings.Repeat(`{"sig":"AQID"},`, maxSignatures) + `{"sig":"AQID"}]}`, want: ota.CodeBadEnvelope, field: "signatures"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env, err := ParseEnvelope([]byte(tt.raw))
-			if got := CodeOf(err); got != tt.want {
+			if got := ota.CodeOf(err); got != tt.want {
 				t.Fatalf("code %q, want %q (err: %v)", got, tt.want, err)
 			}
 			if tt.want != "" {
-				if f := err.(*RefusedError).Field; f != tt.field {
+				if f := err.(*ota.Error).Field; f != tt.field {
 					t.Errorf("field %q, want %q (err: %v)", f, tt.field, err)
 				}
 				return
@@ -79,15 +81,15 @@ func TestParseEnvelopeSizeLimit(t *testing.T) {
 	tests := []struct {
 		name string
 		raw  []byte
-		want Code
+		want ota.Code
 	}{
-		{"well formed over limit", wellFormed, CodeTooLarge},
-		{"garbage over limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize+1), CodeTooLarge},
-		{"garbage at limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize), CodeBadEnvelope},
+		{"well formed over limit", wellFormed, ota.CodeTooLarge},
+		{"garbage over limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize+1), ota.CodeTooLarge},
+		{"garbage at limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize), ota.CodeBadEnvelope},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ParseEnvelope(tt.raw); CodeOf(err) != tt.want {
+			if _, err := ParseEnvelope(tt.raw); ota.CodeOf(err) != tt.want {
 				t.Fatalf("ParseEnvelope(%d bytes): %v, want %s", len(tt.raw), err, tt.want)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // seedFiles adds every file matching pattern under ../testdata as a fuzz seed.
@@ -38,8 +40,8 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		env, err := ParseEnvelope(raw)
 		if err != nil {
-			var re *RefusedError
-			if !errors.As(err, &re) || (re.Code != CodeTooLarge && re.Code != CodeBadEnvelope) {
+			var re *ota.Error
+			if !errors.As(err, &re) || (re.Code != ota.CodeTooLarge && re.Code != ota.CodeBadEnvelope) {
 				t.Fatalf("error is not a too_large/bad_envelope refusal: %#v", err)
 			}
 			return
@@ -73,7 +75,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseManifest(b)
 		if err != nil {
-			if CodeOf(err) != CodeBadManifest {
+			if ota.CodeOf(err) != ota.CodeBadManifest {
 				t.Fatalf("error is not a bad_manifest refusal: %#v", err)
 			}
 			return

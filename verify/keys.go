@@ -20,6 +20,8 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/otad/otad/ota"
 )
 
 const (
@@ -221,13 +223,13 @@ func (k *Keyring) Keys() []Key {
 // VerifyThreshold runs check 3 of SPEC §5: at least threshold distinct trusted keys
 // must each verify one of sigs over the raw manifest bytes. A signature with a keyid is
 // checked only against that key; one without is tried against every trusted key.
-// threshold < 1 means 1. The refusal is a *RefusedError with code bad_signature.
+// threshold < 1 means 1. The refusal is a *ota.Error with code bad_signature.
 func (k *Keyring) VerifyThreshold(manifest []byte, sigs []Signature, threshold int) error {
 	if threshold < 1 {
 		threshold = 1
 	}
 	if k.Len() == 0 {
-		return refuse(CodeBadSignature, "signatures", "no trusted keys")
+		return refuse(ota.CodeBadSignature, "signatures", "no trusted keys")
 	}
 	verified := make(map[string]bool, threshold)
 	try := func(id string, sig []byte) {
@@ -256,7 +258,7 @@ func (k *Keyring) VerifyThreshold(manifest []byte, sigs []Signature, threshold i
 			return nil
 		}
 	}
-	return refuse(CodeBadSignature, "signatures",
+	return refuse(ota.CodeBadSignature, "signatures",
 		fmt.Sprintf("%d of %d required trusted signatures verified (%d signatures, %d trusted keys)",
 			len(verified), threshold, len(sigs), k.Len()))
 }

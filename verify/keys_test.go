@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestKeyTypes(t *testing.T) {
@@ -34,10 +36,10 @@ func TestKeyTypes(t *testing.T) {
 			}
 			tampered := append([]byte(nil), manifest...)
 			tampered[len(tampered)/2] ^= 1
-			if err := kr.VerifyThreshold(tampered, []Signature{sig}, 1); CodeOf(err) != CodeBadSignature {
+			if err := kr.VerifyThreshold(tampered, []Signature{sig}, 1); ota.CodeOf(err) != ota.CodeBadSignature {
 				t.Errorf("tampered manifest: %v, want bad_signature", err)
 			}
-			if err := NewKeyring(otherKey).VerifyThreshold(manifest, []Signature{{Sig: sig.Sig}}, 1); CodeOf(err) != CodeBadSignature {
+			if err := NewKeyring(otherKey).VerifyThreshold(manifest, []Signature{{Sig: sig.Sig}}, 1); ota.CodeOf(err) != ota.CodeBadSignature {
 				t.Errorf("other key: %v, want bad_signature", err)
 			}
 		})
@@ -94,7 +96,7 @@ func TestVerifyThreshold(t *testing.T) {
 			if tt.ok && err != nil {
 				t.Fatalf("want ok, got %v", err)
 			}
-			if !tt.ok && CodeOf(err) != CodeBadSignature {
+			if !tt.ok && ota.CodeOf(err) != ota.CodeBadSignature {
 				t.Fatalf("want bad_signature, got %v", err)
 			}
 		})

@@ -9,16 +9,18 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/otad/otad/ota"
 )
 
 // Payload describes the image. Size and SHA256 are of the decompressed bytes that land
 // in the slot; DownloadSize, when set, bounds the bytes fetched.
 type Payload struct {
-	URL          string `json:"url"`
-	Compression  string `json:"compression"`
-	Size         int64  `json:"size"`
-	SHA256       string `json:"sha256"`
-	DownloadSize int64  `json:"download_size,omitempty"`
+	URL          string          `json:"url"`
+	Compression  ota.Compression `json:"compression"`
+	Size         int64           `json:"size"`
+	SHA256       string          `json:"sha256"`
+	DownloadSize int64           `json:"download_size,omitempty"`
 }
 
 // Manifest is the signed description of one image (SPEC §3).
@@ -33,14 +35,6 @@ type Manifest struct {
 	ExpiresAt       time.Time `json:"expires_at"`
 	Payload         Payload   `json:"payload"`
 }
-
-// The compression names of SPEC §3.
-const (
-	CompressionNone = "none"
-	CompressionGzip = "gzip"
-	CompressionZstd = "zstd"
-	CompressionXZ   = "xz"
-)
 
 const (
 	schemaVersion = 1
@@ -73,15 +67,15 @@ type rawPayload struct {
 
 // ParseManifest runs check 4 of SPEC §5 on manifest bytes whose signatures have
 // already verified: JSON, schema, required fields and sane values. Unknown fields are
-// ignored. Every refusal is a *RefusedError with code bad_manifest whose Field names
+// ignored. Every refusal is a *ota.Error with code bad_manifest whose Field names
 // the JSON path at fault. security_version is optional (absent means 0).
 func ParseManifest(b []byte) (*Manifest, error) {
 	var r rawManifest
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, refuseErr(CodeBadManifest, jsonErrorField(err), "", err)
+		return nil, refuseErr(ota.CodeBadManifest, jsonErrorField(err), "", err)
 	}
 	bad := func(field, format string, args ...any) (*Manifest, error) {
-		return nil, refuse(CodeBadManifest, field, fmt.Sprintf(format, args...))
+		return nil, refuse(ota.CodeBadManifest, field, fmt.Sprintf(format, args...))
 	}
 
 	var m Manifest
@@ -136,10 +130,10 @@ func ParseManifest(b []byte) (*Manifest, error) {
 
 	var err error
 	if m.IssuedAt, err = parseTime(r.IssuedAt); err != nil {
-		return nil, refuseErr(CodeBadManifest, "issued_at", "", err)
+		return nil, refuseErr(ota.CodeBadManifest, "issued_at", "", err)
 	}
 	if m.ExpiresAt, err = parseTime(r.ExpiresAt); err != nil {
-		return nil, refuseErr(CodeBadManifest, "expires_at", "", err)
+		return nil, refuseErr(ota.CodeBadManifest, "expires_at", "", err)
 	}
 	if !m.ExpiresAt.After(m.IssuedAt) {
 		return bad("expires_at", "%s is not after issued_at %s", m.ExpiresAt.Format(time.RFC3339), m.IssuedAt.Format(time.RFC3339))
@@ -155,7 +149,7 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	}
 	u, err := url.Parse(*p.URL)
 	if err != nil {
-		return nil, refuseErr(CodeBadManifest, "payload.url", "", err)
+		return nil, refuseErr(ota.CodeBadManifest, "payload.url", "", err)
 	}
 	if u.Scheme == "" {
 		return bad("payload.url", "no scheme in %q", truncate(*p.URL))
@@ -168,12 +162,10 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if p.Compression == nil {
 		return bad("payload.compression", "missing")
 	}
-	switch *p.Compression {
-	case CompressionNone, CompressionGzip, CompressionZstd, CompressionXZ:
-	default:
+	if c := ota.Compression(*p.Compression); !c.Valid() {
 		return bad("payload.compression", "want none, gzip, zstd or xz, got %q", truncate(*p.Compression))
 	}
-	m.Payload.Compression = *p.Compression
+	m.Payload.Compression = ota.Compression(*p.Compression)
 
 	if p.Size == nil {
 		return bad("payload.size", "missing")
@@ -199,7 +191,7 @@ func ParseManifest(b []byte) (*Manifest, error) {
 			return bad("payload.download_size", "want > 0 when present, got %d", *p.DownloadSize)
 		}
 		// Uncompressed, the download is the slot image: any other size cannot succeed.
-		if m.Payload.Compression == CompressionNone && *p.DownloadSize != m.Payload.Size {
+		if m.Payload.Compression == ota.CompressionNone && *p.DownloadSize != m.Payload.Size {
 			return bad("payload.download_size", "%d differs from size %d with compression none", *p.DownloadSize, m.Payload.Size)
 		}
 		m.Payload.DownloadSize = *p.DownloadSize

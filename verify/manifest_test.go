@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -82,13 +84,13 @@ func TestParseManifest(t *testing.T) {
 				}
 				return
 			}
-			if CodeOf(err) != CodeBadManifest {
+			if ota.CodeOf(err) != ota.CodeBadManifest {
 				t.Fatalf("ParseManifest: %v, want bad_manifest", err)
 			}
 			if m != nil {
 				t.Errorf("refused manifest returned non-nil")
 			}
-			if got := err.(*RefusedError).Field; got != tt.field {
+			if got := err.(*ota.Error).Field; got != tt.field {
 				t.Errorf("field %q, want %q (err: %v)", got, tt.field, err)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // The real openssl command line is the reference for "what other tools produce":
@@ -102,7 +104,7 @@ func TestOpenSSLInterop(t *testing.T) {
 			tampered := []byte(strings.Replace(string(manifest), "4.2.0", "4.2.1", 1))
 			raw = []byte(`{"manifest":"` + base64.StdEncoding.EncodeToString(tampered) +
 				`","signatures":[{"sig":"` + base64.StdEncoding.EncodeToString(sigBytes) + `"}]}`)
-			if _, err := Check(raw, kr, policy, Facts{Now: testNow}); CodeOf(err) != CodeBadSignature {
+			if _, err := Check(raw, kr, policy, Facts{Now: testNow}); ota.CodeOf(err) != ota.CodeBadSignature {
 				t.Fatalf("openssl signature over other bytes: %v, want bad_signature", err)
 			}
 

@@ -4,6 +4,8 @@ import (
 	"crypto"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // SignOffer's envelope passes the checks with a threshold of both keys.
@@ -20,7 +22,7 @@ func TestSignOffer(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	m := Manifest{Schema: 1, ID: "rel-1", Version: "1", Compatible: []string{"c"}, IssuedAt: now, ExpiresAt: now.Add(time.Hour),
-		Payload: Payload{URL: "https://x/i", Compression: CompressionNone, Size: 10, SHA256: "00000000000000000000000000000000000000000000000000000000000000aa"}}
+		Payload: Payload{URL: "https://x/i", Compression: ota.CompressionNone, Size: 10, SHA256: "00000000000000000000000000000000000000000000000000000000000000aa"}}
 	env, err := SignOffer(&m, keys...)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +36,7 @@ func TestSignOffer(t *testing.T) {
 	}
 	// One key short of the threshold is refused.
 	env1, _ := SignOffer(&m, keys[0])
-	if _, err := Check(env1, NewKeyring(ring...), Policy{DeviceID: "d", Compatible: "c", Threshold: 2}, Facts{Now: now}); CodeOf(err) != CodeBadSignature {
+	if _, err := Check(env1, NewKeyring(ring...), Policy{DeviceID: "d", Compatible: "c", Threshold: 2}, Facts{Now: now}); ota.CodeOf(err) != ota.CodeBadSignature {
 		t.Fatalf("one signature for threshold 2: %v", err)
 	}
 }

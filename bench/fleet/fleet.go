@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
 )
 
 // group is the one group every bench device is in.
@@ -53,7 +54,7 @@ func watch(ctx context.Context, brokerURL string, v *fleetview.View) <-chan erro
 }
 
 // waitFor polls until want devices satisfy ok, the watcher fails or timeout passes.
-func waitFor(ctx context.Context, v *fleetview.View, watchErr <-chan error, want int, timeout time.Duration, what string, ok func(agent.Status) bool) error {
+func waitFor(ctx context.Context, v *fleetview.View, watchErr <-chan error, want int, timeout time.Duration, what string, ok func(ota.Status) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := v.Count(ok)
@@ -74,8 +75,8 @@ func waitFor(ctx context.Context, v *fleetview.View, watchErr <-chan error, want
 }
 
 // succeeded reports whether st says rollout ended in success.
-func succeeded(st agent.Status, rollout string) bool {
-	return st.LastResult != nil && st.LastResult.ID == rollout && st.LastResult.Result == agent.ResultSuccess
+func succeeded(st ota.Status, rollout string) bool {
+	return st.LastResult != nil && st.LastResult.ID == rollout && st.LastResult.Result == ota.ResultSuccess
 }
 
 // runFleet lays out n devices, runs them against a fresh mosquitto and times
@@ -160,8 +161,8 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		wg.Add(1)
 		go func() { defer wg.Done(); d.Run(devCtx) }()
 	}
-	if err := waitFor(ctx, tr, watchErr, n, o.timeout, "devices idle on slot A", func(s agent.Status) bool {
-		return s.State == agent.Idle && s.BootedSlot == "A"
+	if err := waitFor(ctx, tr, watchErr, n, o.timeout, "devices idle on slot A", func(s ota.Status) bool {
+		return s.State == ota.Idle && s.BootedSlot == "A"
 	}); err != nil {
 		return fmt.Errorf("%w%s", err, agentErrors(devs))
 	}
@@ -180,11 +181,11 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL, Logger: slog.New(slog.DiscardHandler)}, "ota/groups/"+group+"/desired", env); err != nil {
 		return err
 	}
-	convErr := waitFor(ctx, tr, watchErr, n, o.timeout, "devices with success", func(s agent.Status) bool { return succeeded(s, rollout) })
+	convErr := waitFor(ctx, tr, watchErr, n, o.timeout, "devices with success", func(s ota.Status) bool { return succeeded(s, rollout) })
 	var each []time.Duration
 	for _, id := range ids {
 		// Took counts from Begin, just before the publish.
-		if f, ok := tr.Finished(id, rollout); ok && f.Result.Result == agent.ResultSuccess {
+		if f, ok := tr.Finished(id, rollout); ok && f.Result.Result == ota.ResultSuccess {
 			each = append(each, f.Took)
 			res.Converge = max(res.Converge, f.Took)
 		}
@@ -204,7 +205,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	freshCtx, stopFresh := context.WithCancel(ctx)
 	defer stopFresh()
 	freshErr := watch(freshCtx, b.URL, fresh)
-	ok := func(s agent.Status) bool { return succeeded(s, rollout) && s.BootedSlot == "B" }
+	ok := func(s ota.Status) bool { return succeeded(s, rollout) && s.BootedSlot == "B" }
 	err = waitFor(ctx, fresh, freshErr, n, 30*time.Second, "retained statuses saying success", ok)
 	res.Retained = fresh.Count(ok)
 	return err

@@ -12,9 +12,10 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
+
+	"github.com/otad/otad/ota"
 )
 
 // latencyResult is the offer-to-downloading latency over the measured offers.
@@ -42,12 +43,12 @@ type eventWatcher struct {
 	events chan timedEvent
 
 	mu     sync.Mutex
-	status agent.Status
+	status ota.Status
 }
 
 type timedEvent struct {
 	at time.Time
-	ev agent.EventMsg
+	ev ota.Event
 }
 
 func watchDevice(ctx context.Context, brokerURL, id string) (*eventWatcher, error) {
@@ -63,7 +64,7 @@ func watchDevice(ctx context.Context, brokerURL, id string) (*eventWatcher, erro
 		at := time.Now()
 		switch m.Topic() {
 		case "ota/devices/" + id + "/events":
-			var ev agent.EventMsg
+			var ev ota.Event
 			if json.Unmarshal(m.Payload(), &ev) == nil {
 				select {
 				case w.events <- timedEvent{at: at, ev: ev}:
@@ -71,7 +72,7 @@ func watchDevice(ctx context.Context, brokerURL, id string) (*eventWatcher, erro
 				}
 			}
 		default:
-			var st agent.Status
+			var st ota.Status
 			if json.Unmarshal(m.Payload(), &st) == nil {
 				w.mu.Lock()
 				if st.Seq >= w.status.Seq {
@@ -88,7 +89,7 @@ func watchDevice(ctx context.Context, brokerURL, id string) (*eventWatcher, erro
 	return w, nil
 }
 
-func (w *eventWatcher) lastStatus() agent.Status {
+func (w *eventWatcher) lastStatus() ota.Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.status
@@ -115,10 +116,10 @@ func (w *eventWatcher) awaitDownloading(ctx context.Context, id string, timeout 
 			// A superseding offer also emits downloading→downloading for the
 			// old install with result "superseded"; the new install's start
 			// carries the new ID and no result.
-			if te.ev.To == agent.Downloading && te.ev.ID == id && te.ev.Result == "" {
+			if te.ev.To == ota.Downloading && te.ev.ID == id && te.ev.Result == "" {
 				return te.at, nil
 			}
-			if te.ev.To == agent.Verifying {
+			if te.ev.To == ota.Verifying {
 				// The measurement is of interrupting transfers in flight.
 				return time.Time{}, fmt.Errorf("offer %s: a download finished (%s): the image server is too fast for this measurement", id, te.ev.ID)
 			}
@@ -180,7 +181,7 @@ func runLatency(ctx context.Context, dir string, o latencyOptions, progress func
 	defer func() { stopDev(); <-devDone }()
 
 	deadline := time.Now().Add(30 * time.Second)
-	for st := w.lastStatus(); st.State != agent.Idle || st.BootedSlot != "A"; st = w.lastStatus() {
+	for st := w.lastStatus(); st.State != ota.Idle || st.BootedSlot != "A"; st = w.lastStatus() {
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("device %s not idle on slot A after 30s (status %+v, agent error %v)", id, st, dev.Err())
 		}

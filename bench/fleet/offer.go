@@ -12,6 +12,8 @@ import (
 
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 // compatible is the bench devices' compatible string; every offer names it.
@@ -62,7 +64,7 @@ func (s *signer) offer(id, version, name string, size int64, sum string, issued 
 	m := verify.Manifest{
 		Schema: 1, ID: id, Version: version, SecurityVersion: 1, Compatible: []string{compatible},
 		IssuedAt: issued.UTC(), ExpiresAt: issued.UTC().Add(24 * time.Hour),
-		Payload: verify.Payload{URL: s.base + "/" + name, Compression: verify.CompressionNone, Size: size, SHA256: sum},
+		Payload: verify.Payload{URL: s.base + "/" + name, Compression: ota.CompressionNone, Size: size, SHA256: sum},
 	}
 	return verify.SignOffer(&m, s.key)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 // testDevice is a file-backed device for otad (internal/simdevice): a sim
@@ -67,7 +69,7 @@ func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error)
 	m := verify.Manifest{
 		Schema: 1, ID: "installbench", Version: "bench-1", SecurityVersion: 1, Compatible: []string{compatible},
 		IssuedAt: issued, ExpiresAt: issued.Add(24 * time.Hour),
-		Payload: verify.Payload{URL: url, Compression: verify.CompressionNone, Size: size, SHA256: sum},
+		Payload: verify.Payload{URL: url, Compression: ota.CompressionNone, Size: size, SHA256: sum},
 	}
 	env, err := verify.SignOffer(&m, key)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/ota"
 )
 
 // Env is a grubenv file. It is edited in place: GRUB's save_env writes the file
@@ -158,7 +159,7 @@ func (e *Env) State(ctx context.Context) (bootctl.State, error) {
 	return grubState(snap.Vars), nil
 }
 
-func (e *Env) mark(ctx context.Context, mark, slot string) error {
+func (e *Env) mark(ctx context.Context, mark string, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("grub mark %s: %w", mark, err)
 	}
@@ -166,14 +167,14 @@ func (e *Env) mark(ctx context.Context, mark, slot string) error {
 }
 
 // MarkBad sets x_OK=0, x_TRY=0.
-func (e *Env) MarkBad(ctx context.Context, slot string) error { return e.mark(ctx, markBad, slot) }
+func (e *Env) MarkBad(ctx context.Context, slot ota.Slot) error { return e.mark(ctx, markBad, slot) }
 
 // MarkActive puts slot first in ORDER with x_OK=1, x_TRY=0.
-func (e *Env) MarkActive(ctx context.Context, slot string) error {
+func (e *Env) MarkActive(ctx context.Context, slot ota.Slot) error {
 	return e.mark(ctx, markActive, slot)
 }
 
 // MarkGood sets x_OK=1, x_TRY=0.
-func (e *Env) MarkGood(ctx context.Context, slot string) error { return e.mark(ctx, markGood, slot) }
+func (e *Env) MarkGood(ctx context.Context, slot ota.Slot) error { return e.mark(ctx, markGood, slot) }
 
 var _ bootctl.Bootloader = (*Env)(nil)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/internal/testkit/testtool"
+
+	"github.com/otad/otad/ota"
 )
 
 func requireTool(t *testing.T, tool, pkg string) string {
@@ -96,8 +98,8 @@ func TestOurWritesReadByGrubEditenv(t *testing.T) {
 	e := open(t, file)
 	want := map[string]string{"saved_entry": "1>2", "odd": `back\slash`, "ORDER": "A B", "A_OK": "1", "A_TRY": "0", "B_OK": "0", "B_TRY": "0"}
 	steps := []struct {
-		do     func(context.Context, string) error
-		slot   string
+		do     func(context.Context, ota.Slot) error
+		slot   ota.Slot
 		change map[string]string
 	}{
 		{e.MarkBad, "B", map[string]string{"B_OK": "0", "B_TRY": "0"}},

@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 var errPowerCut = errors.New("power cut")
 
 // grubBoot models GRUB running grub.cfg: load_env (ignoring a torn tail, as GRUB
 // does), pick, save_env in place. GRUB's own write is not torn here.
-func grubBoot(t *testing.T, file string) string {
+func grubBoot(t *testing.T, file string) ota.Slot {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -41,7 +43,7 @@ func grubBoot(t *testing.T, file string) string {
 
 // grubLoadPick is what GRUB decides from a block: GRUB's load_env takes every
 // line up to the first it cannot parse; no signature means nothing is loaded.
-func grubLoadPick(t *testing.T, raw []byte) (string, map[string]string) {
+func grubLoadPick(t *testing.T, raw []byte) (ota.Slot, map[string]string) {
 	t.Helper()
 	entries, _, err := iterate(raw)
 	vars := map[string]string{}
@@ -52,23 +54,24 @@ func grubLoadPick(t *testing.T, raw []byte) (string, map[string]string) {
 }
 
 type step struct {
-	name, mark, slot string
-	verified         []string
-	after            string
+	name, mark string
+	slot       ota.Slot
+	verified   []ota.Slot
+	after      ota.Slot
 }
 
 var scenarios = map[string][]step{
 	"commit": {
-		{"mark inactive bad", markBad, "B", []string{"A"}, "A"},
-		{"mark active", markActive, "B", []string{"A", "B"}, "B"},
+		{"mark inactive bad", markBad, "B", []ota.Slot{"A"}, "A"},
+		{"mark active", markActive, "B", []ota.Slot{"A", "B"}, "B"},
 		{"boot new", "boot", "", nil, ""},
-		{"mark good", markGood, "B", []string{"A", "B"}, "B"},
+		{"mark good", markGood, "B", []ota.Slot{"A", "B"}, "B"},
 	},
 	"rollback": {
-		{"mark inactive bad", markBad, "B", []string{"A"}, "A"},
-		{"mark active", markActive, "B", []string{"A", "B"}, "B"},
+		{"mark inactive bad", markBad, "B", []ota.Slot{"A"}, "A"},
+		{"mark active", markActive, "B", []ota.Slot{"A", "B"}, "B"},
 		{"boot new", "boot", "", nil, ""},
-		{"health failed: mark new bad", markBad, "B", []string{"A", "B"}, "A"},
+		{"health failed: mark new bad", markBad, "B", []ota.Slot{"A", "B"}, "A"},
 	},
 }
 

@@ -5,17 +5,18 @@ import (
 	"strings"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/ota"
 )
 
 // Variable names of RAUC's GRUB scheme (SPEC §7).
 const OrderVar = "ORDER"
 
 // OKVar and TryVar name a slot's variables, e.g. "A_OK", "A_TRY".
-func OKVar(slot string) string  { return slot + "_OK" }
-func TryVar(slot string) string { return slot + "_TRY" }
+func OKVar(slot ota.Slot) string  { return string(slot) + "_OK" }
+func TryVar(slot ota.Slot) string { return string(slot) + "_TRY" }
 
 func schemeVars() []string {
-	return []string{OrderVar, OKVar(bootctl.SlotA), TryVar(bootctl.SlotA), OKVar(bootctl.SlotB), TryVar(bootctl.SlotB)}
+	return []string{OrderVar, OKVar(ota.SlotA), TryVar(ota.SlotA), OKVar(ota.SlotB), TryVar(ota.SlotB)}
 }
 
 // effective returns the five variables as grub.cfg sees them after load_env: when
@@ -34,7 +35,7 @@ func effective(vars map[string]string) map[string]string {
 	if e[OrderVar] == "" {
 		e[OrderVar] = bootctl.DefaultOrder
 	}
-	for _, s := range bootctl.Slots() {
+	for _, s := range ota.Slots() {
 		for _, k := range []string{OKVar(s), TryVar(s)} {
 			if e[k] == "" {
 				e[k] = "0"
@@ -46,11 +47,15 @@ func effective(vars map[string]string) map[string]string {
 
 // walkOrder is the list grub.cfg loops over: "${ORDER} A B", so a slot left out
 // of (or torn out of) ORDER is still tried after the listed ones.
-func walkOrder(order string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, w := range append(strings.Fields(order), bootctl.Slots()...) {
-		if bootctl.CheckSlot(w) == nil && !seen[w] {
+func walkOrder(order string) []ota.Slot {
+	var out []ota.Slot
+	seen := map[ota.Slot]bool{}
+	words := strings.Fields(order)
+	for _, s := range ota.Slots() {
+		words = append(words, string(s))
+	}
+	for _, f := range words {
+		if w := ota.Slot(f); w.Valid() && !seen[w] {
 			seen[w] = true
 			out = append(out, w)
 		}
@@ -58,7 +63,7 @@ func walkOrder(order string) []string {
 	return out
 }
 
-func bootable(e map[string]string, s string) bool {
+func bootable(e map[string]string, s ota.Slot) bool {
 	return e[OKVar(s)] == "1" && e[TryVar(s)] == "0"
 }
 
@@ -72,11 +77,11 @@ func bootable(e map[string]string, s string) bool {
 // booting at all. A slot with x_OK=0 may be half written and never boots; with no
 // x_OK=1 slot at all the result is "" (grub.cfg halts). newVars is the environment
 // after save_env (vars itself is not modified).
-func GrubPick(vars map[string]string) (slot string, newVars map[string]string) {
+func GrubPick(vars map[string]string) (slot ota.Slot, newVars map[string]string) {
 	e := effective(vars)
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {
-			for _, s := range bootctl.Slots() {
+			for _, s := range ota.Slots() {
 				if e[OKVar(s)] == "1" {
 					e[TryVar(s)] = "0"
 				}
@@ -100,8 +105,8 @@ func GrubPick(vars map[string]string) (slot string, newVars map[string]string) {
 // grubState is the bootctl view: bootable = x_OK=1 and x_TRY=0, no counter.
 func grubState(vars map[string]string) bootctl.State {
 	e := effective(vars)
-	st := bootctl.State{Order: walkOrder(e[OrderVar]), Slots: map[string]bootctl.SlotState{}}
-	for _, s := range bootctl.Slots() {
+	st := bootctl.State{Order: walkOrder(e[OrderVar]), Slots: map[ota.Slot]bootctl.SlotState{}}
+	for _, s := range ota.Slots() {
 		st.Slots[s] = bootctl.SlotState{Bootable: bootable(e, s), AttemptsLeft: -1}
 	}
 	return st
@@ -110,13 +115,13 @@ func grubState(vars map[string]string) bootctl.State {
 // applyMark returns the five variables to write for a mark: the effective state
 // (so a first write to an unprovisioned grubenv does not lose the factory
 // defaults) with the mark applied.
-func applyMark(vars map[string]string, mark, slot string) map[string]string {
+func applyMark(vars map[string]string, mark string, slot ota.Slot) map[string]string {
 	e := effective(vars)
 	switch mark {
 	case markBad:
 		e[OKVar(slot)], e[TryVar(slot)] = "0", "0"
 	case markActive:
-		e[OrderVar] = slot + " " + bootctl.Other(slot)
+		e[OrderVar] = string(slot) + " " + string(slot.Other())
 		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"
 	case markGood:
 		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"

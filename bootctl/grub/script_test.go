@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 const grubCfgPath = "../../packaging/bootloader/grub.cfg"
@@ -69,9 +71,10 @@ __save_env() {
 }
 
 type cfgRun struct {
-	slot, linux, end string
-	saved            map[string]string
-	out              string
+	slot       ota.Slot
+	linux, end string
+	saved      map[string]string
+	out        string
 }
 
 func runGrubCfg(t *testing.T, file string, vars map[string]string) cfgRun {
@@ -100,7 +103,7 @@ func runGrubCfg(t *testing.T, file string, vars map[string]string) cfgRun {
 			r.linux = l
 			for _, f := range strings.Fields(l) {
 				if v, ok := strings.CutPrefix(f, "otad.slot="); ok {
-					r.slot = v
+					r.slot = ota.Slot(v)
 				}
 			}
 		case l == "BOOT" || l == "HALT" || l == "REBOOT":
@@ -168,8 +171,8 @@ func TestGrubCfgMatchesGrubPick(t *testing.T) {
 				t.Fatalf("%s: saved %s=%q, GrubPick %q\n%s", name, k, got.saved[k], wantVars[k], got.out)
 			}
 		}
-		part := map[string]string{"A": "2", "B": "3"}[wantSlot]
-		for _, want := range []string{"(hd0,gpt" + part + ")/boot/vmlinuz", "root=/dev/vda" + part, "rauc.slot=" + wantSlot, "console=ttyS0"} {
+		part := map[ota.Slot]string{"A": "2", "B": "3"}[wantSlot]
+		for _, want := range []string{"(hd0,gpt" + part + ")/boot/vmlinuz", "root=/dev/vda" + part, "rauc.slot=" + string(wantSlot), "console=ttyS0"} {
 			if !strings.Contains(got.linux, want) {
 				t.Fatalf("%s: linux line %q lacks %q", name, got.linux, want)
 			}

@@ -17,12 +17,13 @@ import (
 	"sync"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/ota"
 )
 
 // state is the file's content.
 type state struct {
 	Vars      map[string]string `json:"vars"`
-	Booted    string            `json:"booted"`
+	Booted    ota.Slot          `json:"booted"`
 	BootCount uint64            `json:"boot_count"`
 }
 
@@ -49,11 +50,11 @@ func Open(path string, attempts int) (*Sim, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		st := state{
 			Vars: map[string]string{
-				bootctl.UBootOrderVar:               bootctl.DefaultOrder,
-				bootctl.UBootLeftVar(bootctl.SlotA): strconv.Itoa(attempts),
-				bootctl.UBootLeftVar(bootctl.SlotB): strconv.Itoa(attempts),
+				bootctl.UBootOrderVar:           bootctl.DefaultOrder,
+				bootctl.UBootLeftVar(ota.SlotA): strconv.Itoa(attempts),
+				bootctl.UBootLeftVar(ota.SlotB): strconv.Itoa(attempts),
 			},
-			Booted: bootctl.SlotA,
+			Booted: ota.SlotA,
 		}
 		if err := s.save(st); err != nil {
 			return nil, err
@@ -175,22 +176,22 @@ func (s *Sim) State(ctx context.Context) (bootctl.State, error) {
 }
 
 // MarkBad sets BOOT_x_LEFT=0.
-func (s *Sim) MarkBad(ctx context.Context, slot string) error {
+func (s *Sim) MarkBad(ctx context.Context, slot ota.Slot) error {
 	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkBad(st.Vars, slot) })
 }
 
 // MarkActive puts slot first in BOOT_ORDER with BOOT_x_LEFT=attempts.
-func (s *Sim) MarkActive(ctx context.Context, slot string) error {
+func (s *Sim) MarkActive(ctx context.Context, slot ota.Slot) error {
 	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkActive(st.Vars, slot, s.attempts) })
 }
 
 // MarkGood sets BOOT_x_LEFT=attempts.
-func (s *Sim) MarkGood(ctx context.Context, slot string) error {
+func (s *Sim) MarkGood(ctx context.Context, slot ota.Slot) error {
 	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkGood(st.Vars, slot, s.attempts) })
 }
 
 // Booted is the slot the simulated device booted last.
-func (s *Sim) Booted() (string, error) {
+func (s *Sim) Booted() (ota.Slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.load()
@@ -216,8 +217,8 @@ func bootID(n uint64) string { return "sim-boot-" + strconv.FormatUint(n, 10) }
 // Boot powers the simulated device on: the boot script's rules pick the slot and
 // count its attempt down (bootctl.UBootPick), and the slot and a new boot ID are
 // recorded. It returns the booted slot.
-func (s *Sim) Boot() (string, error) {
-	var slot string
+func (s *Sim) Boot() (ota.Slot, error) {
+	var slot ota.Slot
 	err := s.update(context.Background(), func(st *state) error {
 		picked, nv := bootctl.UBootPick(st.Vars, s.attempts)
 		if picked == "" {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+
+	"github.com/otad/otad/ota"
 )
 
 func openSim(t *testing.T) *Sim {
@@ -28,7 +30,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func boot(t *testing.T, s *Sim) string {
+func boot(t *testing.T, s *Sim) ota.Slot {
 	t.Helper()
 	slot, err := s.Boot()
 	must(t, err)
@@ -71,7 +73,7 @@ func TestUpdateCycle(t *testing.T) {
 				t.Fatalf("booted %q", got)
 			}
 			st, _ := s.State(ctx)
-			if st.Slots["B"].AttemptsLeft != 2 || st.Primary() != "B" || !slices.Equal(st.Order, []string{"B", "A"}) {
+			if st.Slots["B"].AttemptsLeft != 2 || st.Primary() != "B" || !slices.Equal(st.Order, []ota.Slot{"B", "A"}) {
 				t.Fatalf("state %+v", st)
 			}
 			must(t, s.MarkGood(ctx, "B"))
@@ -168,8 +170,8 @@ func TestPowerCutBeforeRename(t *testing.T) {
 	ctx := context.Background()
 	s := openSim(t)
 	cut := errors.New("power cut")
-	marks := []func(context.Context, string) error{s.MarkBad, s.MarkActive, s.MarkGood}
-	wantAfterCut := []string{"A", "A", "B"} // the boot sees the state before the mark
+	marks := []func(context.Context, ota.Slot) error{s.MarkBad, s.MarkActive, s.MarkGood}
+	wantAfterCut := []ota.Slot{"A", "A", "B"} // the boot sees the state before the mark
 	for i, m := range marks {
 		before, _ := os.ReadFile(s.Path())
 		s.commit = func(string, string) error { return cut }

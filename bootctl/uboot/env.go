@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/ota"
 )
 
 // DefaultLockFile is the lock fw_printenv/fw_setenv take; holding it too keeps a
@@ -292,7 +293,7 @@ func (e *Env) State(ctx context.Context) (bootctl.State, error) {
 }
 
 // MarkBad sets BOOT_x_LEFT=0.
-func (e *Env) MarkBad(ctx context.Context, slot string) error {
+func (e *Env) MarkBad(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark bad: %w", err)
 	}
@@ -300,7 +301,7 @@ func (e *Env) MarkBad(ctx context.Context, slot string) error {
 }
 
 // MarkActive puts slot first in BOOT_ORDER with BOOT_x_LEFT=attempts.
-func (e *Env) MarkActive(ctx context.Context, slot string) error {
+func (e *Env) MarkActive(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark active: %w", err)
 	}
@@ -308,7 +309,7 @@ func (e *Env) MarkActive(ctx context.Context, slot string) error {
 }
 
 // MarkGood sets BOOT_x_LEFT=attempts.
-func (e *Env) MarkGood(ctx context.Context, slot string) error {
+func (e *Env) MarkGood(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark good: %w", err)
 	}

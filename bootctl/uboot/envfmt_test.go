@@ -15,6 +15,8 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
 )
 
 // rawEnv builds a copy by hand, independent of EncodeEnv.
@@ -172,7 +174,7 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := e.State(context.Background()); err == nil || !strings.Contains(err.Error(), "nodev") {
 		t.Fatalf("missing device: %v", err)
 	}
-	for _, s := range []string{"C", "", "a"} {
+	for _, s := range []ota.Slot{"C", "", "a"} {
 		if err := e.MarkGood(context.Background(), s); !errors.Is(err, bootctl.ErrUnknownSlot) {
 			t.Fatalf("MarkGood(%q): %v", s, err)
 		}

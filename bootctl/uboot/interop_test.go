@@ -14,6 +14,8 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/internal/testkit/testtool"
+
+	"github.com/otad/otad/ota"
 )
 
 func requireTool(t *testing.T, tool, pkg string) string {
@@ -147,8 +149,8 @@ func TestOurWritesReadByFwPrintenv(t *testing.T) {
 			e := testOpen(t, cfg)
 			// Several writes so a redundant env alternates copies and bumps flags.
 			steps := []struct {
-				mark func(context.Context, string) error
-				slot string
+				mark func(context.Context, ota.Slot) error
+				slot ota.Slot
 			}{{e.MarkBad, "B"}, {e.MarkActive, "B"}, {e.MarkGood, "B"}, {e.MarkBad, "A"}}
 			want := maps.Clone(base)
 			for i, s := range steps {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+
+	"github.com/otad/otad/ota"
 )
 
 var errPowerCut = errors.New("power cut")
@@ -27,9 +29,9 @@ func tearLengths(size int) []int {
 
 // ubootBoot models U-Boot running boot.cmd: pick a slot and saveenv (U-Boot's own
 // redundant write is not ours to tear).
-func ubootBoot(t *testing.T, e *Env) string {
+func ubootBoot(t *testing.T, e *Env) ota.Slot {
 	t.Helper()
-	var slot string
+	var slot ota.Slot
 	err := e.Update(context.Background(), func(v map[string]string) error {
 		s, nv := bootctl.UBootPick(v, e.attempts)
 		slot = s
@@ -45,25 +47,25 @@ func ubootBoot(t *testing.T, e *Env) string {
 type step struct {
 	name     string
 	mark     string // bad | active | good | boot
-	slot     string
-	verified []string // slots holding a verified image while this step runs
-	after    string   // the slot the next boot must pick once the step completed
+	slot     ota.Slot
+	verified []ota.Slot // slots holding a verified image while this step runs
+	after    ota.Slot   // the slot the next boot must pick once the step completed
 }
 
 // The agent's env writes for an install of B on a device running A (SPEC §6), then
 // the commit; and the same with a rollback instead.
 var scenarios = map[string][]step{
 	"commit": {
-		{"mark inactive bad", "bad", "B", []string{"A"}, "A"},
-		{"mark active", "active", "B", []string{"A", "B"}, "B"},
+		{"mark inactive bad", "bad", "B", []ota.Slot{"A"}, "A"},
+		{"mark active", "active", "B", []ota.Slot{"A", "B"}, "B"},
 		{"boot new", "boot", "", nil, ""},
-		{"mark good", "good", "B", []string{"A", "B"}, "B"},
+		{"mark good", "good", "B", []ota.Slot{"A", "B"}, "B"},
 	},
 	"rollback": {
-		{"mark inactive bad", "bad", "B", []string{"A"}, "A"},
-		{"mark active", "active", "B", []string{"A", "B"}, "B"},
+		{"mark inactive bad", "bad", "B", []ota.Slot{"A"}, "A"},
+		{"mark active", "active", "B", []ota.Slot{"A", "B"}, "B"},
 		{"boot new", "boot", "", nil, ""},
-		{"health failed: mark new bad", "bad", "B", []string{"A", "B"}, "A"},
+		{"health failed: mark new bad", "bad", "B", []ota.Slot{"A", "B"}, "A"},
 	},
 }
 

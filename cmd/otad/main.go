@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
+	"slices"
 	"syscall"
 	"time"
 
@@ -22,19 +22,12 @@ import (
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/internal/statelock"
+
+	"github.com/otad/otad/ota"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
-
-// Exit codes (SPEC §9).
-const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	exitRefused = 3
-	exitBusy    = 4
-)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -58,7 +51,7 @@ var commands = map[string]func(e *env, args []string) int{
 	"status":    cmdStatus,
 	"mark-good": cmdMark,
 	"mark-bad":  cmdMark,
-	"version":   func(e *env, _ []string) int { fmt.Fprintln(e.stdout, "otad", version); return exitOK },
+	"version":   func(e *env, _ []string) int { fmt.Fprintln(e.stdout, "otad", version); return ota.ExitOK },
 }
 
 const usage = `usage: otad COMMAND [-c FILE] [args]
@@ -75,13 +68,13 @@ commands:
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	name := args[0]
 	cmd, ok := commands[name]
 	if !ok {
 		fmt.Fprintf(stderr, "otad: unknown command %q\n%s", name, usage)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, machine: "/etc/machine-id"}
 	return cmd(e, args)
@@ -120,58 +113,58 @@ func (e *env) fail(code int, format string, a ...any) int {
 func (e *env) openDevice(cfg *config.Config, log *slog.Logger) (*device.Device, *statelock.Lock, int) {
 	lock, err := statelock.Acquire(cfg.StateDir)
 	if errors.Is(err, statelock.ErrBusy) {
-		return nil, nil, e.fail(exitBusy, "%v", err)
+		return nil, nil, e.fail(ota.ExitBusy, "%v", err)
 	}
 	if err != nil {
-		return nil, nil, e.fail(exitFailed, "%v", err)
+		return nil, nil, e.fail(ota.ExitFailure, "%v", err)
 	}
 	d, err := device.Open(cfg, device.Options{AgentVersion: version, Logger: log})
 	if err != nil {
 		lock.Release()
-		return nil, nil, e.fail(exitFailed, "%v", err)
+		return nil, nil, e.fail(ota.ExitFailure, "%v", err)
 	}
-	return d, lock, exitOK
+	return d, lock, ota.ExitOK
 }
 
 func cmdRun(e *env, args []string) int {
 	if _, ok := e.flags(args, nil); !ok {
-		return exitUsage
+		return ota.ExitUsage
 	}
 	cfg, err := e.config()
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	lock, err := statelock.Acquire(cfg.StateDir)
 	if errors.Is(err, statelock.ErrBusy) {
-		return e.fail(exitBusy, "%v", err)
+		return e.fail(ota.ExitBusy, "%v", err)
 	}
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	defer lock.Release()
 	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: version, Logger: e.logger()}); err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
-	return exitOK
+	return ota.ExitOK
 }
 
 func cmdInstall(e *env, args []string) int {
 	fs, ok := e.flags(args, nil)
 	if !ok {
-		return exitUsage
+		return ota.ExitUsage
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(e.stderr, "usage: otad install [-c FILE] ENVELOPE")
-		return exitUsage
+		return ota.ExitUsage
 	}
 	file := fs.Arg(0)
 	raw, err := readEnvelope(file)
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	cfg, err := e.config()
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	o, err := control.Client{Path: cfg.ControlSocket}.Install(e.ctx, raw)
 	if errors.Is(err, control.ErrNoDaemon) {
@@ -181,10 +174,10 @@ func cmdInstall(e *env, args []string) int {
 			if errors.As(err, &busy) {
 				return int(busy)
 			}
-			return e.fail(exitFailed, "%v", err)
+			return e.fail(ota.ExitFailure, "%v", err)
 		}
 	} else if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	return e.report(file, o)
 }
@@ -195,11 +188,11 @@ func (b busyError) Error() string { return "busy" }
 
 // installInProcess runs the agent in this process under the state lock until
 // the offer's outcome is known (or the sim device reboots under it).
-func (e *env) installInProcess(cfg *config.Config, raw []byte) (agent.Outcome, error) {
+func (e *env) installInProcess(cfg *config.Config, raw []byte) (ota.Outcome, error) {
 	log := e.logger()
 	d, lock, code := e.openDevice(cfg, log)
 	if d == nil {
-		return agent.Outcome{}, busyError(code)
+		return ota.Outcome{}, busyError(code)
 	}
 	defer lock.Release()
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -214,13 +207,13 @@ func (e *env) installInProcess(cfg *config.Config, raw []byte) (agent.Outcome, e
 	return o, err
 }
 
-func (e *env) report(file string, o agent.Outcome) int {
+func (e *env) report(file string, o ota.Outcome) int {
 	switch o.Result {
-	case agent.ResultRejected:
+	case ota.ResultRejected:
 		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
-	case agent.ResultStaged:
+	case ota.ResultStaged:
 		fmt.Fprintf(e.stdout, "%s: installed %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
-	case agent.ResultUpToDate, agent.ResultSuccess, agent.ResultPending:
+	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
 		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
 	default:
 		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))
@@ -229,11 +222,11 @@ func (e *env) report(file string, o agent.Outcome) int {
 }
 
 // withCode is the outcome's message, led by its code once.
-func withCode(o agent.Outcome) string {
-	if o.Code == "" || strings.HasPrefix(o.Message, o.Code+":") {
+func withCode(o ota.Outcome) string {
+	if o.Code == "" {
 		return o.Message
 	}
-	return o.Code + ": " + o.Message
+	return ota.Errorf(o.Code, "%s", o.Message).Error()
 }
 
 func readEnvelope(file string) ([]byte, error) {
@@ -253,11 +246,11 @@ func readEnvelope(file string) ([]byte, error) {
 func cmdStatus(e *env, args []string) int {
 	var asJSON bool
 	if _, ok := e.flags(args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the status snapshot as JSON") }); !ok {
-		return exitUsage
+		return ota.ExitUsage
 	}
 	cfg, err := e.config()
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
@@ -267,33 +260,28 @@ func cmdStatus(e *env, args []string) int {
 		// the lock is safe.
 		s, _, jerr := agent.Journal{Dir: cfg.StateDir}.Load()
 		if jerr != nil {
-			return e.fail(exitFailed, "%v", jerr)
+			return e.fail(ota.ExitFailure, "%v", jerr)
 		}
 		st, err = agent.Snapshot(cfg.DeviceID, version, s, time.Now()), nil
 	}
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
-		return exitOK
+		return ota.ExitOK
 	}
 	printStatus(e.stdout, st)
-	return exitOK
+	return ota.ExitOK
 }
 
-func printStatus(w io.Writer, st agent.Status) {
-	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(st.BootedSlot))
-	names := make([]string, 0, len(st.Slots))
-	for n := range st.Slots {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+func printStatus(w io.Writer, st ota.Status) {
+	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(string(st.BootedSlot)))
+	for _, n := range slices.Sorted(maps.Keys(st.Slots)) {
 		s := st.Slots[n]
-		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(s.Status), short(s.SHA256), s.SecurityVersion)
+		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(string(s.Status)), short(s.SHA256), s.SecurityVersion)
 	}
 	if t := st.Target; t != nil {
 		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes\n", t.ID, t.Version, t.BytesDone, t.BytesTotal)
@@ -312,11 +300,11 @@ func printStatus(w io.Writer, st agent.Status) {
 
 func cmdMark(e *env, args []string) int {
 	if _, ok := e.flags(args, nil); !ok {
-		return exitUsage
+		return ota.ExitUsage
 	}
 	cfg, err := e.config()
 	if err != nil {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	good := args[0] == "mark-good"
 	c := control.Client{Path: cfg.ControlSocket}
@@ -345,14 +333,14 @@ func cmdMark(e *env, args []string) int {
 		}
 	}
 	if err != nil && !errors.Is(err, agent.ErrRebooted) {
-		return e.fail(exitFailed, "%v", err)
+		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	st := "good"
 	if !good {
 		st = "bad"
 	}
 	fmt.Fprintf(e.stdout, "booted slot marked %s\n", st)
-	return exitOK
+	return ota.ExitOK
 }
 
 func short(sha string) string {

@@ -15,6 +15,8 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
+
+	"github.com/otad/otad/ota"
 )
 
 var otadBin string
@@ -94,11 +96,11 @@ func TestInstallExitCodes(t *testing.T) {
 		t.Fatalf("good: exit %d, %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ := otad(t, "status", "--json", "-c", cfg)
-	var st agent.Status
+	var st ota.Status
 	if code != 0 || json.Unmarshal([]byte(stdout), &st) != nil {
 		t.Fatalf("status --json: exit %d %q", code, stdout)
 	}
-	if st.State != agent.Rebooting || st.Target == nil || st.Target.SHA256 != sum || st.Slots["B"].SHA256 != sum {
+	if st.State != ota.Rebooting || st.Target == nil || st.Target.SHA256 != sum || st.Slots["B"].SHA256 != sum {
 		t.Fatalf("status after install: %+v", st)
 	}
 	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       rebooting") {
@@ -149,8 +151,8 @@ func TestInstallThroughDaemonAndReboot(t *testing.T) {
 	t.Cleanup(func() { daemon2.Process.Kill(); daemon2.Wait() })
 	for i := 0; ; i++ {
 		code, out, _ := otad(t, "status", "--json", "-c", cfg)
-		var st agent.Status
-		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.LastResult != nil && st.LastResult.Result == agent.ResultSuccess {
+		var st ota.Status
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.LastResult != nil && st.LastResult.Result == ota.ResultSuccess {
 			if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum {
 				t.Fatalf("after commit: %+v", st)
 			}
@@ -220,7 +222,7 @@ func TestSigtermMidInstallResumes(t *testing.T) {
 	if err := d.Wait(); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, dlog.String())
 	}
-	if j := tb.Journal(); j.Phase != agent.Downloading && j.Phase != agent.Verifying {
+	if j := tb.Journal(); j.Phase != ota.Downloading && j.Phase != ota.Verifying {
 		t.Fatalf("journal after SIGTERM: %s", j.Phase)
 	}
 	tb.Throttle.Store(false)
@@ -229,7 +231,7 @@ func TestSigtermMidInstallResumes(t *testing.T) {
 	t.Cleanup(func() { d2.Process.Kill(); d2.Wait() })
 	for i := 0; ; i++ {
 		j := tb.Journal()
-		if j.Phase == agent.Rebooting {
+		if j.Phase == ota.Rebooting {
 			if j.Slots["B"].SHA256 != sum || j.Restarts != 0 {
 				t.Fatalf("after resume: %+v", j)
 			}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/internal/demo"
+
+	"github.com/otad/otad/ota"
 )
 
 // TestMain lets this test binary stand in for otasim when the demo's devices
@@ -46,7 +48,7 @@ func TestDemo(t *testing.T) {
 	r.code = run(ctx, []string{"demo", "--dir", dir, "--timeout", "60s"}, &stdout, &stderr)
 	r.stdout, r.stderr = stdout.String(), stderr.String()
 	t.Logf("demo took %v", time.Since(start))
-	if r.code != exitOK {
+	if r.code != ota.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	_, summary, ok := strings.Cut(r.stdout, "\nsummary\n")
@@ -116,7 +118,7 @@ func TestDemo(t *testing.T) {
 // the devices' states, and the work directory kept for a look.
 func TestDemoTimeout(t *testing.T) {
 	r := otasim(t, "demo", "--devices", "1", "--timeout", "1ms")
-	if r.code != exitFailure {
+	if r.code != ota.ExitFailure {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stderr, "not done within 1ms") || !strings.Contains(r.stderr, "gw-01") {
@@ -153,7 +155,7 @@ func TestDemoUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := otasim(t, tt.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tt.stderr) {
+		if r.code != ota.ExitUsage || !strings.Contains(r.stderr, tt.stderr) {
 			t.Errorf("otasim %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.stderr)
 		}
 	}
@@ -183,9 +185,9 @@ func TestDemoHealthCheckCommand(t *testing.T) {
 		code         int
 		out          string
 	}{
-		{good, broken, exitOK, "slot A runs a good image"},
-		{broken, good, exitFailure, "slot A (" + broken + ") runs a broken image"},
-		{filepath.Join(dir, "absent"), good, exitFailure, "no such file"},
+		{good, broken, ota.ExitOK, "slot A runs a good image"},
+		{broken, good, ota.ExitFailure, "slot A (" + broken + ") runs a broken image"},
+		{filepath.Join(dir, "absent"), good, ota.ExitFailure, "no such file"},
 	}
 	for _, tt := range tests {
 		r := otasim(t, "demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/otad/otad/ota"
 )
 
 // Exit codes of SPEC §9.
@@ -46,18 +48,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 {
 		usage(stderr, cmds)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		usage(stdout, cmds)
-		return exitOK
+		return ota.ExitOK
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "otasim: unknown command %q\n", args[0])
 		usage(stderr, cmds)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
 }
@@ -119,14 +121,14 @@ var errFlagsReported = errors.New("invalid flags")
 func exitCode(stderr io.Writer, name string, err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
+		return ota.ExitOK
 	case errors.Is(err, errFlagsReported):
-		return exitUsage
+		return ota.ExitUsage
 	}
 	fmt.Fprintf(stderr, "otasim %s: %v\n", name, err)
 	if errors.As(err, new(usageError)) {
 		fmt.Fprintf(stderr, "Run 'otasim %s -h' for usage.\n", name)
-		return exitUsage
+		return ota.ExitUsage
 	}
-	return exitFailure
+	return ota.ExitFailure
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/otad/otad/ota"
 )
 
 // DefaultPath is where otad looks without -c.
@@ -65,7 +67,9 @@ type Slots struct {
 }
 
 // Devices maps slot name to device path.
-func (s Slots) Devices() map[string]string { return map[string]string{"A": s.A, "B": s.B} }
+func (s Slots) Devices() map[ota.Slot]string {
+	return map[ota.Slot]string{ota.SlotA: s.A, ota.SlotB: s.B}
+}
 
 // Bootloader is the [bootloader] table.
 type Bootloader struct {

@@ -20,12 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otad/otad/agent"
+
+	"github.com/otad/otad/ota"
 )
 
 // Handler is what the daemon serves.
 type Handler interface {
-	Install(ctx context.Context, raw []byte) (agent.Outcome, error)
-	Status() agent.Status
+	Install(ctx context.Context, raw []byte) (ota.Outcome, error)
+	Status() ota.Status
 	MarkGood(ctx context.Context) error
 	MarkBad(ctx context.Context) error
 }
@@ -39,9 +41,9 @@ type request struct {
 }
 
 type response struct {
-	Outcome *agent.Outcome `json:"outcome,omitempty"`
-	Status  *agent.Status  `json:"status,omitempty"`
-	Error   string         `json:"error,omitempty"`
+	Outcome *ota.Outcome `json:"outcome,omitempty"`
+	Status  *ota.Status  `json:"status,omitempty"`
+	Error   string       `json:"error,omitempty"`
 }
 
 // Server serves Handler on a unix socket.
@@ -205,25 +207,25 @@ func (c Client) call(ctx context.Context, req request) (response, error) {
 }
 
 // Install hands an envelope to the daemon and waits for the outcome.
-func (c Client) Install(ctx context.Context, raw []byte) (agent.Outcome, error) {
+func (c Client) Install(ctx context.Context, raw []byte) (ota.Outcome, error) {
 	r, err := c.call(ctx, request{Op: "install", Envelope: raw})
 	if err != nil {
-		return agent.Outcome{}, err
+		return ota.Outcome{}, err
 	}
 	if r.Outcome == nil {
-		return agent.Outcome{}, errors.New("daemon sent no outcome")
+		return ota.Outcome{}, errors.New("daemon sent no outcome")
 	}
 	return *r.Outcome, nil
 }
 
 // Status asks the daemon for its status snapshot.
-func (c Client) Status(ctx context.Context) (agent.Status, error) {
+func (c Client) Status(ctx context.Context) (ota.Status, error) {
 	r, err := c.call(ctx, request{Op: "status"})
 	if err != nil {
-		return agent.Status{}, err
+		return ota.Status{}, err
 	}
 	if r.Status == nil {
-		return agent.Status{}, errors.New("daemon sent no status")
+		return ota.Status{}, errors.New("daemon sent no status")
 	}
 	return *r.Status, nil
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
 )
 
 // Options are the daemon's knobs besides the config file.
@@ -112,7 +114,7 @@ type publisher struct {
 	m   atomic.Pointer[mqtt.Device]
 }
 
-func (p *publisher) Publish(st agent.Status, ev agent.EventMsg) {
+func (p *publisher) Publish(st ota.Status, ev ota.Event) {
 	m := p.m.Load()
 	if m == nil {
 		return
@@ -128,7 +130,7 @@ func (p *publisher) Publish(st agent.Status, ev agent.EventMsg) {
 	}
 }
 
-func (p *publisher) Progress(pr agent.ProgressMsg) {
+func (p *publisher) Progress(pr ota.Progress) {
 	if m := p.m.Load(); m != nil {
 		if b, err := json.Marshal(pr); err == nil {
 			m.PublishProgress(b)
@@ -139,21 +141,21 @@ func (p *publisher) Progress(pr agent.ProgressMsg) {
 // systemdStatus shows the state in `systemctl status otad`.
 type systemdStatus struct{}
 
-func (systemdStatus) Publish(st agent.Status, _ agent.EventMsg) {
-	msg := "STATUS=" + string(st.State) + ", booted " + st.BootedSlot
+func (systemdStatus) Publish(st ota.Status, _ ota.Event) {
+	msg := "STATUS=" + string(st.State) + ", booted " + string(st.BootedSlot)
 	if st.Target != nil {
 		msg += ", installing " + st.Target.Version
 	}
 	if r := st.LastResult; r != nil {
-		msg += ", last: " + r.Result
+		msg += ", last: " + string(r.Result)
 		if r.Code != "" {
-			msg += " (" + r.Code + ")"
+			msg += " (" + string(r.Code) + ")"
 		}
 	}
 	sddaemon.SdNotify(false, msg)
 }
 
-func (systemdStatus) Progress(agent.ProgressMsg) {}
+func (systemdStatus) Progress(ota.Progress) {}
 
 // watchKeys reloads the trust directory when it changes: a removed key stops
 // being trusted at once; a bad file is logged and skipped.

@@ -15,12 +15,13 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+
+	"github.com/otad/otad/ota"
 )
 
 const devID = "gw-0001"
@@ -28,8 +29,8 @@ const devID = "gw-0001"
 // observer records what the device publishes, as the cloud sees it.
 type observer struct {
 	mu     sync.Mutex
-	status agent.Status
-	events []agent.EventMsg
+	status ota.Status
+	events []ota.Event
 	online string
 	c      paho.Client
 }
@@ -54,13 +55,13 @@ func observe(t *testing.T, broker string) *observer {
 		}
 	}
 	sub("ota/devices/"+devID+"/status", func(b []byte) {
-		var st agent.Status // fresh: snapshots handed out share its pointers
+		var st ota.Status // fresh: snapshots handed out share its pointers
 		if json.Unmarshal(b, &st) == nil {
 			o.status = st
 		}
 	})
 	sub("ota/devices/"+devID+"/events", func(b []byte) {
-		var e agent.EventMsg
+		var e ota.Event
 		json.Unmarshal(b, &e)
 		o.events = append(o.events, e)
 	})
@@ -68,14 +69,14 @@ func observe(t *testing.T, broker string) *observer {
 	return o
 }
 
-func (o *observer) snapshot() (agent.Status, []agent.EventMsg) {
+func (o *observer) snapshot() (ota.Status, []ota.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.status, append([]agent.EventMsg(nil), o.events...)
+	return o.status, append([]ota.Event(nil), o.events...)
 }
 
 // waitStatus waits until the retained status satisfies ok.
-func (o *observer) waitStatus(t *testing.T, what string, ok func(agent.Status) bool) agent.Status {
+func (o *observer) waitStatus(t *testing.T, what string, ok func(ota.Status) bool) ota.Status {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -86,7 +87,7 @@ func (o *observer) waitStatus(t *testing.T, what string, ok func(agent.Status) b
 	}
 	st, ev := o.snapshot()
 	t.Fatalf("timed out waiting for %s; status %+v; %d events", what, st, len(ev))
-	return agent.Status{}
+	return ota.Status{}
 }
 
 // runDevice runs the daemon like systemd would, starting it again after
@@ -131,9 +132,9 @@ func mosquittoPub(t *testing.T, b *mosquittotest.Broker, topic string, payload [
 	}
 }
 
-func installsStarted(evs []agent.EventMsg) (n int, ids []string) {
+func installsStarted(evs []ota.Event) (n int, ids []string) {
 	for _, e := range evs {
-		if e.To == agent.Downloading && (e.From == agent.Idle || e.Result == "") && e.From != agent.Downloading {
+		if e.To == ota.Downloading && (e.From == ota.Idle || e.Result == "") && e.From != ota.Downloading {
 			n++
 			ids = append(ids, e.ID)
 		}
@@ -147,17 +148,17 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	obs := observe(t, b.URL)
 	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{SecVer: 3})
 	runDevice(t, tb)
-	obs.waitStatus(t, "the device online and idle", func(s agent.Status) bool { return s.State == agent.Idle && s.BootedSlot == "A" })
+	obs.waitStatus(t, "the device online and idle", func(s ota.Status) bool { return s.State == ota.Idle && s.BootedSlot == "A" })
 	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", env, true)
-	st := obs.waitStatus(t, "success", func(s agent.Status) bool { return s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess })
-	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != agent.Idle {
+	st := obs.waitStatus(t, "success", func(s ota.Status) bool { return s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess })
+	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != ota.Idle {
 		t.Fatalf("final status: %+v", st)
 	}
 	// Events travel on their own topic, just behind the status.
-	var evs []agent.EventMsg
+	var evs []ota.Event
 	for i := 0; ; i++ {
 		_, evs = obs.snapshot()
-		if slices.ContainsFunc(evs, func(e agent.EventMsg) bool { return e.Result == agent.ResultSuccess }) {
+		if slices.ContainsFunc(evs, func(e ota.Event) bool { return e.Result == ota.ResultSuccess }) {
 			break
 		}
 		if i > 500 {
@@ -180,13 +181,13 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	if fmt.Sprint(path) != fmt.Sprint(want) {
 		t.Fatalf("transitions %v, want %v", path, want)
 	}
-	var outcome *agent.EventMsg
+	var outcome *ota.Event
 	for i := range evs {
 		if evs[i].Result != "" {
 			outcome = &evs[i]
 		}
 	}
-	if outcome == nil || outcome.Result != agent.ResultSuccess || outcome.SHA256 != sum {
+	if outcome == nil || outcome.Result != ota.ResultSuccess || outcome.SHA256 != sum {
 		t.Fatalf("last outcome event %+v", outcome)
 	}
 }
@@ -204,7 +205,7 @@ func TestDuplicatesAndConflictingTopics(t *testing.T) {
 	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, true)
 	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
 	runDevice(t, tb)
-	obs.waitStatus(t, "rebooting (manual policy)", func(s agent.Status) bool { return s.State == agent.Rebooting })
+	obs.waitStatus(t, "rebooting (manual policy)", func(s ota.Status) bool { return s.State == ota.Rebooting })
 	for range 50 {
 		mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, false)
 	}
@@ -215,7 +216,7 @@ func TestDuplicatesAndConflictingTopics(t *testing.T) {
 	if n, ids := installsStarted(evs); n != 1 || ids[0] != "rel-dev-new" {
 		t.Fatalf("installs started: %d %v, want exactly one of rel-dev-new", n, ids)
 	}
-	if st.State != agent.Rebooting || st.Target == nil || st.Target.SHA256 != sum {
+	if st.State != ota.Rebooting || st.Target == nil || st.Target.SHA256 != sum {
 		t.Fatalf("status %+v", st)
 	}
 	if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
@@ -233,23 +234,23 @@ func TestBrokerOutageMidInstall(t *testing.T) {
 	tb.Throttle.Store(true)
 	runDevice(t, tb)
 	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", env, true)
-	obs.waitStatus(t, "downloading", func(s agent.Status) bool { return s.State == agent.Downloading })
+	obs.waitStatus(t, "downloading", func(s ota.Status) bool { return s.State == ota.Downloading })
 	b.Stop()
 	// The install goes on without the broker: wait for the device to commit.
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if j := tb.Journal(); j.LastResult != nil && j.LastResult.Result == agent.ResultSuccess {
+		if j := tb.Journal(); j.LastResult != nil && j.LastResult.Result == ota.ResultSuccess {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if j := tb.Journal(); j.LastResult == nil || j.LastResult.Result != agent.ResultSuccess {
+	if j := tb.Journal(); j.LastResult == nil || j.LastResult.Result != ota.ResultSuccess {
 		t.Fatalf("install did not complete while the broker was down: %+v", j.LastResult)
 	}
 	b.Restart()
 	obs2 := observe(t, b.URL)
-	st := obs2.waitStatus(t, "status caught up", func(s agent.Status) bool {
-		return s.LastResult != nil && s.LastResult.Result == agent.ResultSuccess
+	st := obs2.waitStatus(t, "status caught up", func(s ota.Status) bool {
+		return s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
 	})
 	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum {
 		t.Fatalf("status after reconnect: %+v", st)
@@ -262,9 +263,9 @@ func TestRefusedOfferIsReported(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Broker: b.URL, Groups: []string{"canary"}})
 	obs := observe(t, b.URL)
 	runDevice(t, tb)
-	obs.waitStatus(t, "online", func(s agent.Status) bool { return s.BootedSlot == "A" })
+	obs.waitStatus(t, "online", func(s ota.Status) bool { return s.BootedSlot == "A" })
 	cases := []struct {
-		code  string
+		code  ota.Code
 		topic string
 		raw   []byte
 	}{
@@ -280,13 +281,13 @@ func TestRefusedOfferIsReported(t *testing.T) {
 	}
 	for _, c := range cases {
 		mosquittoPub(t, b, c.topic, c.raw, true)
-		obs.waitStatus(t, c.code, func(s agent.Status) bool {
-			return s.LastResult != nil && s.LastResult.Result == agent.ResultRejected && s.LastResult.Code == c.code
+		obs.waitStatus(t, string(c.code), func(s ota.Status) bool {
+			return s.LastResult != nil && s.LastResult.Result == ota.ResultRejected && s.LastResult.Code == c.code
 		})
 		// The event follows the status on its own topic.
 		for i := 0; ; i++ {
 			_, evs := obs.snapshot()
-			if e := evs[len(evs)-1]; e.Result == agent.ResultRejected && e.Code == c.code {
+			if e := evs[len(evs)-1]; e.Result == ota.ResultRejected && e.Code == c.code {
 				break
 			}
 			if i > 500 {
@@ -326,7 +327,7 @@ func TestTrustDirReload(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	install := func(name string, seed uint64) agent.Outcome {
+	install := func(name string, seed uint64) ota.Outcome {
 		env, _ := tb.Offer(name, seed, devicetest.OfferOpts{Issued: time.Now().UTC()})
 		o, err := d.Agent.Install(context.Background(), env)
 		devicetest.Must(t, err)
@@ -340,7 +341,7 @@ func TestTrustDirReload(t *testing.T) {
 	devicetest.Must(t, os.WriteFile(filepath.Join(tb.Cfg.Trust.KeysDir, "junk.pub"), []byte("not a key"), 0o644))
 	devicetest.Must(t, os.WriteFile(keyFile, pub, 0o644))
 	waitKeys(1)
-	if o := install("b", 2); o.Result != agent.ResultStaged {
+	if o := install("b", 2); o.Result != ota.ResultStaged {
 		t.Fatalf("with the key back: %+v", o)
 	}
 }

@@ -33,10 +33,11 @@ func CheckHealth(a HealthArgs) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("health: %w", err)
 	}
-	booted, err := s.Booted()
+	slot, err := s.Booted()
 	if err != nil {
 		return "", fmt.Errorf("health: %w", err)
 	}
+	booted := string(slot)
 	path, ok := a.Slots[booted]
 	if !ok {
 		return "", fmt.Errorf("health: booted slot %s has no path", booted)

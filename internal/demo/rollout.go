@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
+
+	"github.com/otad/otad/ota"
 )
 
 // rollout builds, signs and publishes one image, then follows the fleet
@@ -128,11 +129,11 @@ func (d *run) changes() {
 		if !ok {
 			continue
 		}
-		line := string(st.State) + " on slot " + st.BootedSlot
-		if t := st.Target; t != nil && st.State != agent.Idle {
+		line := string(st.State) + " on slot " + string(st.BootedSlot)
+		if t := st.Target; t != nil && st.State != ota.Idle {
 			line += ", target " + t.Version
 		}
-		if r := st.LastResult; st.State == agent.Idle && r != nil {
+		if r := st.LastResult; st.State == ota.Idle && r != nil {
 			line += ", last result " + fleetview.Result{Result: r.Result, Code: r.Code}.String()
 		}
 		if d.shown[id] == line {

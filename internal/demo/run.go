@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/otactl"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
 )
 
 // run is one run of the demo and what it has set up.
@@ -109,8 +110,8 @@ func (d *run) run(ctx context.Context) (err error) {
 	}
 
 	rollouts := []rolloutSpec{
-		{version: "2.0.0", secVer: 2, want: fleetview.Result{Result: agent.ResultSuccess}},
-		{version: "2.1.0", secVer: 3, broken: true, want: fleetview.Result{Result: agent.ResultFailed, Code: agent.CodeHealthCheckFailed}},
+		{version: "2.0.0", secVer: 2, want: fleetview.Result{Result: ota.ResultSuccess}},
+		{version: "2.1.0", secVer: 3, broken: true, want: fleetview.Result{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
 	for i, r := range rollouts {
 		d.say("")

@@ -9,8 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
+
+	"github.com/otad/otad/ota"
 )
 
 // summary prints the final table: where each device ended and how each rollout went.
@@ -25,7 +26,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for i, id := range d.ids {
 		st, _ := d.fleet.Status(id)
-		row := []string{id, fleetview.OrDash(st.BootedSlot), fleetview.OrDash(st.Slots[st.BootedSlot].Version)}
+		row := []string{id, fleetview.OrDash(string(st.BootedSlot)), fleetview.OrDash(st.Slots[st.BootedSlot].Version)}
 		for _, r := range rollouts {
 			f, ok := d.fleet.Finished(id, "demo-"+r.version)
 			if !ok {
@@ -48,7 +49,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 	// The fleet must end on the last image that committed.
 	want := ""
 	for _, r := range rollouts {
-		if r.want.Result == agent.ResultSuccess {
+		if r.want.Result == ota.ResultSuccess {
 			want = r.version
 		}
 	}

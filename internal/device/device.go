@@ -25,6 +25,8 @@ import (
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/tlsfiles"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 // OfferSettle is how long network offers gather before the newest is taken:
@@ -57,7 +59,7 @@ type Device struct {
 	Config     *config.Config
 	Agent      *agent.Agent
 	Bootloader bootctl.Bootloader
-	Booted     string
+	Booted     ota.Slot
 	BootID     string
 	Keys       *Keys
 }
@@ -125,7 +127,7 @@ func Open(cfg *config.Config, opt Options) (*Device, error) {
 // Run runs the agent on the booted slot until ctx ends or the device reboots.
 func (d *Device) Run(ctx context.Context) error { return d.Agent.Run(ctx, d.Booted, d.BootID) }
 
-func bootloader(cfg *config.Config) (bootctl.Bootloader, string, string, agent.Rebooter, error) {
+func bootloader(cfg *config.Config) (bootctl.Bootloader, ota.Slot, string, agent.Rebooter, error) {
 	b := cfg.Bootloader
 	if b.Type == "sim" {
 		s, err := sim.Open(b.EnvFile, b.Attempts)
@@ -169,7 +171,7 @@ func bootloader(cfg *config.Config) (bootctl.Bootloader, string, string, agent.R
 // orderedBootloader gives the agent the boot order from the backend's state.
 type orderedBootloader struct{ bootctl.Bootloader }
 
-func (b orderedBootloader) Order(ctx context.Context) ([]string, error) {
+func (b orderedBootloader) Order(ctx context.Context) ([]ota.Slot, error) {
 	st, err := b.State(ctx)
 	if err != nil {
 		return nil, err
@@ -236,7 +238,7 @@ func (k *Keys) Keyring() *verify.Keyring { return k.cur.Load() }
 
 type checker struct {
 	keys    *Keys
-	devices map[string]string
+	devices map[ota.Slot]string
 	policy  verify.Policy
 	clock   agent.Clock
 }
@@ -249,20 +251,14 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	dev := c.devices[f.InactiveSlot]
 	size, err := slots.DeviceSize(dev)
 	if err != nil {
-		return agent.Target{}, &agent.CodedError{Code: string(verify.CodeTooBigForSlot), Err: fmt.Errorf("slot %s (%s): %w", f.InactiveSlot, dev, err)}
+		return agent.Target{}, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", f.InactiveSlot, dev, err)
 	}
 	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
 	})
 	if err != nil {
-		code := verify.CodeOf(err)
-		if code == "" {
-			code = verify.CodeBadEnvelope
-		}
 		var t agent.Target
-		switch code {
-		case verify.CodeTooLarge, verify.CodeBadEnvelope, verify.CodeBadSignature, verify.CodeBadManifest:
-		default:
+		if ota.CodeOf(err).Authentic() {
 			// Authentic and well formed: name the refused offer in the status.
 			if env, e := verify.ParseEnvelope(raw); e == nil {
 				if m, e := verify.ParseManifest(env.Manifest); e == nil {
@@ -270,7 +266,10 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 				}
 			}
 		}
-		return t, &agent.CodedError{Code: string(code), Err: err}
+		if ota.CodeOf(err) == "" {
+			err = ota.Wrap(ota.CodeBadEnvelope, err)
+		}
+		return t, err
 	}
 	return target(&off.Manifest), nil
 }
@@ -284,7 +283,7 @@ func target(m *verify.Manifest) agent.Target {
 }
 
 type installer struct {
-	devices  map[string]string
+	devices  map[ota.Slot]string
 	booted   string
 	readback bool
 	retry    slots.Retry
@@ -300,14 +299,10 @@ func (in *installer) Install(ctx context.Context, t agent.Target, progress func(
 		HTTPClient: in.client, Schemes: in.schemes,
 		Progress: func(p slots.Progress) { progress(p.Phase == "verifying", p.BytesDone, p.BytesTotal) },
 	})
-	if err != nil {
-		code := string(slots.CodeOf(err))
-		if code == "" {
-			code = agent.CodeWriteFailed
-		}
-		return &agent.CodedError{Code: code, Err: err}
+	if err != nil && ota.CodeOf(err) == "" {
+		return ota.Wrap(ota.CodeWriteFailed, err)
 	}
-	return nil
+	return err
 }
 
 // health runs the configured command until it passes or the commit window

@@ -17,6 +17,8 @@ import (
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestGoodUpdateCommitsAfterReboot(t *testing.T) {
@@ -25,7 +27,7 @@ func TestGoodUpdateCommitsAfterReboot(t *testing.T) {
 	in := tb.Start(nil)
 	o, err := in.D.Agent.Install(context.Background(), env)
 	devicetest.Must(t, err)
-	if o.Result != agent.ResultStaged {
+	if o.Result != ota.ResultStaged {
 		t.Fatalf("outcome %+v", o)
 	}
 	devicetest.Must(t, in.Wait(t)) // the sim reboot ends the agent
@@ -33,7 +35,7 @@ func TestGoodUpdateCommitsAfterReboot(t *testing.T) {
 		t.Fatalf("after reboot booted %s, want B", b)
 	}
 	j := tb.Settle("settle", nil)
-	if j.LastResult.Result != agent.ResultSuccess || j.Booted != "B" || j.Slots["B"].SHA256 != sum || j.SecurityFloor != 5 {
+	if j.LastResult.Result != ota.ResultSuccess || j.Booted != "B" || j.Slots["B"].SHA256 != sum || j.SecurityFloor != 5 {
 		t.Fatalf("journal after commit: %+v %+v floor %d", j.LastResult, j.Slots, j.SecurityFloor)
 	}
 	st, err := tb.Sim().State(context.Background())
@@ -48,7 +50,7 @@ func TestGoodUpdateCommitsAfterReboot(t *testing.T) {
 	devicetest.Must(t, err)
 	in.Stop()
 	in.Wait(t)
-	if o.Result != agent.ResultSuccess || tb.Fetched.Load() != before {
+	if o.Result != ota.ResultSuccess || tb.Fetched.Load() != before {
 		t.Fatalf("re-offer: %+v, fetched %d more bytes", o, tb.Fetched.Load()-before)
 	}
 }
@@ -66,7 +68,7 @@ func TestTamperedImageLeavesBootEnvUnchanged(t *testing.T) {
 	devicetest.Must(t, err)
 	in.Stop()
 	in.Wait(t)
-	if o.Result != agent.ResultFailed || o.Code != "hash_mismatch" {
+	if o.Result != ota.ResultFailed || o.Code != "hash_mismatch" {
 		t.Fatalf("outcome %+v, want failed hash_mismatch", o)
 	}
 	st, err := tb.Sim().State(context.Background())
@@ -98,7 +100,7 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 		return e
 	}()
 	cases := []struct {
-		code string
+		code ota.Code
 		raw  []byte
 	}{
 		{"too_large", bytes.Repeat([]byte(" "), 256<<10+1)},
@@ -124,7 +126,7 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 	for _, c := range cases {
 		o, err := in.D.Agent.Install(context.Background(), c.raw)
 		devicetest.Must(t, err)
-		if o.Result != agent.ResultRejected || o.Code != c.code {
+		if o.Result != ota.ResultRejected || o.Code != c.code {
 			t.Errorf("want rejected %s, got %+v", c.code, o)
 		}
 		if st := in.D.Agent.Status(); st.LastResult == nil || st.LastResult.Code != c.code {
@@ -146,13 +148,13 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 	devicetest.Must(t, agent.Journal{Dir: tb.Cfg.StateDir}.Save(j))
 	in = tb.Start(nil)
 	for _, c := range []struct {
-		code string
+		code ota.Code
 		o    devicetest.OfferOpts
 	}{
 		{"downgrade", devicetest.OfferOpts{SecVer: 3, Issued: now.Add(time.Minute)}},
 		{"stale", devicetest.OfferOpts{SecVer: 9, Issued: now.Add(-time.Hour)}},
 	} {
-		e, _ := tb.Offer("h-"+c.code, 6, c.o)
+		e, _ := tb.Offer("h-"+string(c.code), 6, c.o)
 		o, err := in.D.Agent.Install(context.Background(), e)
 		devicetest.Must(t, err)
 		if o.Code != c.code {
@@ -198,7 +200,7 @@ func TestHundredConcurrentOffers(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			results[o.Result+"/"+o.Code]++
+			results[string(o.Result)+"/"+string(o.Code)]++
 			mu.Unlock()
 		})
 	}
@@ -211,7 +213,7 @@ func TestHundredConcurrentOffers(t *testing.T) {
 	// flip before it arrived (from staged on nothing preempts).
 	onNewest := st.Target != nil && st.Target.SHA256 == newestSum && st.Pending == nil
 	waitsNewest := st.Pending != nil && st.Pending.SHA256 == newestSum
-	if st.State != agent.Rebooting || !(onNewest || waitsNewest) {
+	if st.State != ota.Rebooting || !(onNewest || waitsNewest) {
 		t.Fatalf("ended %s on %+v pending %+v, want the newest; outcomes %v", st.State, st.Target, st.Pending, results)
 	}
 	if got := devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize); got != st.Target.SHA256 {
@@ -260,7 +262,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 						break wait // crashed, or the sim device rebooted
 					case <-time.After(10 * time.Millisecond):
 						st := in.D.Agent.Status()
-						if st.State == agent.Idle && st.LastResult != nil && st.LastResult.SHA256 == sum {
+						if st.State == ota.Idle && st.LastResult != nil && st.LastResult.SHA256 == sum {
 							in.Stop()
 							in.Wait(t)
 							settled = true
@@ -284,7 +286,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			}
 			tb.CheckBootable(label() + ", after settling")
 			j := tb.Journal()
-			if r := j.LastResult; r.Result != agent.ResultSuccess || j.Booted != "B" ||
+			if r := j.LastResult; r.Result != ota.ResultSuccess || j.Booted != "B" ||
 				devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
 				t.Fatalf("%s: ended %+v booted %s", label(), r, j.Booted)
 			}
@@ -306,12 +308,12 @@ func TestPowerCutMidWrite(t *testing.T) {
 	in.Stop() // the process dies mid-write
 	in.Wait(t)
 	tb.CheckBootable("mid-write")
-	if j := tb.Journal(); j.Phase != agent.Downloading && j.Phase != agent.Verifying {
+	if j := tb.Journal(); j.Phase != ota.Downloading && j.Phase != ota.Verifying {
 		t.Fatalf("journal after cut: %s", j.Phase)
 	}
 	tb.Throttle.Store(false)
 	j := tb.Settle("settle", nil)
-	if j.LastResult.Result != agent.ResultSuccess || j.Slots["B"].SHA256 != sum {
+	if j.LastResult.Result != ota.ResultSuccess || j.Slots["B"].SHA256 != sum {
 		t.Fatalf("after resume: %+v", j.LastResult)
 	}
 }
@@ -335,7 +337,7 @@ func TestSlotThatNeverBootsIsAbandoned(t *testing.T) {
 	in := tb.Start(nil)
 	o, err := in.D.Agent.Install(context.Background(), env)
 	devicetest.Must(t, err)
-	if o.Result != agent.ResultStaged {
+	if o.Result != ota.ResultStaged {
 		t.Fatalf("outcome %+v", o)
 	}
 	in.Wait(t) // rebooted into B
@@ -349,8 +351,8 @@ func TestSlotThatNeverBootsIsAbandoned(t *testing.T) {
 		devicetest.Must(t, err)
 	}
 	j := tb.Settle("fallback", nil)
-	if j.Booted != "A" || j.LastResult.Result != agent.ResultRolledBack || j.LastResult.Code != agent.CodeRolledBackByBootloader ||
-		j.LastResult.SHA256 != sum || j.Slots["B"].Status != agent.SlotBad {
+	if j.Booted != "A" || j.LastResult.Result != ota.ResultRolledBack || j.LastResult.Code != ota.CodeRolledBackByBootloader ||
+		j.LastResult.SHA256 != sum || j.Slots["B"].Status != ota.SlotBad {
 		t.Fatalf("after fallback: booted %s result %+v slot B %+v", j.Booted, j.LastResult, j.Slots["B"])
 	}
 	st, err := s.State(context.Background())
@@ -371,7 +373,7 @@ func TestHealthCheckFailureRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := tb.Settle("health", nil)
-	if j.Booted != "A" || j.LastResult.Result != agent.ResultFailed || j.LastResult.Code != agent.CodeHealthCheckFailed ||
+	if j.Booted != "A" || j.LastResult.Result != ota.ResultFailed || j.LastResult.Code != ota.CodeHealthCheckFailed ||
 		j.LastResult.SHA256 != sum || !strings.Contains(j.LastResult.Message, "disk full") {
 		t.Fatalf("after a failed health check: booted %s result %+v", j.Booted, j.LastResult)
 	}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/testkit/devicetest"
+
+	"github.com/otad/otad/ota"
 )
 
 // Issue 9 (4): a health check that hangs, with a grandchild holding its
@@ -39,7 +40,7 @@ func TestHungHealthCheckWithGrandchildRollsBack(t *testing.T) {
 		t.Fatalf("still %s 14 s after a 1 s commit window", in.D.Agent.Status().State)
 	}
 	j := tb.Journal()
-	if j.LastResult == nil || j.LastResult.Result != agent.ResultFailed || j.LastResult.Code != agent.CodeHealthCheckFailed || j.LastResult.SHA256 != sum {
+	if j.LastResult == nil || j.LastResult.Result != ota.ResultFailed || j.LastResult.Code != ota.CodeHealthCheckFailed || j.LastResult.SHA256 != sum {
 		t.Fatalf("result %+v", j.LastResult)
 	}
 	b, err := os.ReadFile(pidFile)
@@ -60,7 +61,7 @@ func stageAndReboot(t *testing.T, tb *devicetest.Testbed) (sum string) {
 	in := tb.Start(nil)
 	o, err := in.D.Agent.Install(context.Background(), env)
 	devicetest.Must(t, err)
-	if o.Result != agent.ResultStaged {
+	if o.Result != ota.ResultStaged {
 		t.Fatalf("outcome %+v", o)
 	}
 	in.Wait(t) // rebooted into B

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
 )
 
 // retainedOn returns the retained message on topic as a fresh subscriber sees it (ok false: none).
@@ -94,16 +95,16 @@ func TestPublishCommand(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no broker", []string{"--device", "gw-1", env}, exitUsage, "missing --broker"},
-		{"no target", []string{"--broker", b.URL, env}, exitUsage, "exactly one of --device and --group"},
-		{"both targets", []string{"--broker", b.URL, "--device", "a", "--group", "g", env}, exitUsage, "exactly one of"},
-		{"wildcard device", []string{"--broker", b.URL, "--device", "gw/+", env}, exitUsage, `--device "gw/+"`},
-		{"no file", []string{"--broker", b.URL, "--device", "gw-1"}, exitUsage, "exactly one envelope FILE"},
-		{"clear with file", []string{"--broker", b.URL, "--device", "gw-1", "--clear", env}, exitUsage, "--clear takes no FILE"},
-		{"missing file", []string{"--broker", b.URL, "--device", "gw-1", "/nonexistent/offer.json"}, exitFailure, "/nonexistent/offer.json"},
-		{"not an envelope", []string{"--broker", b.URL, "--device", "gw-1", junk}, exitRefused, "junk.json"},
-		{"bad broker URL", []string{"--broker", "http://x", "--device", "gw-1", env}, exitFailure, "mqtt.broker"},
-		{"broker down", []string{"--broker", "mqtt://127.0.0.1:1", "--device", "gw-1", "--timeout", "3s", env}, exitFailure, "connect to mqtt://127.0.0.1:1"},
+		{"no broker", []string{"--device", "gw-1", env}, ota.ExitUsage, "missing --broker"},
+		{"no target", []string{"--broker", b.URL, env}, ota.ExitUsage, "exactly one of --device and --group"},
+		{"both targets", []string{"--broker", b.URL, "--device", "a", "--group", "g", env}, ota.ExitUsage, "exactly one of"},
+		{"wildcard device", []string{"--broker", b.URL, "--device", "gw/+", env}, ota.ExitUsage, `--device "gw/+"`},
+		{"no file", []string{"--broker", b.URL, "--device", "gw-1"}, ota.ExitUsage, "exactly one envelope FILE"},
+		{"clear with file", []string{"--broker", b.URL, "--device", "gw-1", "--clear", env}, ota.ExitUsage, "--clear takes no FILE"},
+		{"missing file", []string{"--broker", b.URL, "--device", "gw-1", "/nonexistent/offer.json"}, ota.ExitFailure, "/nonexistent/offer.json"},
+		{"not an envelope", []string{"--broker", b.URL, "--device", "gw-1", junk}, ota.ExitRefused, "junk.json"},
+		{"bad broker URL", []string{"--broker", "http://x", "--device", "gw-1", env}, ota.ExitFailure, "mqtt.broker"},
+		{"broker down", []string{"--broker", "mqtt://127.0.0.1:1", "--device", "gw-1", "--timeout", "3s", env}, ota.ExitFailure, "connect to mqtt://127.0.0.1:1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := otactl(t, append([]string{"publish"}, tt.args...)...)
@@ -119,16 +120,16 @@ func TestPublishCommand(t *testing.T) {
 
 // Status snapshots of two devices, as they publish them (SPEC §8).
 var (
-	statusGW1 = snapshot(agent.Status{Device: "gw-1", Seq: 913, BootID: "b", State: agent.Downloading, BootedSlot: "A",
-		Slots:      map[string]agent.SlotStatus{"A": {Version: "4.1.0", SHA256: "aa", SecurityVersion: 6}},
-		Target:     &agent.TargetStatus{ID: "rel-42", Version: "4.2.0", SHA256: "bb", BytesDone: 123, BytesTotal: 456},
-		LastResult: &agent.ResultStatus{ID: "rel-41", Result: agent.ResultFailed, Code: "hash_mismatch", Message: "m"}})
-	statusGW2 = snapshot(agent.Status{Device: "gw-2", Seq: 7, State: agent.Idle, BootedSlot: "B",
-		Slots:      map[string]agent.SlotStatus{"A": {Version: "4.1.0"}, "B": {Version: "4.2.0"}},
-		LastResult: &agent.ResultStatus{ID: "rel-42", Result: agent.ResultSuccess}})
+	statusGW1 = snapshot(ota.Status{Device: "gw-1", Seq: 913, BootID: "b", State: ota.Downloading, BootedSlot: "A",
+		Slots:      map[ota.Slot]ota.SlotStatus{"A": {Version: "4.1.0", SHA256: "aa", SecurityVersion: 6}},
+		Target:     &ota.TargetStatus{ID: "rel-42", Version: "4.2.0", SHA256: "bb", BytesDone: 123, BytesTotal: 456},
+		LastResult: &ota.Outcome{ID: "rel-41", Result: ota.ResultFailed, Code: "hash_mismatch", Message: "m"}})
+	statusGW2 = snapshot(ota.Status{Device: "gw-2", Seq: 7, State: ota.Idle, BootedSlot: "B",
+		Slots:      map[ota.Slot]ota.SlotStatus{"A": {Version: "4.1.0"}, "B": {Version: "4.2.0"}},
+		LastResult: &ota.Outcome{ID: "rel-42", Result: ota.ResultSuccess}})
 )
 
-func snapshot(st agent.Status) string {
+func snapshot(st ota.Status) string {
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(err)
@@ -176,11 +177,11 @@ func TestStatusCommand(t *testing.T) {
 	if strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stderr, "no device status") {
 		t.Errorf("empty fleet: stdout %q stderr %q", r.stdout, r.stderr)
 	}
-	if r := otactl(t, "status", "--broker", "mqtt://127.0.0.1:1", "--timeout", "1s"); r.code != exitFailure {
-		t.Errorf("broker down: exit %d, want %d", r.code, exitFailure)
+	if r := otactl(t, "status", "--broker", "mqtt://127.0.0.1:1", "--timeout", "1s"); r.code != ota.ExitFailure {
+		t.Errorf("broker down: exit %d, want %d", r.code, ota.ExitFailure)
 	}
-	if r := otactl(t, "status", "--timeout", "1s"); r.code != exitUsage {
-		t.Errorf("no --broker: exit %d, want %d", r.code, exitUsage)
+	if r := otactl(t, "status", "--timeout", "1s"); r.code != ota.ExitUsage {
+		t.Errorf("no --broker: exit %d, want %d", r.code, ota.ExitUsage)
 	}
 }
 
@@ -235,7 +236,7 @@ func TestStatusWatch(t *testing.T) {
 	cancel()
 	select {
 	case c := <-code:
-		if c != exitOK {
+		if c != ota.ExitOK {
 			t.Errorf("watch ended with exit %d: %s", c, errOut.String())
 		}
 	case <-time.After(5 * time.Second):

@@ -8,7 +8,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/otad/otad/verify"
+	"github.com/otad/otad/ota"
 )
 
 // Exit codes of SPEC §9 (4, busy, is otad's alone).
@@ -44,7 +44,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 {
 		usage(stderr, cmds)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -55,13 +55,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		usage(stdout, cmds)
-		return exitOK
+		return ota.ExitOK
 	}
 	c, ok := cmds[name]
 	if !ok {
 		fmt.Fprintf(stderr, "otactl: unknown command %q\n", name)
 		usage(stderr, cmds)
-		return exitUsage
+		return ota.ExitUsage
 	}
 	return c.run(ctx, rest, stdout, stderr)
 }
@@ -99,21 +99,21 @@ var errFlagsReported = errors.New("invalid flags")
 func exitCode(stderr io.Writer, name string, err error) int {
 	switch {
 	case err == nil:
-		return exitOK
+		return ota.ExitOK
 	case errors.Is(err, flag.ErrHelp):
-		return exitOK
+		return ota.ExitOK
 	case errors.Is(err, errFlagsReported):
-		return exitUsage
+		return ota.ExitUsage
 	}
 	fmt.Fprintf(stderr, "otactl %s: %v\n", name, err)
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "Run 'otactl %s -h' for usage.\n", name)
-		return exitUsage
-	case verify.CodeOf(err) != "":
-		return exitRefused
+		return ota.ExitUsage
+	case ota.CodeOf(err) != "":
+		return ota.ExitRefused
 	default:
-		return exitFailure
+		return ota.ExitFailure
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/otad/otad/verify"
 	"github.com/ulikunitz/xz"
+
+	"github.com/otad/otad/ota"
 )
 
 type result struct {
@@ -36,7 +38,7 @@ func otactl(t *testing.T, args ...string) result {
 func mustRun(t *testing.T, args ...string) result {
 	t.Helper()
 	r := otactl(t, args...)
-	if r.code != exitOK {
+	if r.code != ota.ExitOK {
 		t.Fatalf("otactl %s: exit %d\nstderr: %s", strings.Join(args, " "), r.code, r.stderr)
 	}
 	return r
@@ -148,7 +150,7 @@ func TestKeygenSignVerify(t *testing.T) {
 				}
 				r := mustRun(t, args...)
 				m, _ := manifestOf(t, r.stdout)
-				if m.Payload.SHA256 != wantSHA || m.Payload.Size != int64(len(image)) || m.Payload.Compression != comp {
+				if m.Payload.SHA256 != wantSHA || m.Payload.Size != int64(len(image)) || m.Payload.Compression != ota.Compression(comp) {
 					t.Errorf("payload %+v, want sha %s size %d", m.Payload, wantSHA, len(image))
 				}
 				if m.ID != "4.2.0-"+wantSHA[:12] || m.Version != "4.2.0" || m.SecurityVersion != 7 {
@@ -239,21 +241,21 @@ func TestVerifyRefusals(t *testing.T) {
 		code int
 		err  string // in stderr
 	}{
-		{"good", []string{"verify", "--pub", p("a.pub"), p("one.json")}, exitOK, ""},
-		{"flags after file", []string{"verify", p("one.json"), "--pub", p("a.pub")}, exitOK, ""},
-		{"tampered", []string{"verify", "--pub", p("a.pub"), p("tampered.json")}, exitRefused, "bad_signature"},
-		{"wrong key", []string{"verify", "--pub", p("b.pub"), p("one.json")}, exitRefused, "bad_signature"},
-		{"threshold 2 met", []string{"verify", "--pub", p("a.pub"), "--pub", p("b.pub"), "--threshold", "2", p("two.json")}, exitOK, ""},
-		{"threshold 2 not met", []string{"verify", "--pub", p("a.pub"), "--pub", p("b.pub"), "--threshold", "2", p("one.json")}, exitRefused, "bad_signature"},
-		{"garbage", []string{"verify", "--pub", p("a.pub"), p("garbage.json")}, exitRefused, "bad_envelope"},
-		{"too large", []string{"verify", "--pub", p("a.pub"), p("huge.json")}, exitRefused, "too_large"},
-		{"missing file", []string{"verify", "--pub", p("a.pub"), p("nope.json")}, exitFailure, "nope.json"},
-		{"bad pub file", []string{"verify", "--pub", p("one.json"), p("one.json")}, exitFailure, "one.json"},
-		{"no pub", []string{"verify", p("one.json")}, exitUsage, "--pub"},
-		{"no file", []string{"verify", "--pub", p("a.pub")}, exitUsage, "FILE"},
-		{"threshold above keys", []string{"verify", "--pub", p("a.pub"), "--threshold", "2", p("one.json")}, exitUsage, "threshold"},
-		{"unknown flag", []string{"verify", "--nope", p("one.json")}, exitUsage, "nope"},
-		{"help", []string{"verify", "-h"}, exitOK, "usage: otactl verify"},
+		{"good", []string{"verify", "--pub", p("a.pub"), p("one.json")}, ota.ExitOK, ""},
+		{"flags after file", []string{"verify", p("one.json"), "--pub", p("a.pub")}, ota.ExitOK, ""},
+		{"tampered", []string{"verify", "--pub", p("a.pub"), p("tampered.json")}, ota.ExitRefused, "bad_signature"},
+		{"wrong key", []string{"verify", "--pub", p("b.pub"), p("one.json")}, ota.ExitRefused, "bad_signature"},
+		{"threshold 2 met", []string{"verify", "--pub", p("a.pub"), "--pub", p("b.pub"), "--threshold", "2", p("two.json")}, ota.ExitOK, ""},
+		{"threshold 2 not met", []string{"verify", "--pub", p("a.pub"), "--pub", p("b.pub"), "--threshold", "2", p("one.json")}, ota.ExitRefused, "bad_signature"},
+		{"garbage", []string{"verify", "--pub", p("a.pub"), p("garbage.json")}, ota.ExitRefused, "bad_envelope"},
+		{"too large", []string{"verify", "--pub", p("a.pub"), p("huge.json")}, ota.ExitRefused, "too_large"},
+		{"missing file", []string{"verify", "--pub", p("a.pub"), p("nope.json")}, ota.ExitFailure, "nope.json"},
+		{"bad pub file", []string{"verify", "--pub", p("one.json"), p("one.json")}, ota.ExitFailure, "one.json"},
+		{"no pub", []string{"verify", p("one.json")}, ota.ExitUsage, "--pub"},
+		{"no file", []string{"verify", "--pub", p("a.pub")}, ota.ExitUsage, "FILE"},
+		{"threshold above keys", []string{"verify", "--pub", p("a.pub"), "--threshold", "2", p("one.json")}, ota.ExitUsage, "threshold"},
+		{"unknown flag", []string{"verify", "--nope", p("one.json")}, ota.ExitUsage, "nope"},
+		{"help", []string{"verify", "-h"}, ota.ExitOK, "usage: otactl verify"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,7 +266,7 @@ func TestVerifyRefusals(t *testing.T) {
 			if !strings.Contains(r.stderr, tt.err) {
 				t.Errorf("stderr %q lacks %q", r.stderr, tt.err)
 			}
-			if tt.code != exitOK && r.stdout != "" {
+			if tt.code != ota.ExitOK && r.stdout != "" {
 				t.Errorf("refused envelope printed %q", r.stdout)
 			}
 		})
@@ -327,18 +329,18 @@ func TestSignOptions(t *testing.T) {
 		code int
 		err  string
 	}{
-		{"missing everything", []string{"sign"}, exitUsage, "missing --key, --image, --version, --compatible, --url"},
-		{"compress without out-payload", append(base, "--version", "1", "--compress", "zstd"), exitUsage, "--out-payload"},
-		{"unknown compression", append(base, "--version", "1", "--compress", "lz4", "--out-payload", "x"), exitUsage, "lz4"},
-		{"bad issued-at", append(base, "--version", "1", "--issued-at", "yesterday"), exitUsage, "--issued-at"},
-		{"negative expires", append(base, "--version", "1", "--expires", "-1h"), exitUsage, "--expires"},
-		{"bad id", append(base, "--version", "1", "--id", "a/b"), exitUsage, "bad_manifest: id"},
-		{"url without scheme", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "h/p"}, exitUsage, "payload.url"},
-		{"stray argument", append(base, "--version", "1", "extra"), exitUsage, "extra"},
-		{"missing key file", []string{"sign", "--key", filepath.Join(dir, "nokey"), "--image", img, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, exitFailure, "nokey"},
-		{"missing image", []string{"sign", "--key", key + ".key", "--image", filepath.Join(dir, "noimg"), "--version", "1", "--compatible", "c", "--url", "https://h/p"}, exitFailure, "noimg"},
-		{"empty image", []string{"sign", "--key", key + ".key", "--image", empty, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, exitFailure, "empty"},
-		{"public key as signing key", []string{"sign", "--key", key + ".pub", "--image", img, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, exitFailure, key + ".pub"},
+		{"missing everything", []string{"sign"}, ota.ExitUsage, "missing --key, --image, --version, --compatible, --url"},
+		{"compress without out-payload", append(base, "--version", "1", "--compress", "zstd"), ota.ExitUsage, "--out-payload"},
+		{"unknown compression", append(base, "--version", "1", "--compress", "lz4", "--out-payload", "x"), ota.ExitUsage, "lz4"},
+		{"bad issued-at", append(base, "--version", "1", "--issued-at", "yesterday"), ota.ExitUsage, "--issued-at"},
+		{"negative expires", append(base, "--version", "1", "--expires", "-1h"), ota.ExitUsage, "--expires"},
+		{"bad id", append(base, "--version", "1", "--id", "a/b"), ota.ExitUsage, "bad_manifest: id"},
+		{"url without scheme", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "h/p"}, ota.ExitUsage, "payload.url"},
+		{"stray argument", append(base, "--version", "1", "extra"), ota.ExitUsage, "extra"},
+		{"missing key file", []string{"sign", "--key", filepath.Join(dir, "nokey"), "--image", img, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, "nokey"},
+		{"missing image", []string{"sign", "--key", key + ".key", "--image", filepath.Join(dir, "noimg"), "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, "noimg"},
+		{"empty image", []string{"sign", "--key", key + ".key", "--image", empty, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, "empty"},
+		{"public key as signing key", []string{"sign", "--key", key + ".pub", "--image", img, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, key + ".pub"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -367,7 +369,7 @@ func TestSignCancelled(t *testing.T) {
 	out := filepath.Join(dir, "p.gz")
 	code := Run(ctx, []string{"sign", "--key", filepath.Join(dir, "k.key"), "--image", img, "--version", "1",
 		"--compatible", "c", "--url", "https://h/p", "--compress", "gzip", "--out-payload", out}, &stdout, &stderr)
-	if code != exitFailure || !strings.Contains(stderr.String(), "context canceled") {
+	if code != ota.ExitFailure || !strings.Contains(stderr.String(), "context canceled") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // img, k.key, k.pub
@@ -384,12 +386,12 @@ func TestKeygen(t *testing.T) {
 		code int
 		err  string
 	}{
-		{"no name", []string{"keygen"}, exitUsage, "NAME"},
-		{"two names", []string{"keygen", "a", "b"}, exitUsage, "NAME"},
-		{"bad type", []string{"keygen", "--type", "dsa", name}, exitUsage, "dsa"},
-		{"first", []string{"keygen", name}, exitOK, ""},
-		{"never overwrites", []string{"keygen", "--type", "ed25519", name}, exitFailure, "already exists"},
-		{"missing directory", []string{"keygen", filepath.Join(dir, "no", "k")}, exitFailure, "no/k.key"},
+		{"no name", []string{"keygen"}, ota.ExitUsage, "NAME"},
+		{"two names", []string{"keygen", "a", "b"}, ota.ExitUsage, "NAME"},
+		{"bad type", []string{"keygen", "--type", "dsa", name}, ota.ExitUsage, "dsa"},
+		{"first", []string{"keygen", name}, ota.ExitOK, ""},
+		{"never overwrites", []string{"keygen", "--type", "ed25519", name}, ota.ExitFailure, "already exists"},
+		{"missing directory", []string{"keygen", filepath.Join(dir, "no", "k")}, ota.ExitFailure, "no/k.key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -415,11 +417,11 @@ func TestDispatch(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{nil, exitUsage, "", "usage: otactl"},
-		{[]string{"frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
-		{[]string{"help"}, exitOK, "keygen", ""},
-		{[]string{"--help"}, exitOK, "verify", ""},
-		{[]string{"help", "sign"}, exitOK, "", "-out-payload"},
+		{nil, ota.ExitUsage, "", "usage: otactl"},
+		{[]string{"frobnicate"}, ota.ExitUsage, "", `unknown command "frobnicate"`},
+		{[]string{"help"}, ota.ExitOK, "keygen", ""},
+		{[]string{"--help"}, ota.ExitOK, "verify", ""},
+		{[]string{"help", "sign"}, ota.ExitOK, "", "-out-payload"},
 	}
 	for _, tt := range tests {
 		r := otactl(t, tt.args...)

@@ -11,8 +11,9 @@ import (
 	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/otad/otad/verify"
 	"github.com/ulikunitz/xz"
+
+	"github.com/otad/otad/ota"
 )
 
 const copyBufferSize = 1 << 20
@@ -93,14 +94,14 @@ func preparePayload(ctx context.Context, image, compression, out string) (payloa
 }
 
 func newEncoder(w io.Writer, compression string) (io.WriteCloser, error) {
-	switch compression {
-	case verify.CompressionNone:
+	switch ota.Compression(compression) {
+	case ota.CompressionNone:
 		return nopCloser{w}, nil
-	case verify.CompressionGzip:
+	case ota.CompressionGzip:
 		return gzip.NewWriterLevel(w, gzip.BestCompression)
-	case verify.CompressionZstd:
+	case ota.CompressionZstd:
 		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
-	case verify.CompressionXZ:
+	case ota.CompressionXZ:
 		return xz.NewWriter(w)
 	}
 	return nil, fmt.Errorf("unknown compression %q", compression)

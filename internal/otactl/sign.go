@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 const defaultExpiry = 720 * time.Hour
@@ -41,7 +43,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
 	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
 	fset.StringVar(&o.url, "url", "", "where devices download the payload")
-	fset.StringVar(&o.compress, "compress", verify.CompressionNone, "payload compression: none, gzip, zstd or xz")
+	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz")
 	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress)")
 	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
 	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
@@ -84,7 +86,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ExpiresAt:       issuedAt.Add(o.expires),
 		Payload: verify.Payload{
 			URL:          o.url,
-			Compression:  o.compress,
+			Compression:  ota.Compression(o.compress),
 			Size:         p.size,
 			SHA256:       p.sha256,
 			DownloadSize: p.downloadSize,
@@ -136,9 +138,9 @@ func (o *signOptions) validate(now time.Time) (time.Time, error) {
 	if len(missing) > 0 {
 		return time.Time{}, usagef("missing %s", strings.Join(missing, ", "))
 	}
-	switch o.compress {
-	case verify.CompressionNone:
-	case verify.CompressionGzip, verify.CompressionZstd, verify.CompressionXZ:
+	switch ota.Compression(o.compress) {
+	case ota.CompressionNone:
+	case ota.CompressionGzip, ota.CompressionZstd, ota.CompressionXZ:
 		if o.outPayload == "" {
 			return time.Time{}, usagef("--compress %s needs --out-payload (where to write the compressed payload)", o.compress)
 		}

@@ -30,6 +30,8 @@ import (
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
 )
 
 const SlotSize = 4 << 20
@@ -267,7 +269,7 @@ func (tb *Testbed) Settle(label string, env []byte) agent.State {
 				Must(tb.T, err)
 				stopped = true // the sim device rebooted
 			case <-time.After(20 * time.Millisecond):
-				if st := in.D.Agent.Status(); st.State == agent.Idle && st.LastResult != nil {
+				if st := in.D.Agent.Status(); st.State == ota.Idle && st.LastResult != nil {
 					in.Stop()
 					Must(tb.T, in.Wait(tb.T))
 					return tb.Journal()
@@ -297,7 +299,7 @@ func (tb *Testbed) CheckBootable(label string) {
 		if got, want := FileSHA(tb.T, path, SlotSize), hex.EncodeToString(sha(tb.Factory)); got != want {
 			tb.T.Fatalf("%s: booted A, and A no longer holds the factory image", label)
 		}
-	case info.SHA256 == "" || (info.Status != agent.SlotGood && info.Status != agent.SlotStaged):
+	case info.SHA256 == "" || (info.Status != ota.SlotGood && info.Status != ota.SlotStaged):
 		tb.T.Fatalf("%s: booted slot %s, which the journal does not vouch for (%+v)", label, slot, info)
 	default:
 		if got := FileSHA(tb.T, path, ImageSize); got != info.SHA256 {

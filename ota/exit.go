@@ -1,0 +1,10 @@
+package ota
+
+// Exit codes of both command-line tools.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+	ExitRefused = 3 // an offer was refused (a check failed)
+	ExitBusy    = 4 // another install holds the state lock
+)

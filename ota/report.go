@@ -1,0 +1,62 @@
+package ota
+
+import "time"
+
+// Status is the status snapshot a device publishes (retained) and
+// `otad status --json` prints; operator tools decode it with this same type.
+type Status struct {
+	Device       string              `json:"device"`
+	Seq          uint64              `json:"seq"`
+	BootID       string              `json:"boot_id"`
+	State        Phase               `json:"state"`
+	BootedSlot   Slot                `json:"booted_slot"`
+	Slots        map[Slot]SlotStatus `json:"slots"`
+	Target       *TargetStatus       `json:"target,omitempty"`
+	Pending      *TargetStatus       `json:"pending,omitempty"`
+	LastResult   *Outcome            `json:"last_result,omitempty"`
+	AgentVersion string              `json:"agent_version"`
+	Time         time.Time           `json:"time"`
+}
+
+// SlotStatus is what a slot holds.
+type SlotStatus struct {
+	Version         string    `json:"version"`
+	SHA256          string    `json:"sha256"`
+	SecurityVersion uint64    `json:"security_version"`
+	Status          SlotState `json:"status,omitempty"`
+}
+
+// TargetStatus describes the install in progress (or the pending offer).
+type TargetStatus struct {
+	ID         string `json:"id"`
+	Version    string `json:"version"`
+	SHA256     string `json:"sha256"`
+	BytesDone  int64  `json:"bytes_done"`
+	BytesTotal int64  `json:"bytes_total"`
+}
+
+// Event is one transition, as published on the events topic. ID and SHA256
+// name the offer concerned; Result, Code and Message are set for outcomes.
+type Event struct {
+	Device  string    `json:"device"`
+	Seq     uint64    `json:"seq"`
+	BootID  string    `json:"boot_id"`
+	Time    time.Time `json:"time"`
+	From    Phase     `json:"from"`
+	To      Phase     `json:"to"`
+	ID      string    `json:"id,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
+	Result  Result    `json:"result,omitempty"`
+	Code    Code      `json:"code,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Progress is a progress report of the install in progress.
+type Progress struct {
+	Device         string  `json:"device"`
+	ID             string  `json:"id"`
+	SHA256         string  `json:"sha256"`
+	BytesDone      int64   `json:"bytes_done"`
+	BytesTotal     int64   `json:"bytes_total"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+}

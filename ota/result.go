@@ -1,0 +1,73 @@
+package ota
+
+import "time"
+
+// Phase is an install state; the strings are stable (status "state", events "from"/"to").
+type Phase string
+
+// The install phases, in the order an install walks them.
+const (
+	Idle        Phase = "idle"
+	Downloading Phase = "downloading"
+	Verifying   Phase = "verifying"
+	Staged      Phase = "staged"
+	Rebooting   Phase = "rebooting"
+	Confirming  Phase = "confirming"
+)
+
+// Valid reports whether p is one of the six phases.
+func (p Phase) Valid() bool {
+	switch p {
+	case Idle, Downloading, Verifying, Staged, Rebooting, Confirming:
+		return true
+	}
+	return false
+}
+
+// Result is what an offer came to.
+type Result string
+
+// The results an offer ends with.
+const (
+	ResultSuccess    Result = "success"
+	ResultFailed     Result = "failed"
+	ResultRolledBack Result = "rolled_back"
+	ResultSuperseded Result = "superseded"
+	ResultRejected   Result = "rejected"
+	ResultUpToDate   Result = "up_to_date"
+)
+
+// Answers of a local install (`otad install`) that are not ends: the boot
+// slot was flipped, or the offer waits behind an install past the flip.
+const (
+	ResultStaged  Result = "staged"
+	ResultPending Result = "pending"
+)
+
+// ExitCode is the exit status of `otad install` for a result.
+func (r Result) ExitCode() int {
+	switch r {
+	case ResultStaged, ResultPending, ResultUpToDate, ResultSuccess:
+		return ExitOK
+	case ResultRejected:
+		return ExitRefused
+	default:
+		return ExitFailure
+	}
+}
+
+// Outcome is one offer's result record: the journal's and the status
+// snapshot's last_result, and the answer to a local install.
+type Outcome struct {
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256,omitempty"`
+	// IssuedAt tells a redelivery of the offer from a newer one; the journal
+	// keeps it, the status snapshot leaves it out.
+	IssuedAt time.Time `json:"issued_at,omitzero"`
+	Result   Result    `json:"result"`
+	Code     Code      `json:"code,omitempty"`
+	Message  string    `json:"message,omitempty"`
+}
+
+// ExitCode is the exit status of `otad install` for this outcome.
+func (o Outcome) ExitCode() int { return o.Result.ExitCode() }
