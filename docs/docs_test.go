@@ -27,7 +27,7 @@ var vocabulary = struct {
 	dirs  []string
 	kinds []string
 }{
-	dirs:  []string{"agent", "verify", "slots"},
+	dirs:  []string{"ota"},
 	kinds: []string{"Phase", "Result", "Code"},
 }
 
