@@ -13,17 +13,17 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/otad/otad/agent"
+	"github.com/otad/otad/ota"
 )
 
 // countingHandler records which operations reached the daemon.
 type countingHandler struct{ calls atomic.Int32 }
 
-func (h *countingHandler) Install(context.Context, []byte) (agent.Outcome, error) {
+func (h *countingHandler) Install(context.Context, []byte) (ota.Outcome, error) {
 	h.calls.Add(1)
-	return agent.Outcome{}, nil
+	return ota.Outcome{}, nil
 }
-func (h *countingHandler) Status() agent.Status               { h.calls.Add(1); return agent.Status{} }
+func (h *countingHandler) Status() ota.Status                 { h.calls.Add(1); return ota.Status{} }
 func (h *countingHandler) MarkGood(ctx context.Context) error { h.calls.Add(1); return nil }
 func (h *countingHandler) MarkBad(ctx context.Context) error  { h.calls.Add(1); return nil }
 
