@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/ota"
 )
 
 // root is the repository, seen from this package's directory.
@@ -28,7 +30,7 @@ var vocabulary = struct {
 	kinds []string
 }{
 	dirs:  []string{"ota"},
-	kinds: []string{"Phase", "Result", "Code"},
+	kinds: []string{"Phase", "Result", "Code", "Compression", "Slot", "SlotState"},
 }
 
 // contract reads every page of docs/contract.
@@ -149,6 +151,127 @@ func constKind(typ ast.Expr, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestContractNamesEveryExitCode: each exit code the vocabulary declares has
+// its row in the exit code table of docs/contract/commands.md.
+func TestContractNamesEveryExitCode(t *testing.T) {
+	page, err := os.ReadFile("contract/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for _, decl := range decls(t, filepath.Join(root, vocabulary.dirs[0])) {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Exit") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.INT {
+					continue
+				}
+				n++
+				if !strings.Contains(string(page), "\n| "+lit.Value+" |") {
+					t.Errorf("exit code %s (%s) has no row in the exit code table of docs/contract/commands.md", lit.Value, name.Name)
+				}
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("found %d Exit constants in %s: has the vocabulary moved? update this test", n, vocabulary.dirs[0])
+	}
+}
+
+// TestContractNamesEveryReportField: every JSON field of the status snapshot,
+// the event and the progress message is named in docs/contract/formats.md.
+func TestContractNamesEveryReportField(t *testing.T) {
+	page, err := os.ReadFile("contract/formats.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, span := range regexp.MustCompile("`[^`]+`").FindAllString(stripCode(string(page)), -1) {
+		for _, w := range regexp.MustCompile(`[a-z0-9_]+`).FindAllString(span, -1) {
+			named[w] = true
+		}
+	}
+	fields := map[string]bool{}
+	for _, typ := range []reflect.Type{reflect.TypeFor[ota.Status](), reflect.TypeFor[ota.Event](), reflect.TypeFor[ota.Progress]()} {
+		jsonFields(typ, fields)
+	}
+	if len(fields) < 20 {
+		t.Fatalf("found only %d report fields", len(fields))
+	}
+	for f := range fields {
+		if !named[f] {
+			t.Errorf("report field %q is sent by devices but not named in docs/contract/formats.md", f)
+		}
+	}
+}
+
+// jsonFields collects the JSON names of typ's fields, through pointers, maps,
+// slices and nested structs; time.Time is a value.
+func jsonFields(typ reflect.Type, into map[string]bool) {
+	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Map || typ.Kind() == reflect.Slice {
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[time.Time]() {
+		return
+	}
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			jsonFields(f.Type, into)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		into[name] = true
+		jsonFields(f.Type, into)
+	}
+}
+
+// TestDesignNamesEveryPackage: design.md has a line for every directory with
+// Go code, so a new package comes with a sentence on what it is for.
+func TestDesignNamesEveryPackage(t *testing.T) {
+	page, err := os.ReadFile("design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		dir, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		dir = filepath.ToSlash(dir)
+		if !strings.Contains(string(page), "`"+dir+"`") {
+			t.Errorf("package %s has no line in docs/design.md (as `%s`)", dir, dir)
+		}
+		return filepath.SkipDir // one Go file says it all for this directory
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestContractNamesEveryConfigKey: the parser refuses unknown keys, so the
