@@ -77,33 +77,17 @@ func vocabularyConsts(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, dir := range vocabulary.dirs {
-		for _, decl := range decls(t, filepath.Join(root, dir)) {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
+		for _, c := range constants(t, filepath.Join(root, dir)) {
+			kind := constKind(c.typ, c.name)
+			if kind == "" || c.lit.Kind != token.STRING {
 				continue
 			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					kind := constKind(vs.Type, name.Name)
-					if kind == "" {
-						continue
-					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						continue
-					}
-					v, err := strconv.Unquote(lit.Value)
-					if err != nil || v == "" {
-						continue
-					}
-					if !slices.Contains(out[kind], v) {
-						out[kind] = append(out[kind], v)
-					}
-				}
+			v, err := strconv.Unquote(c.lit.Value)
+			if err != nil || v == "" {
+				continue
+			}
+			if !slices.Contains(out[kind], v) {
+				out[kind] = append(out[kind], v)
 			}
 		}
 	}
@@ -129,6 +113,37 @@ func decls(t *testing.T, dir string) []ast.Decl {
 			t.Fatal(err)
 		}
 		out = append(out, f.Decls...)
+	}
+	return out
+}
+
+// constant is a constant declared with a literal value.
+type constant struct {
+	name string
+	typ  ast.Expr // nil when untyped
+	lit  *ast.BasicLit
+}
+
+// constants returns the constants of dir's non-test files that have a literal value.
+func constants(t *testing.T, dir string) []constant {
+	t.Helper()
+	var out []constant
+	for _, decl := range decls(t, dir) {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+					out = append(out, constant{name: name.Name, typ: vs.Type, lit: lit})
+				}
+			}
+		}
 	}
 	return out
 }
@@ -161,26 +176,13 @@ func TestContractNamesEveryExitCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	for _, decl := range decls(t, filepath.Join(root, vocabulary.dirs[0])) {
-		gd, ok := decl.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
+	for _, c := range constants(t, filepath.Join(root, vocabulary.dirs[0])) {
+		if !strings.HasPrefix(c.name, "Exit") || c.lit.Kind != token.INT {
 			continue
 		}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if !strings.HasPrefix(name.Name, "Exit") || i >= len(vs.Values) {
-					continue
-				}
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok || lit.Kind != token.INT {
-					continue
-				}
-				n++
-				if !strings.Contains(string(page), "\n| "+lit.Value+" |") {
-					t.Errorf("exit code %s (%s) has no row in the exit code table of docs/contract/commands.md", lit.Value, name.Name)
-				}
-			}
+		n++
+		if !strings.Contains(string(page), "\n| "+c.lit.Value+" |") {
+			t.Errorf("exit code %s (%s) has no row in the exit code table of docs/contract/commands.md", c.lit.Value, c.name)
 		}
 	}
 	if n < 5 {
