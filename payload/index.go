@@ -77,7 +77,7 @@ func (x *Index) Chunk(i int) Chunk {
 // the stored lengths add up to store_size exactly. Every refusal is an *Error with code
 // index_mismatch naming the field and, for a record, the chunk. The Index keeps data.
 func ParseIndex(data []byte, want Expect) (*Index, error) {
-	if err := want.check(); err != nil {
+	if err := want.Validate(); err != nil {
 		return nil, err
 	}
 	if int64(len(data)) != want.IndexSize {
@@ -104,29 +104,31 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	return x, nil
 }
 
-// check refuses manifest values that contradict each other or the format, so that
-// nothing after it can overflow: count*RecordSize fits (IndexSize), and so do chunk
-// offsets (count*chunkSize < imageSize+chunkSize).
-func (w Expect) check() error {
+// Validate refuses manifest values that contradict each other or the format, with an
+// index_mismatch *Error whose Field is the manifest's JSON path (payload.chunks.size,
+// ...). ParseIndex runs it first, so that nothing after it can overflow:
+// count*RecordSize fits (IndexSize), and so do chunk offsets (count*chunkSize <
+// imageSize+chunkSize). A manifest parser runs it too, to refuse such a manifest early.
+func (w Expect) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return indexErr(noChunk, field, "manifest: "+fmt.Sprintf(format, args...))
+		return indexErr(noChunk, field, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case !ValidChunkSize(w.ChunkSize):
-		return bad("chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
+		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
 	case w.ImageSize <= 0:
-		return bad("size", "%d is not positive", w.ImageSize)
+		return bad("payload.size", "%d is not positive", w.ImageSize)
 	case w.ChunkCount != ChunkCount(w.ImageSize, w.ChunkSize):
-		return bad("chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
+		return bad("payload.chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
 	case w.IndexSize != IndexSize(w.ChunkCount):
-		return bad("chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
+		return bad("payload.chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
 	case w.StoreSize < 0:
-		return bad("chunks.store_size", "%d is negative", w.StoreSize)
+		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
 	case w.Compression != CompressionZstd && w.Compression != CompressionNone:
-		return bad("chunks.compression", "want zstd or none, got %q", truncate(w.Compression))
+		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(w.Compression))
 	}
 	if b, err := hex.DecodeString(w.IndexSHA256); err != nil || len(b) != sha256.Size {
-		return bad("chunks.index_sha256", "want 64 hex digits")
+		return bad("payload.chunks.index_sha256", "want 64 hex digits")
 	}
 	return nil
 }
@@ -214,7 +216,7 @@ func (x *Index) checkRecords() error {
 		off += int64(r.length)
 	}
 	if off != x.storeSize {
-		return indexErr(noChunk, "chunks.store_size", fmt.Sprintf("chunks store %d bytes, manifest says %d", off, x.storeSize))
+		return indexErr(noChunk, "payload.chunks.store_size", fmt.Sprintf("chunks store %d bytes, manifest says %d", off, x.storeSize))
 	}
 	return nil
 }

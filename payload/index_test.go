@@ -55,12 +55,12 @@ func TestParseIndexRefuses(t *testing.T) {
 		want   []string
 	}{
 		// The manifest's own values.
-		{"chunk size not a power of two", func(b []byte, e *Expect) []byte { e.ChunkSize = 5000; return b }, false, []string{"chunks.size", "5000"}},
-		{"chunk size below 4 KiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 2048; return b }, false, []string{"chunks.size"}},
-		{"chunk size above 4 MiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 8 << 20; return b }, false, []string{"chunks.size"}},
+		{"chunk size not a power of two", func(b []byte, e *Expect) []byte { e.ChunkSize = 5000; return b }, false, []string{"payload.chunks.size", "5000"}},
+		{"chunk size below 4 KiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 2048; return b }, false, []string{"payload.chunks.size"}},
+		{"chunk size above 4 MiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 8 << 20; return b }, false, []string{"payload.chunks.size"}},
 		{"image size zero", func(b []byte, e *Expect) []byte { e.ImageSize = 0; return b }, false, []string{"size", "not positive"}},
-		{"image size max int64", func(b []byte, e *Expect) []byte { e.ImageSize = math.MaxInt64; return b }, false, []string{"chunks.count"}},
-		{"count does not fit the size", func(b []byte, e *Expect) []byte { e.ChunkCount = 5; return b }, false, []string{"chunks.count", "makes 4"}},
+		{"image size max int64", func(b []byte, e *Expect) []byte { e.ImageSize = math.MaxInt64; return b }, false, []string{"payload.chunks.count"}},
+		{"count does not fit the size", func(b []byte, e *Expect) []byte { e.ChunkCount = 5; return b }, false, []string{"payload.chunks.count", "makes 4"}},
 		{"8 EiB image: refused by its index size, nothing allocated", func(b []byte, e *Expect) []byte {
 			e.ChunkSize, e.ImageSize, e.ChunkCount = MinChunkSize, math.MaxInt64, ChunkCount(math.MaxInt64, MinChunkSize)
 			e.IndexSize = IndexSize(e.ChunkCount)
@@ -70,11 +70,11 @@ func TestParseIndexRefuses(t *testing.T) {
 			e.ChunkCount = math.MaxInt64
 			e.IndexSize = HeaderSize + e.ChunkCount*RecordSize // wraps
 			return b
-		}, true, []string{"chunks.count", "9223372036854775807"}},
-		{"index size disagrees with count", func(b []byte, e *Expect) []byte { e.IndexSize--; return b }, true, []string{"chunks.index_size"}},
-		{"negative store size", func(b []byte, e *Expect) []byte { e.StoreSize = -1; return b }, false, []string{"chunks.store_size", "negative"}},
-		{"unknown compression", func(b []byte, e *Expect) []byte { e.Compression = "gzip"; return b }, false, []string{"chunks.compression", "gzip"}},
-		{"index sha256 not hex", func(b []byte, e *Expect) []byte { e.IndexSHA256 = "zz"; return b }, true, []string{"chunks.index_sha256"}},
+		}, true, []string{"payload.chunks.count", "9223372036854775807"}},
+		{"index size disagrees with count", func(b []byte, e *Expect) []byte { e.IndexSize--; return b }, true, []string{"payload.chunks.index_size"}},
+		{"negative store size", func(b []byte, e *Expect) []byte { e.StoreSize = -1; return b }, false, []string{"payload.chunks.store_size", "negative"}},
+		{"unknown compression", func(b []byte, e *Expect) []byte { e.Compression = "gzip"; return b }, false, []string{"payload.chunks.compression", "gzip"}},
+		{"index sha256 not hex", func(b []byte, e *Expect) []byte { e.IndexSHA256 = "zz"; return b }, true, []string{"payload.chunks.index_sha256"}},
 
 		// The downloaded bytes against index_size and index_sha256.
 		{"index one byte short", func(b []byte, e *Expect) []byte { return b[:len(b)-1] }, true, []string{"index_size", "has 175 bytes", "says 176"}},
@@ -110,7 +110,7 @@ func TestParseIndexRefuses(t *testing.T) {
 		{"zstd chunk of the largest length", func(b []byte, e *Expect) []byte { putLen(b, 0, maxStoredLen); return b }, false, []string{"chunk 0", "16777215"}},
 		{"zstd chunk in an uncompressed store", func(b []byte, e *Expect) []byte { b[12] = compNone; e.Compression = CompressionNone; return b }, false, []string{"chunk 0", "kind", "compression none"}},
 		{"stored bytes past store_size", func(b []byte, e *Expect) []byte { e.StoreSize = 4100; return b }, false, []string{"chunk 1", "run past store_size 4100"}},
-		{"store_size larger than the chunks", func(b []byte, e *Expect) []byte { e.StoreSize++; return b }, false, []string{"chunks.store_size", "store 4296", "says 4297"}},
+		{"store_size larger than the chunks", func(b []byte, e *Expect) []byte { e.StoreSize++; return b }, false, []string{"payload.chunks.store_size", "store 4296", "says 4297"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, want := sampleIndex()
