@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
 )
 
 // Options choose how Build cuts an image.
@@ -18,8 +19,8 @@ type Options struct {
 	// ChunkSize is a power of two from MinChunkSize to MaxChunkSize; 0 means
 	// DefaultChunkSize.
 	ChunkSize int64
-	// Compression is CompressionZstd (the default, for "") or CompressionNone.
-	Compression string
+	// Compression is ota.CompressionZstd (the default, for "") or ota.CompressionNone.
+	Compression ota.Compression
 	// Level is a zstd level as the zstd tool counts (1-22); 0 means 3.
 	Level int
 }
@@ -33,7 +34,7 @@ type Result struct {
 	ImageSHA256 [sha256.Size]byte
 	ChunkSize   int64
 	ChunkCount  int64
-	Compression string
+	Compression ota.Compression
 	// Chunks of each kind.
 	Zero, Raw, Zstd int64
 }
@@ -63,7 +64,7 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 		return nil, fmt.Errorf("build payload: chunk size %d is not a power of two from %d to %d", opts.ChunkSize, MinChunkSize, MaxChunkSize)
 	}
 	if opts.Compression == "" {
-		opts.Compression = CompressionZstd
+		opts.Compression = ota.CompressionZstd
 	}
 	b := &builder{
 		res:   Result{ChunkSize: opts.ChunkSize, Compression: opts.Compression},
@@ -73,7 +74,7 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 		index: make([]byte, HeaderSize, HeaderSize+16*RecordSize),
 	}
 	switch opts.Compression {
-	case CompressionZstd:
+	case ota.CompressionZstd:
 		level := opts.Level
 		if level == 0 {
 			level = 3
@@ -90,7 +91,7 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 		defer enc.Close()
 		b.enc = enc
 		b.zbuf = make([]byte, 0, opts.ChunkSize)
-	case CompressionNone:
+	case ota.CompressionNone:
 	default:
 		return nil, fmt.Errorf("build payload: compression %q: want zstd or none", opts.Compression)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/otad/otad/ota"
 )
 
 // TestRoundTrip: Build, ParseIndex, then decoding every chunk from the store gives the
@@ -27,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 		{"one zero byte", []byte{0}, Options{}, 1, 0, 0},
 		{"all zeros", make([]byte, 300<<10), Options{ChunkSize: 4 << 10}, 75, 0, 0},
 		{"runs across chunks", testImage(1<<20, 10000, 3), Options{ChunkSize: 4 << 10}, -1, -1, -1},
-		{"uncompressed store", testImage(1<<20, 64<<10, 4), Options{Compression: CompressionNone}, 5, 11, 0},
+		{"uncompressed store", testImage(1<<20, 64<<10, 4), Options{Compression: ota.CompressionNone}, 5, 11, 0},
 		{"level 19, 1 MiB chunks, 5-byte tail stored raw", testImage(3<<20+5, 300<<10, 5), Options{ChunkSize: 1 << 20, Level: 19}, 0, 1, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

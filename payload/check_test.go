@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestCheckStore(t *testing.T) {
@@ -26,12 +28,12 @@ func TestCheckStore(t *testing.T) {
 		ctx   context.Context
 		store []byte
 		sum   string
-		code  Code
+		code  ota.Code
 		want  string // "" accepts
 	}{
 		{"intact", nil, b.store, sum, "", ""},
 		{"upper-case sha256", nil, b.store, strings.ToUpper(sum), "", ""},
-		{"chunk 5 altered", nil, flip(c5.StoreOffset + int64(c5.StoreLength)/2), sum, CodeChunkMismatch, "chunk 5"},
+		{"chunk 5 altered", nil, flip(c5.StoreOffset + int64(c5.StoreLength)/2), sum, ota.CodeChunkMismatch, "store.chunk[5]"},
 		{"truncated", nil, b.store[:len(b.store)-1], sum, "", "store ends at offset"},
 		{"one byte too many", nil, append(bytes.Clone(b.store), 0), sum, "", "longer than"},
 		{"another image's sha256", nil, b.store, strings.Repeat("0", 64), "", "the manifest says 0000"},
@@ -50,7 +52,7 @@ func TestCheckStore(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) || CodeOf(err) != tc.code {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || ota.CodeOf(err) != tc.code {
 				t.Fatalf("want a %q error mentioning %q, got %v", tc.code, tc.want, err)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
 )
 
 // decodeSlack is spare capacity past the chunk in the decode buffer: the zstd decoder
@@ -24,7 +25,7 @@ type Decoder struct {
 // NewDecoder returns a Decoder for x's chunks. Close it when done.
 func NewDecoder(x *Index) (*Decoder, error) {
 	d := &Decoder{x: x, buf: make([]byte, x.chunkSize+decodeSlack)}
-	if x.compression == CompressionZstd {
+	if x.compression == ota.CompressionZstd {
 		// A chunk is one frame of at most the chunk size, so neither its window nor
 		// its output may be larger; a frame claiming more is refused before
 		// decoding, not allocated for.
@@ -51,13 +52,13 @@ func (d *Decoder) Close() {
 
 // Decode returns chunk i's bytes from stored, its StoreLength bytes out of the store,
 // after checking them against the index's SHA-256: a wrong length, a corrupt frame, a
-// frame decoding to anything but the chunk's size, or a hash mismatch is an *Error with
-// code chunk_mismatch. The result is valid until the next Decode and, for a raw chunk,
+// frame decoding to anything but the chunk's size, or a hash mismatch is an *ota.Error
+// with code chunk_mismatch. The result is valid until the next Decode and, for a raw chunk,
 // is stored itself. i must be in [0, Count()).
 func (d *Decoder) Decode(i int, stored []byte) ([]byte, error) {
 	c := d.x.Chunk(i)
 	if len(stored) != c.StoreLength {
-		return nil, chunkErr(i, fmt.Sprintf("%d stored bytes, index says %d", len(stored), c.StoreLength), nil)
+		return nil, chunkErr(i, "%d stored bytes, index says %d", len(stored), c.StoreLength)
 	}
 	var out []byte
 	switch c.Kind {
@@ -74,14 +75,14 @@ func (d *Decoder) Decode(i int, stored []byte) ([]byte, error) {
 		var err error
 		out, err = d.zd.DecodeAll(stored, d.buf[:0:c.Length+decodeSlack])
 		if err != nil {
-			return nil, chunkErr(i, "decompress", err)
+			return nil, chunkErr(i, "decompress: %w", err)
 		}
 		if len(out) != c.Length {
-			return nil, chunkErr(i, fmt.Sprintf("decompresses to %d bytes, want %d", len(out), c.Length), nil)
+			return nil, chunkErr(i, "decompresses to %d bytes, want %d", len(out), c.Length)
 		}
 	}
 	if sum := sha256.Sum256(out); sum != c.SHA256 {
-		return nil, chunkErr(i, fmt.Sprintf("sha256 %x, index says %x", sum, c.SHA256), nil)
+		return nil, chunkErr(i, "sha256 %x, index says %x", sum, c.SHA256)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
 )
 
 const decCS = 4096
@@ -64,7 +65,7 @@ func oneChunk(t testing.TB, content []byte, kind Kind, storedLen int) *Decoder {
 // decoderFor makes a decoder for a hand-made zstd index, closed when the test ends.
 func decoderFor(t testing.TB, chunkSize, imageSize int64, recs []record) *Decoder {
 	t.Helper()
-	x, err := ParseIndex(makeIndex(chunkSize, imageSize, CompressionZstd, recs))
+	x, err := ParseIndex(makeIndex(chunkSize, imageSize, ota.CompressionZstd, recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,18 +97,18 @@ func TestDecodeChunk(t *testing.T) {
 		{"short last chunk", content[:1000], KindZstd, encodeAll(t, content[:1000]), 0, nil},
 		{"frame without a declared size", content, KindZstd, encodeStream(t, content), 0, nil},
 		{"raw chunk", content, KindRaw, content, 0, nil},
-		{"altered frame", content, KindZstd, altered, 0, []string{"chunk 0"}},
-		{"another chunk's frame", content, KindZstd, other, 0, []string{"chunk 0", "sha256"}},
-		{"altered raw chunk", content, KindRaw, rawAltered, 0, []string{"chunk 0", "sha256"}},
-		{"fewer stored bytes than the index says", content, KindZstd, good[:len(good)-1], len(good), []string{"chunk 0", "stored bytes"}},
+		{"altered frame", content, KindZstd, altered, 0, []string{"store.chunk[0]"}},
+		{"another chunk's frame", content, KindZstd, other, 0, []string{"store.chunk[0]", "sha256"}},
+		{"altered raw chunk", content, KindRaw, rawAltered, 0, []string{"store.chunk[0]", "sha256"}},
+		{"fewer stored bytes than the index says", content, KindZstd, good[:len(good)-1], len(good), []string{"store.chunk[0]", "stored bytes"}},
 		{"decodes to fewer bytes", content, KindZstd, encodeAll(t, content[:4000]), 0, []string{"decompresses to 4000 bytes, want 4096"}},
-		{"declares more than the chunk", content, KindZstd, encodeAll(t, text(2*decCS, 0)), 0, []string{"chunk 0", "decompress"}},
-		{"more than the last chunk", content[:1000], KindZstd, encodeAll(t, content[:1001]), 0, []string{"chunk 0", "decompress"}},
-		{"undeclared, one byte more than the chunk", content, KindZstd, encodeStream(t, text(decCS+1, 0), smallWindow...), 0, []string{"chunk 0", "decompress"}},
-		{"undeclared, far more than the chunk", content, KindZstd, encodeStream(t, make([]byte, 1<<20), smallWindow...), 0, []string{"chunk 0", "decompress"}},
-		{"window larger than the chunk", content, KindZstd, encodeStream(t, content, zstd.WithWindowSize(1<<20), zstd.WithSingleSegment(false)), 0, []string{"chunk 0"}},
-		{"declares 1 GiB", content, KindZstd, hugeFrame(), 0, []string{"chunk 0", "decompress"}},
-		{"not zstd", content, KindZstd, content[:100], 0, []string{"chunk 0", "decompress"}},
+		{"declares more than the chunk", content, KindZstd, encodeAll(t, text(2*decCS, 0)), 0, []string{"store.chunk[0]", "decompress"}},
+		{"more than the last chunk", content[:1000], KindZstd, encodeAll(t, content[:1001]), 0, []string{"store.chunk[0]", "decompress"}},
+		{"undeclared, one byte more than the chunk", content, KindZstd, encodeStream(t, text(decCS+1, 0), smallWindow...), 0, []string{"store.chunk[0]", "decompress"}},
+		{"undeclared, far more than the chunk", content, KindZstd, encodeStream(t, make([]byte, 1<<20), smallWindow...), 0, []string{"store.chunk[0]", "decompress"}},
+		{"window larger than the chunk", content, KindZstd, encodeStream(t, content, zstd.WithWindowSize(1<<20), zstd.WithSingleSegment(false)), 0, []string{"store.chunk[0]"}},
+		{"declares 1 GiB", content, KindZstd, hugeFrame(), 0, []string{"store.chunk[0]", "decompress"}},
+		{"not zstd", content, KindZstd, content[:100], 0, []string{"store.chunk[0]", "decompress"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tc.recLen
@@ -125,7 +126,7 @@ func TestDecodeChunk(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted %d bytes", len(got))
 			}
-			wantErr(t, err, CodeChunkMismatch, tc.want...)
+			wantErr(t, err, ota.CodeChunkMismatch, tc.want...)
 		})
 	}
 }
@@ -145,7 +146,7 @@ func TestDecodeHostileFrameAllocatesLittle(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			_, err := d.Decode(0, stored)
 			runtime.ReadMemStats(&after)
-			wantErr(t, err, CodeChunkMismatch, "chunk 0")
+			wantErr(t, err, ota.CodeChunkMismatch, "store.chunk[0]")
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 				t.Fatalf("refusing it allocated %d bytes", grew)
 			}

@@ -10,5 +10,7 @@
 // install comes from (target slot, zeros, booted slot, network) and which store ranges to
 // fetch in single-range requests.
 //
-// Failures carry the SPEC §6 codes index_mismatch and chunk_mismatch.
+// Failures are *ota.Error with the SPEC §6 codes index_mismatch and chunk_mismatch,
+// whose Field names what was wrong: a manifest field (payload.chunks.size), the index
+// (index, index.header.chunk_size, index.chunk[7].length) or a chunk (store.chunk[7]).
 package payload

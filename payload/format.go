@@ -24,13 +24,6 @@ const (
 	DefaultChunkSize = 64 << 10
 )
 
-// Store compressions (the manifest's chunks.compression). With none every stored chunk
-// is raw.
-const (
-	CompressionZstd = "zstd"
-	CompressionNone = "none"
-)
-
 // compression codes in the header.
 const (
 	compNone byte = 0

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // FuzzParseIndex feeds hostile indexes and manifest values. With fromHeader the
@@ -13,7 +15,7 @@ import (
 // accepted must keep every promise ParseIndex makes.
 func FuzzParseIndex(f *testing.F) {
 	img := testImage(100<<10+7, 5000, 1)
-	for _, opts := range []Options{{ChunkSize: 4 << 10}, {ChunkSize: 8 << 10, Compression: CompressionNone}} {
+	for _, opts := range []Options{{ChunkSize: 4 << 10}, {ChunkSize: 8 << 10, Compression: ota.CompressionNone}} {
 		var store bytes.Buffer
 		res, err := Build(f.Context(), bytes.NewReader(img), &store, opts)
 		if err != nil {
@@ -26,20 +28,20 @@ func FuzzParseIndex(f *testing.F) {
 	f.Add(data, want.StoreSize, want.ChunkSize, want.ImageSize, want.ChunkCount, false)
 	f.Add(data, int64(-1), int64(4096), int64(1<<62), int64(1<<50), false)
 	f.Fuzz(func(t *testing.T, data []byte, storeSize, chunkSize, imageSize, count int64, fromHeader bool) {
-		want := Expect{ChunkSize: chunkSize, ChunkCount: count, ImageSize: imageSize, StoreSize: storeSize, Compression: CompressionZstd}
+		want := Expect{ChunkSize: chunkSize, ChunkCount: count, ImageSize: imageSize, StoreSize: storeSize, Compression: ota.CompressionZstd}
 		if fromHeader && len(data) >= HeaderSize {
 			want.ChunkSize = int64(binary.LittleEndian.Uint32(data[8:]))
 			want.ChunkCount = int64(binary.LittleEndian.Uint64(data[16:]))
 			want.ImageSize = int64(binary.LittleEndian.Uint64(data[24:]))
 			if data[12] == compNone {
-				want.Compression = CompressionNone
+				want.Compression = ota.CompressionNone
 			}
 		}
 		want = expectFor(data, want)
 		x, err := ParseIndex(data, want)
 		if err != nil {
-			var e *Error
-			if !errors.As(err, &e) || e.Code != CodeIndexMismatch {
+			var e *ota.Error
+			if !errors.As(err, &e) || e.Code != ota.CodeIndexMismatch {
 				t.Fatalf("refusal is not an index_mismatch *Error: %v", err)
 			}
 			return
@@ -63,7 +65,7 @@ func FuzzParseIndex(f *testing.F) {
 					t.Fatalf("chunk %d: bad raw chunk %+v", i, c)
 				}
 			case KindZstd:
-				if c.StoreLength <= 0 || c.StoreLength >= c.Length || x.Compression() != CompressionZstd {
+				if c.StoreLength <= 0 || c.StoreLength >= c.Length || x.Compression() != ota.CompressionZstd {
 					t.Fatalf("chunk %d: bad zstd chunk %+v", i, c)
 				}
 			default:
@@ -105,7 +107,7 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 		got, err := oneChunk(t, content, kind, len(stored)).Decode(0, stored)
 		if err != nil {
-			if CodeOf(err) != CodeChunkMismatch {
+			if ota.CodeOf(err) != ota.CodeChunkMismatch {
 				t.Fatalf("refusal is not chunk_mismatch: %v", err)
 			}
 			return

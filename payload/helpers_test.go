@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // testImage is size bytes of the three kinds of content an image has, in runs of
@@ -56,9 +58,9 @@ func (b built) parse(t testing.TB) *Index {
 
 // makeIndex writes an index by hand, so tests can say things Build never would. The
 // Expect matches it, with the store size the sum of the records' lengths.
-func makeIndex(chunkSize, imageSize int64, comp string, recs []record) ([]byte, Expect) {
+func makeIndex(chunkSize, imageSize int64, comp ota.Compression, recs []record) ([]byte, Expect) {
 	h := header{chunkSize: uint32(chunkSize), count: uint64(len(recs)), imageSize: uint64(imageSize)}
-	if comp == CompressionZstd {
+	if comp == ota.CompressionZstd {
 		h.compression = compZstd
 	}
 	data := make([]byte, HeaderSize+len(recs)*RecordSize)
@@ -79,11 +81,11 @@ func expectFor(data []byte, e Expect) Expect {
 }
 
 // wantErr checks that err is an *Error with code and a message containing every part.
-func wantErr(t *testing.T, err error, code Code, parts ...string) {
+func wantErr(t *testing.T, err error, code ota.Code, parts ...string) {
 	t.Helper()
-	var e *Error
+	var e *ota.Error
 	if !errors.As(err, &e) || e.Code != code {
-		t.Fatalf("want a %s *Error, got %v", code, err)
+		t.Fatalf("want a %s *ota.Error, got %v", code, err)
 	}
 	for _, p := range parts {
 		if !strings.Contains(err.Error(), p) {

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/otad/otad/ota"
 )
 
 // Expect is what the signed manifest says about the index and store (its payload.size
@@ -18,7 +20,7 @@ type Expect struct {
 	IndexSize   int64
 	IndexSHA256 string // 64 hex digits
 	StoreSize   int64
-	Compression string
+	Compression ota.Compression // zstd, or none: every chunk stored raw
 }
 
 // Index is a parsed, checked index. Chunk numbers run from 0 to Count()-1.
@@ -26,7 +28,7 @@ type Index struct {
 	chunkSize   int64
 	imageSize   int64
 	storeSize   int64
-	compression string
+	compression ota.Compression
 	records     []byte  // the index after its header
 	offsets     []int64 // store offset of each chunk
 }
@@ -52,8 +54,8 @@ func (x *Index) ImageSize() int64 { return x.imageSize }
 // StoreSize is the size of the store in bytes.
 func (x *Index) StoreSize() int64 { return x.storeSize }
 
-// Compression is the store's compression, CompressionZstd or CompressionNone.
-func (x *Index) Compression() string { return x.compression }
+// Compression is the store's compression, ota.CompressionZstd or ota.CompressionNone.
+func (x *Index) Compression() ota.Compression { return x.compression }
 
 // Count is the number of chunks.
 func (x *Index) Count() int { return len(x.offsets) }
@@ -81,11 +83,11 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 		return nil, err
 	}
 	if int64(len(data)) != want.IndexSize {
-		return nil, indexErr(noChunk, "index_size", fmt.Sprintf("index has %d bytes, manifest says %d", len(data), want.IndexSize))
+		return nil, indexErr("index", "%d bytes, payload.chunks.index_size says %d", len(data), want.IndexSize)
 	}
 	wantSum, _ := hex.DecodeString(want.IndexSHA256)
 	if sum := sha256.Sum256(data); !bytes.Equal(sum[:], wantSum) {
-		return nil, indexErr(noChunk, "index_sha256", fmt.Sprintf("index has sha256 %x, manifest says %s", sum, strings.ToLower(want.IndexSHA256)))
+		return nil, indexErr("index", "sha256 %x, payload.chunks.index_sha256 says %s", sum, strings.ToLower(want.IndexSHA256))
 	}
 	if err := checkHeader(data[:HeaderSize], want); err != nil {
 		return nil, err
@@ -110,9 +112,7 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 // count*RecordSize fits (IndexSize), and so do chunk offsets (count*chunkSize <
 // imageSize+chunkSize). A manifest parser runs it too, to refuse such a manifest early.
 func (w Expect) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return indexErr(noChunk, field, fmt.Sprintf(format, args...))
-	}
+	bad := indexErr
 	switch {
 	case !ValidChunkSize(w.ChunkSize):
 		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
@@ -124,8 +124,8 @@ func (w Expect) Validate() error {
 		return bad("payload.chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
 	case w.StoreSize < 0:
 		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
-	case w.Compression != CompressionZstd && w.Compression != CompressionNone:
-		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(w.Compression))
+	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
+		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(string(w.Compression)))
 	}
 	if b, err := hex.DecodeString(w.IndexSHA256); err != nil || len(b) != sha256.Size {
 		return bad("payload.chunks.index_sha256", "want 64 hex digits")
@@ -141,10 +141,10 @@ func checkHeader(b []byte, w Expect) error {
 		imageSize:   binary.LittleEndian.Uint64(b[24:32]),
 	}
 	bad := func(field, format string, args ...any) error {
-		return indexErr(noChunk, "header."+field, fmt.Sprintf(format, args...))
+		return indexErr("index.header."+field, format, args...)
 	}
 	wantComp := compNone
-	if w.Compression == CompressionZstd {
+	if w.Compression == ota.CompressionZstd {
 		wantComp = compZstd
 	}
 	switch {
@@ -176,7 +176,7 @@ func (x *Index) checkRecords() error {
 		r := getRecord(x.records[i*RecordSize:])
 		n := min(x.chunkSize, x.imageSize-int64(i)*x.chunkSize)
 		bad := func(field, format string, args ...any) error {
-			return indexErr(i, field, fmt.Sprintf(format, args...))
+			return indexErr(fmt.Sprintf("index.chunk[%d].%s", i, field), format, args...)
 		}
 		switch r.kind {
 		case KindZero:
@@ -199,7 +199,7 @@ func (x *Index) checkRecords() error {
 				return bad("length", "raw chunk with stored length %d, want its size %d", r.length, n)
 			}
 		case KindZstd:
-			if x.compression != CompressionZstd {
+			if x.compression != ota.CompressionZstd {
 				return bad("kind", "zstd chunk in a store with compression %s", x.compression)
 			}
 			if r.length == 0 || int64(r.length) >= n {
@@ -216,7 +216,7 @@ func (x *Index) checkRecords() error {
 		off += int64(r.length)
 	}
 	if off != x.storeSize {
-		return indexErr(noChunk, "payload.chunks.store_size", fmt.Sprintf("chunks store %d bytes, manifest says %d", off, x.storeSize))
+		return indexErr("payload.chunks.store_size", "%d, but the chunks store %d bytes", x.storeSize, off)
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // sampleIndex is four 4 KiB chunks, the last one 100 bytes: zstd, raw, zero, raw.
 func sampleIndex() ([]byte, Expect) {
 	const cs = 4096
-	return makeIndex(cs, 3*cs+100, CompressionZstd, []record{
+	return makeIndex(cs, 3*cs+100, ota.CompressionZstd, []record{
 		{sum: [32]byte{1}, length: 100, kind: KindZstd},
 		{sum: [32]byte{2}, length: cs, kind: KindRaw},
 		{sum: zeroSum(cs), kind: KindZero},
@@ -23,7 +25,7 @@ func TestParseIndexAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Count() != 4 || x.ChunkSize() != 4096 || x.ImageSize() != 3*4096+100 || x.StoreSize() != 4296 || x.Compression() != CompressionZstd {
+	if x.Count() != 4 || x.ChunkSize() != 4096 || x.ImageSize() != 3*4096+100 || x.StoreSize() != 4296 || x.Compression() != ota.CompressionZstd {
 		t.Fatalf("parsed %d chunks of %d, image %d, store %d, %s", x.Count(), x.ChunkSize(), x.ImageSize(), x.StoreSize(), x.Compression())
 	}
 	for i, w := range []Chunk{
@@ -58,14 +60,14 @@ func TestParseIndexRefuses(t *testing.T) {
 		{"chunk size not a power of two", func(b []byte, e *Expect) []byte { e.ChunkSize = 5000; return b }, false, []string{"payload.chunks.size", "5000"}},
 		{"chunk size below 4 KiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 2048; return b }, false, []string{"payload.chunks.size"}},
 		{"chunk size above 4 MiB", func(b []byte, e *Expect) []byte { e.ChunkSize = 8 << 20; return b }, false, []string{"payload.chunks.size"}},
-		{"image size zero", func(b []byte, e *Expect) []byte { e.ImageSize = 0; return b }, false, []string{"size", "not positive"}},
+		{"image size zero", func(b []byte, e *Expect) []byte { e.ImageSize = 0; return b }, false, []string{"payload.size", "not positive"}},
 		{"image size max int64", func(b []byte, e *Expect) []byte { e.ImageSize = math.MaxInt64; return b }, false, []string{"payload.chunks.count"}},
 		{"count does not fit the size", func(b []byte, e *Expect) []byte { e.ChunkCount = 5; return b }, false, []string{"payload.chunks.count", "makes 4"}},
 		{"8 EiB image: refused by its index size, nothing allocated", func(b []byte, e *Expect) []byte {
 			e.ChunkSize, e.ImageSize, e.ChunkCount = MinChunkSize, math.MaxInt64, ChunkCount(math.MaxInt64, MinChunkSize)
 			e.IndexSize = IndexSize(e.ChunkCount)
 			return b
-		}, true, []string{"index_size", "manifest says 81064793292668960"}},
+		}, true, []string{"index: 176 bytes", "says 81064793292668960"}},
 		{"count whose index size overflows", func(b []byte, e *Expect) []byte {
 			e.ChunkCount = math.MaxInt64
 			e.IndexSize = HeaderSize + e.ChunkCount*RecordSize // wraps
@@ -77,24 +79,24 @@ func TestParseIndexRefuses(t *testing.T) {
 		{"index sha256 not hex", func(b []byte, e *Expect) []byte { e.IndexSHA256 = "zz"; return b }, true, []string{"payload.chunks.index_sha256"}},
 
 		// The downloaded bytes against index_size and index_sha256.
-		{"index one byte short", func(b []byte, e *Expect) []byte { return b[:len(b)-1] }, true, []string{"index_size", "has 175 bytes", "says 176"}},
-		{"index one byte long", func(b []byte, e *Expect) []byte { return append(b, 0) }, true, []string{"index_size"}},
-		{"index altered", func(b []byte, e *Expect) []byte { b[rec(1)] ^= 1; return b }, true, []string{"index_sha256"}},
+		{"index one byte short", func(b []byte, e *Expect) []byte { return b[:len(b)-1] }, true, []string{"index: 175 bytes", "index_size says 176"}},
+		{"index one byte long", func(b []byte, e *Expect) []byte { return append(b, 0) }, true, []string{"index: 177 bytes"}},
+		{"index altered", func(b []byte, e *Expect) []byte { b[rec(1)] ^= 1; return b }, true, []string{"index: sha256", "index_sha256 says"}},
 
 		// The header.
-		{"magic", func(b []byte, e *Expect) []byte { b[0] = 'X'; return b }, false, []string{"header.magic"}},
-		{"version", func(b []byte, e *Expect) []byte { b[7] = 2; return b }, false, []string{"header.version", "got 2"}},
-		{"header chunk size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint32(b[8:], 8192); return b }, false, []string{"header.chunk_size", "8192"}},
-		{"header compression", func(b []byte, e *Expect) []byte { b[12] = compNone; return b }, false, []string{"header.compression"}},
-		{"header compression unknown code", func(b []byte, e *Expect) []byte { b[12] = 9; return b }, false, []string{"header.compression", "code 9"}},
-		{"reserved bytes", func(b []byte, e *Expect) []byte { b[14] = 1; return b }, false, []string{"header.reserved"}},
-		{"header count huge", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[16:], math.MaxUint64); return b }, false, []string{"header.chunk_count", "18446744073709551615"}},
-		{"header image size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[24:], 3*cs+101); return b }, false, []string{"header.image_size"}},
+		{"magic", func(b []byte, e *Expect) []byte { b[0] = 'X'; return b }, false, []string{"index.header.magic"}},
+		{"version", func(b []byte, e *Expect) []byte { b[7] = 2; return b }, false, []string{"index.header.version", "got 2"}},
+		{"header chunk size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint32(b[8:], 8192); return b }, false, []string{"index.header.chunk_size", "8192"}},
+		{"header compression", func(b []byte, e *Expect) []byte { b[12] = compNone; return b }, false, []string{"index.header.compression"}},
+		{"header compression unknown code", func(b []byte, e *Expect) []byte { b[12] = 9; return b }, false, []string{"index.header.compression", "code 9"}},
+		{"reserved bytes", func(b []byte, e *Expect) []byte { b[14] = 1; return b }, false, []string{"index.header.reserved"}},
+		{"header count huge", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[16:], math.MaxUint64); return b }, false, []string{"index.header.chunk_count", "18446744073709551615"}},
+		{"header image size", func(b []byte, e *Expect) []byte { binary.LittleEndian.PutUint64(b[24:], 3*cs+101); return b }, false, []string{"index.header.image_size"}},
 
 		// The records.
-		{"unknown kind", func(b []byte, e *Expect) []byte { b[rec(1)+35] = 3; return b }, false, []string{"chunk 1", "kind", "unknown kind 3"}},
-		{"zero chunk with a length", func(b []byte, e *Expect) []byte { putLen(b, 2, 10); e.StoreSize += 10; return b }, false, []string{"chunk 2", "length", "zero chunk"}},
-		{"zero chunk hash not of zeros", func(b []byte, e *Expect) []byte { b[rec(2)] ^= 1; return b }, false, []string{"chunk 2", "sha256"}},
+		{"unknown kind", func(b []byte, e *Expect) []byte { b[rec(1)+35] = 3; return b }, false, []string{"index.chunk[1].kind", "unknown kind 3"}},
+		{"zero chunk with a length", func(b []byte, e *Expect) []byte { putLen(b, 2, 10); e.StoreSize += 10; return b }, false, []string{"index.chunk[2].length", "zero chunk"}},
+		{"zero chunk hash not of zeros", func(b []byte, e *Expect) []byte { b[rec(2)] ^= 1; return b }, false, []string{"index.chunk[2].sha256"}},
 		{"last zero chunk hashed as a full chunk", func(b []byte, e *Expect) []byte {
 			s := zeroSum(cs)
 			copy(b[rec(3):], s[:])
@@ -102,15 +104,15 @@ func TestParseIndexRefuses(t *testing.T) {
 			putLen(b, 3, 0)
 			e.StoreSize -= 100
 			return b
-		}, false, []string{"chunk 3", "100 zero bytes"}},
-		{"raw chunk shorter than its size", func(b []byte, e *Expect) []byte { putLen(b, 1, cs-1); e.StoreSize--; return b }, false, []string{"chunk 1", "raw chunk", "4095"}},
-		{"raw last chunk the full chunk size", func(b []byte, e *Expect) []byte { putLen(b, 3, cs); e.StoreSize += cs - 100; return b }, false, []string{"chunk 3", "want its size 100"}},
-		{"zstd chunk of length 0", func(b []byte, e *Expect) []byte { putLen(b, 0, 0); e.StoreSize -= 100; return b }, false, []string{"chunk 0", "zstd chunk with stored length 0"}},
-		{"zstd chunk as long as the chunk", func(b []byte, e *Expect) []byte { putLen(b, 0, cs); e.StoreSize += cs - 100; return b }, false, []string{"chunk 0", "want 1 to 4095"}},
-		{"zstd chunk of the largest length", func(b []byte, e *Expect) []byte { putLen(b, 0, maxStoredLen); return b }, false, []string{"chunk 0", "16777215"}},
-		{"zstd chunk in an uncompressed store", func(b []byte, e *Expect) []byte { b[12] = compNone; e.Compression = CompressionNone; return b }, false, []string{"chunk 0", "kind", "compression none"}},
-		{"stored bytes past store_size", func(b []byte, e *Expect) []byte { e.StoreSize = 4100; return b }, false, []string{"chunk 1", "run past store_size 4100"}},
-		{"store_size larger than the chunks", func(b []byte, e *Expect) []byte { e.StoreSize++; return b }, false, []string{"payload.chunks.store_size", "store 4296", "says 4297"}},
+		}, false, []string{"index.chunk[3]", "100 zero bytes"}},
+		{"raw chunk shorter than its size", func(b []byte, e *Expect) []byte { putLen(b, 1, cs-1); e.StoreSize--; return b }, false, []string{"index.chunk[1]", "raw chunk", "4095"}},
+		{"raw last chunk the full chunk size", func(b []byte, e *Expect) []byte { putLen(b, 3, cs); e.StoreSize += cs - 100; return b }, false, []string{"index.chunk[3]", "want its size 100"}},
+		{"zstd chunk of length 0", func(b []byte, e *Expect) []byte { putLen(b, 0, 0); e.StoreSize -= 100; return b }, false, []string{"index.chunk[0]", "zstd chunk with stored length 0"}},
+		{"zstd chunk as long as the chunk", func(b []byte, e *Expect) []byte { putLen(b, 0, cs); e.StoreSize += cs - 100; return b }, false, []string{"index.chunk[0]", "want 1 to 4095"}},
+		{"zstd chunk of the largest length", func(b []byte, e *Expect) []byte { putLen(b, 0, maxStoredLen); return b }, false, []string{"index.chunk[0]", "16777215"}},
+		{"zstd chunk in an uncompressed store", func(b []byte, e *Expect) []byte { b[12] = compNone; e.Compression = ota.CompressionNone; return b }, false, []string{"index.chunk[0].kind", "compression none"}},
+		{"stored bytes past store_size", func(b []byte, e *Expect) []byte { e.StoreSize = 4100; return b }, false, []string{"index.chunk[1]", "run past store_size 4100"}},
+		{"store_size larger than the chunks", func(b []byte, e *Expect) []byte { e.StoreSize++; return b }, false, []string{"payload.chunks.store_size", "4297, but the chunks store 4296"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, want := sampleIndex()
@@ -122,7 +124,7 @@ func TestParseIndexRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted: %d chunks", x.Count())
 			}
-			wantErr(t, err, CodeIndexMismatch, tc.want...)
+			wantErr(t, err, ota.CodeIndexMismatch, tc.want...)
 		})
 	}
 }

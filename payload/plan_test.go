@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/otad/otad/ota"
 )
 
 // planIndex is ten 4 KiB chunks; the comments give each one's store range.
@@ -35,7 +37,7 @@ func planIndex(t *testing.T) *Index {
 			recs[i].sum = zeroSum(cs)
 		}
 	}
-	data, want := makeIndex(cs, 10*cs, CompressionZstd, recs)
+	data, want := makeIndex(cs, 10*cs, ota.CompressionZstd, recs)
 	x, err := ParseIndex(data, want)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +145,7 @@ func TestMakePlanRefusesCheckpointOutside(t *testing.T) {
 // TestBootedChunks: the first offset of each hash, zero chunks left out.
 func TestBootedChunks(t *testing.T) {
 	const cs = 4096
-	data, want := makeIndex(cs, 4*cs-10, CompressionNone, []record{
+	data, want := makeIndex(cs, 4*cs-10, ota.CompressionNone, []record{
 		{sum: chunkSum(0), length: cs, kind: KindRaw},
 		{sum: zeroSum(cs), kind: KindZero},
 		{sum: chunkSum(0), length: cs, kind: KindRaw},

@@ -17,6 +17,10 @@ type Policy struct {
 	Threshold  int           // distinct trusted keys required; < 1 means 1
 	ClockSkew  time.Duration // grace after expires_at
 	Schemes    []string      // allowed payload URL schemes; default ["https"] when empty
+	// Chunked says the device installs chunked payloads (schema 2, SPEC §12); without
+	// it a schema-2 manifest is refused with bad_manifest, as by an agent that knows
+	// only schema 1.
+	Chunked bool
 }
 
 // Facts is the device state an offer is judged against.
@@ -47,6 +51,9 @@ func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	m, err := ParseManifest(env.Manifest) // 4
 	if err != nil {
 		return nil, err
+	}
+	if m.Schema == schemaChunked && !p.Chunked {
+		return nil, refuse(ota.CodeBadManifest, "schema", fmt.Sprintf("version %d is newer than this agent understands (%d)", m.Schema, schemaStream))
 	}
 	if err := checkPolicy(m, p, f); err != nil { // 5-11
 		return nil, err
@@ -84,12 +91,18 @@ func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	if len(schemes) == 0 {
 		schemes = []string{"https"}
 	}
-	u, err := url.Parse(m.Payload.URL)
-	if err != nil { // ParseManifest already parsed it; kept for safety
-		return refuseErr(ota.CodeURLNotAllowed, "payload.url", "", err)
+	urls := [][2]string{{"payload.url", m.Payload.URL}}
+	if c := m.Payload.Chunks; c != nil {
+		urls = [][2]string{{"payload.chunks.index_url", c.IndexURL}, {"payload.chunks.store_url", c.StoreURL}}
 	}
-	if !slices.ContainsFunc(schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) }) {
-		return refuse(ota.CodeURLNotAllowed, "payload.url", fmt.Sprintf("scheme %q not allowed (allowed: %s)", u.Scheme, strings.Join(schemes, ", ")))
+	for _, fu := range urls {
+		u, err := url.Parse(fu[1])
+		if err != nil { // ParseManifest already parsed it; kept for safety
+			return refuseErr(ota.CodeURLNotAllowed, fu[0], "", err)
+		}
+		if !slices.ContainsFunc(schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) }) {
+			return refuse(ota.CodeURLNotAllowed, fu[0], fmt.Sprintf("scheme %q not allowed (allowed: %s)", u.Scheme, strings.Join(schemes, ", ")))
+		}
 	}
 	return nil
 }

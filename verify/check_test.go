@@ -70,7 +70,15 @@ func TestCheck(t *testing.T) {
 		{name: "3 threshold 2 with one signature", policy: func(p *Policy) { p.Threshold = 2 }, want: ota.CodeBadSignature},
 		{name: "3 threshold 2 met", signers: []crypto.Signer{signerA, signerB}, policy: func(p *Policy) { p.Threshold = 2 }, want: ""},
 		{name: "4 signed garbage", raw: func([]byte) []byte { return envelopeFor(t, []byte("{not json"), signerA) }, want: ota.CodeBadManifest},
-		{name: "4 bad manifest beats incompatible", edit: both(incompatible, func(m map[string]any) { m["schema"] = 2 }), want: ota.CodeBadManifest, field: "schema"},
+		{name: "4 chunked offer to an agent that does not install them", edit: chunked, want: ota.CodeBadManifest, field: "schema"},
+		{name: "chunked offer", edit: chunked, policy: func(p *Policy) { p.Chunked = true }, want: ""},
+		{name: "11 chunked index over http", edit: both(chunked, func(m map[string]any) { chunksOf(m)["index_url"] = "http://u.example.com/x.idx" }),
+			policy: func(p *Policy) { p.Chunked = true }, want: ota.CodeURLNotAllowed, field: "payload.chunks.index_url"},
+		{name: "11 chunked store over http", edit: both(chunked, func(m map[string]any) { chunksOf(m)["store_url"] = "http://u.example.com/x.store" }),
+			policy: func(p *Policy) { p.Chunked = true }, want: ota.CodeURLNotAllowed, field: "payload.chunks.store_url"},
+		{name: "11 chunked over http allowed", edit: both(chunked, func(m map[string]any) { chunksOf(m)["store_url"] = "http://u.example.com/x.store" }),
+			policy: func(p *Policy) { p.Chunked, p.Schemes = true, []string{"https", "http"} }, want: ""},
+		{name: "4 bad manifest beats incompatible", edit: both(incompatible, func(m map[string]any) { m["schema"] = 3 }), want: ota.CodeBadManifest, field: "schema"},
 		{name: "5 incompatible", edit: incompatible, want: ota.CodeIncompatible, field: "compatible"},
 		{name: "5 device without compatible string", policy: func(p *Policy) { p.Compatible = "" }, want: ota.CodeIncompatible},
 		{name: "5 incompatible beats the rest", edit: both(incompatible, otherDevice, setExpires(-30*time.Minute), lowSecurity), want: ota.CodeIncompatible},
@@ -145,7 +153,7 @@ func TestCheck(t *testing.T) {
 			if !bytes.Equal(offer.Envelope, raw) {
 				t.Errorf("Envelope differs from the input")
 			}
-			if offer.Manifest.ID != "rel-2026.11.29-1" || offer.Manifest.Payload.Compression != "zstd" {
+			if offer.Manifest.ID != "rel-2026.11.29-1" || offer.Manifest.Payload.Compression != "zstd" && offer.Manifest.Payload.Chunks == nil {
 				t.Errorf("Manifest not parsed: %+v", offer.Manifest)
 			}
 		})

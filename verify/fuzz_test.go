@@ -66,6 +66,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Add(manifestJSON(f, nil))
+	f.Add(manifestJSON(f, func(m map[string]any) { m["schema"] = 3 }))
+	f.Add(manifestJSON(f, chunked))
 	f.Add(manifestJSON(f, func(m map[string]any) { m["schema"] = 2 }))
 	f.Add(manifestJSON(f, func(m map[string]any) {
 		delete(m, "devices")
@@ -81,7 +83,13 @@ func FuzzParseManifest(f *testing.F) {
 			return
 		}
 		// Invariants every accepted manifest holds.
-		if m.Schema != 1 || !idPattern.MatchString(m.ID) || m.Version == "" || len(m.Compatible) == 0 ||
+		if (m.Schema == 1) != (m.Payload.Chunks == nil) || (m.Schema == 1) == (m.Payload.URL == "") {
+			t.Fatalf("schema %d with url %q and chunks %+v", m.Schema, m.Payload.URL, m.Payload.Chunks)
+		}
+		if m.Payload.Chunks != nil && m.Payload.Expect().Validate() != nil {
+			t.Fatalf("accepted chunks that do not agree: %v", m.Payload.Expect().Validate())
+		}
+		if m.Schema < 1 || m.Schema > 2 || !idPattern.MatchString(m.ID) || m.Version == "" || len(m.Compatible) == 0 ||
 			m.Payload.Size <= 0 || len(m.Payload.SHA256) != 64 || !m.ExpiresAt.After(m.IssuedAt) ||
 			(m.Devices != nil && len(m.Devices) == 0) {
 			t.Fatalf("accepted a manifest breaking the rules: %+v", m)

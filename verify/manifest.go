@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -14,13 +13,16 @@ import (
 )
 
 // Payload describes the image. Size and SHA256 are of the decompressed bytes that land
-// in the slot; DownloadSize, when set, bounds the bytes fetched.
+// in the slot. A schema-1 payload is one stream at URL; DownloadSize, when set, bounds
+// the bytes fetched. A schema-2 payload is chunked: Chunks replaces URL, Compression
+// and DownloadSize (SPEC §12).
 type Payload struct {
-	URL          string          `json:"url"`
-	Compression  ota.Compression `json:"compression"`
+	URL          string          `json:"url,omitempty"`
+	Compression  ota.Compression `json:"compression,omitempty"`
 	Size         int64           `json:"size"`
 	SHA256       string          `json:"sha256"`
 	DownloadSize int64           `json:"download_size,omitempty"`
+	Chunks       *Chunks         `json:"chunks,omitempty"`
 }
 
 // Manifest is the signed description of one image (SPEC §3).
@@ -37,7 +39,8 @@ type Manifest struct {
 }
 
 const (
-	schemaVersion = 1
+	schemaStream  = 1 // one stream (SPEC §3)
+	schemaChunked = 2 // chunked (SPEC §12)
 	maxVersionLen = 256
 	maxListLen    = 1024
 )
@@ -58,11 +61,12 @@ type rawManifest struct {
 }
 
 type rawPayload struct {
-	URL          *string `json:"url"`
-	Compression  *string `json:"compression"`
-	Size         *int64  `json:"size"`
-	SHA256       *string `json:"sha256"`
-	DownloadSize *int64  `json:"download_size"`
+	URL          *string    `json:"url"`
+	Compression  *string    `json:"compression"`
+	Size         *int64     `json:"size"`
+	SHA256       *string    `json:"sha256"`
+	DownloadSize *int64     `json:"download_size"`
+	Chunks       *rawChunks `json:"chunks"`
 }
 
 // ParseManifest runs check 4 of SPEC §5 on manifest bytes whose signatures have
@@ -82,12 +86,12 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	switch {
 	case r.Schema == nil:
 		return bad("schema", "missing")
-	case *r.Schema > schemaVersion:
-		return bad("schema", "version %d is newer than this agent understands (%d)", *r.Schema, schemaVersion)
-	case *r.Schema != schemaVersion:
-		return bad("schema", "want %d, got %d", schemaVersion, *r.Schema)
+	case *r.Schema > schemaChunked:
+		return bad("schema", "version %d is newer than this agent understands (%d)", *r.Schema, schemaChunked)
+	case *r.Schema < schemaStream:
+		return bad("schema", "want %d or %d, got %d", schemaStream, schemaChunked, *r.Schema)
 	}
-	m.Schema = schemaVersion
+	m.Schema = int(*r.Schema)
 
 	if r.ID == nil {
 		return bad("id", "missing")
@@ -144,29 +148,6 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	}
 	p := r.Payload
 
-	if p.URL == nil || *p.URL == "" {
-		return bad("payload.url", "missing or empty")
-	}
-	u, err := url.Parse(*p.URL)
-	if err != nil {
-		return nil, refuseErr(ota.CodeBadManifest, "payload.url", "", err)
-	}
-	if u.Scheme == "" {
-		return bad("payload.url", "no scheme in %q", truncate(*p.URL))
-	}
-	if (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
-		return bad("payload.url", "no host in %q", truncate(*p.URL))
-	}
-	m.Payload.URL = *p.URL
-
-	if p.Compression == nil {
-		return bad("payload.compression", "missing")
-	}
-	if c := ota.Compression(*p.Compression); !c.Valid() {
-		return bad("payload.compression", "want none, gzip, zstd or xz, got %q", truncate(*p.Compression))
-	}
-	m.Payload.Compression = ota.Compression(*p.Compression)
-
 	if p.Size == nil {
 		return bad("payload.size", "missing")
 	}
@@ -185,6 +166,30 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		return bad("payload.sha256", "want 64 hex digits")
 	}
 	m.Payload.SHA256 = strings.ToLower(*p.SHA256)
+
+	if m.Schema == schemaChunked {
+		// chunks replaces url, compression and download_size, which are ignored.
+		if m.Payload.Chunks, err = parseChunks(p.Chunks, m.Payload.Size); err != nil {
+			return nil, err
+		}
+		return &m, nil
+	}
+
+	if p.URL == nil {
+		return bad("payload.url", "missing or empty")
+	}
+	if err := checkURL("payload.url", *p.URL); err != nil {
+		return nil, err
+	}
+	m.Payload.URL = *p.URL
+
+	if p.Compression == nil {
+		return bad("payload.compression", "missing")
+	}
+	if c := ota.Compression(*p.Compression); !c.Valid() {
+		return bad("payload.compression", "want none, gzip, zstd or xz, got %q", truncate(*p.Compression))
+	}
+	m.Payload.Compression = ota.Compression(*p.Compression)
 
 	if p.DownloadSize != nil {
 		if *p.DownloadSize <= 0 {

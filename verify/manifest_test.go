@@ -32,7 +32,7 @@ func TestParseManifest(t *testing.T) {
 		{name: "array", raw: "[1,2]", field: ""},
 		{name: "trailing garbage", raw: `{"schema":1} x`, field: ""},
 		{name: "schema missing", edit: del("schema"), field: "schema"},
-		{name: "schema 2", edit: set("schema", 2), field: "schema"},
+		{name: "schema 3", edit: set("schema", 3), field: "schema"},
 		{name: "schema 0", edit: set("schema", 0), field: "schema"},
 		{name: "schema string", edit: set("schema", "1"), field: "schema"},
 		{name: "id missing", edit: del("id"), field: "id"},

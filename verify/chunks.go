@@ -1,0 +1,121 @@
+package verify
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// Chunks describes a chunked payload (SPEC §12, manifest schema 2): where its index and
+// store are, and the values that authenticate the index.
+type Chunks struct {
+	Size        int64           `json:"size"`
+	Count       int64           `json:"count"`
+	IndexURL    string          `json:"index_url"`
+	IndexSize   int64           `json:"index_size"`
+	IndexSHA256 string          `json:"index_sha256"`
+	StoreURL    string          `json:"store_url"`
+	StoreSize   int64           `json:"store_size"`
+	Compression ota.Compression `json:"compression"`
+}
+
+type rawChunks struct {
+	Size        *int64  `json:"size"`
+	Count       *int64  `json:"count"`
+	IndexURL    *string `json:"index_url"`
+	IndexSize   *int64  `json:"index_size"`
+	IndexSHA256 *string `json:"index_sha256"`
+	StoreURL    *string `json:"store_url"`
+	StoreSize   *int64  `json:"store_size"`
+	Compression *string `json:"compression"`
+}
+
+// Expect is what the index of a chunked payload is checked against (payload.ParseIndex).
+func (p *Payload) Expect() payload.Expect {
+	c := p.Chunks
+	return payload.Expect{
+		ChunkSize: c.Size, ChunkCount: c.Count, ImageSize: p.Size,
+		IndexSize: c.IndexSize, IndexSHA256: c.IndexSHA256, StoreSize: c.StoreSize,
+		Compression: c.Compression,
+	}
+}
+
+// parseChunks checks payload.chunks of a schema-2 manifest whose payload.size is size:
+// every field present, URLs with a scheme (and a host for http/https), and the values
+// agreeing with each other as payload.Expect.Validate requires.
+func parseChunks(r *rawChunks, size int64) (*Chunks, error) {
+	const at = "payload.chunks"
+	if r == nil {
+		return nil, refuse(ota.CodeBadManifest, at, "missing (schema 2 is a chunked payload)")
+	}
+	missing := func(name string) error { return refuse(ota.CodeBadManifest, at+"."+name, "missing") }
+	var c Chunks
+	for _, f := range []struct {
+		name string
+		src  *int64
+		dst  *int64
+	}{{"size", r.Size, &c.Size}, {"count", r.Count, &c.Count}, {"index_size", r.IndexSize, &c.IndexSize}, {"store_size", r.StoreSize, &c.StoreSize}} {
+		if f.src == nil {
+			return nil, missing(f.name)
+		}
+		*f.dst = *f.src
+	}
+	for _, f := range []struct {
+		name string
+		src  *string
+		dst  *string
+	}{{"index_url", r.IndexURL, &c.IndexURL}, {"store_url", r.StoreURL, &c.StoreURL}} {
+		if f.src == nil {
+			return nil, missing(f.name)
+		}
+		if err := checkURL(at+"."+f.name, *f.src); err != nil {
+			return nil, err
+		}
+		*f.dst = *f.src
+	}
+	if r.IndexSHA256 == nil {
+		return nil, missing("index_sha256")
+	}
+	if b, err := hex.DecodeString(*r.IndexSHA256); err != nil || len(b) != 32 {
+		return nil, refuse(ota.CodeBadManifest, at+".index_sha256", "want 64 hex digits")
+	}
+	c.IndexSHA256 = strings.ToLower(*r.IndexSHA256)
+	if r.Compression == nil {
+		return nil, missing("compression")
+	}
+	c.Compression = ota.Compression(*r.Compression)
+	p := Payload{Size: size, Chunks: &c}
+	// The rules of the index format are payload's; only the code differs here.
+	if err := p.Expect().Validate(); err != nil {
+		var e *ota.Error
+		if errors.As(err, &e) {
+			return nil, &ota.Error{Code: ota.CodeBadManifest, Field: e.Field, Err: e.Err}
+		}
+		return nil, refuseErr(ota.CodeBadManifest, at, "", err)
+	}
+	return &c, nil
+}
+
+// checkURL refuses a URL a device could not fetch: unparsable, without a scheme, or
+// http(s) without a host.
+func checkURL(field, s string) error {
+	if s == "" {
+		return refuse(ota.CodeBadManifest, field, "missing or empty")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return refuseErr(ota.CodeBadManifest, field, "", err)
+	}
+	if u.Scheme == "" {
+		return refuse(ota.CodeBadManifest, field, fmt.Sprintf("no scheme in %q", truncate(s)))
+	}
+	if (u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
+		return refuse(ota.CodeBadManifest, field, fmt.Sprintf("no host in %q", truncate(s)))
+	}
+	return nil
+}
