@@ -1,6 +1,3 @@
-// Package agent holds otad's install state machine, its journal and the loop that
-// runs it. The machine itself (Step) is pure: events in, new state and effects out.
-// Disk, network, bootloader and clock sit behind the small interfaces in deps.go.
 package agent
 
 import (

@@ -47,7 +47,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/bytesize"
-	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
@@ -202,12 +202,12 @@ func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
 	fmt.Fprintln(tw, "n\tmin ms\tmedian ms\tp90 ms\tp99 ms\tmax ms\tmean ms\t")
 	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.N, ms(s.Min), ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), ms(s.Mean))
 	tw.Flush()
-	fmt.Fprintf(out, "These include the agent's %v gathering of network offers before it takes the newest (OfferSettle, set in internal/device);\n", agentOfferSettle)
+	fmt.Fprintf(out, "These include the agent's %v gathering of network offers before it takes the newest (OfferSettle, set in internal/node);\n", agentOfferSettle)
 	fmt.Fprintf(out, "beyond that window: median %s ms, p99 %s ms.\n\n", ms(s.P50-agentOfferSettle), ms(s.P99-agentOfferSettle))
 }
 
 // agentOfferSettle is the agent's gathering window for network offers.
-const agentOfferSettle = device.OfferSettle
+const agentOfferSettle = node.OfferSettle
 
 func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
 	fmt.Fprintln(out, "Group rollout to N agents in one process, one mosquitto (converge: publish → last device's status says success)")

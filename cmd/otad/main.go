@@ -20,7 +20,7 @@ import (
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/daemon"
-	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/statelock"
 
 	"github.com/otad/otad/ota"
@@ -110,7 +110,7 @@ func (e *env) fail(code int, format string, a ...any) int {
 }
 
 // openDevice takes the state lock and assembles the device.
-func (e *env) openDevice(cfg *config.Config, log *slog.Logger) (*device.Device, *statelock.Lock, int) {
+func (e *env) openDevice(cfg *config.Config, log *slog.Logger) (*node.Node, *statelock.Lock, int) {
 	lock, err := statelock.Acquire(cfg.StateDir)
 	if errors.Is(err, statelock.ErrBusy) {
 		return nil, nil, e.fail(ota.ExitBusy, "%v", err)
@@ -118,7 +118,7 @@ func (e *env) openDevice(cfg *config.Config, log *slog.Logger) (*device.Device, 
 	if err != nil {
 		return nil, nil, e.fail(ota.ExitFailure, "%v", err)
 	}
-	d, err := device.Open(cfg, device.Options{AgentVersion: version, Logger: log})
+	d, err := node.Open(cfg, node.Options{AgentVersion: version, Logger: log})
 	if err != nil {
 		lock.Release()
 		return nil, nil, e.fail(ota.ExitFailure, "%v", err)

@@ -16,7 +16,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/otad/otad/internal/daemon"
-	"github.com/otad/otad/internal/device"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
@@ -305,17 +304,15 @@ func TestRefusedOfferIsReported(t *testing.T) {
 // a bad key file is logged and ignored, and a key put back is trusted again.
 func TestTrustDirReload(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
-	started := make(chan *device.Device, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	lock, err := statelock.Acquire(tb.Cfg.StateDir)
 	devicetest.Must(t, err)
+	dmn, err := daemon.New(tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)})
+	devicetest.Must(t, err)
 	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler),
-			Started: func(d *device.Device) { started <- d }})
-	}()
+	go func() { done <- dmn.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; lock.Release() })
-	d := <-started
+	d := dmn.Node()
 	keyFile := filepath.Join(tb.Cfg.Trust.KeysDir, "release.pub")
 	pub, err := os.ReadFile(keyFile)
 	devicetest.Must(t, err)

@@ -116,9 +116,24 @@ func (d *Device) runOnce(ctx context.Context, log *slog.Logger) error {
 	d.boots++
 	d.mu.Unlock()
 	log.Info("power on")
-	err = daemon.Run(ctx, d.Config, daemon.Options{AgentVersion: d.agentVersion, Logger: log, NoControlSocket: true})
+	err = runAgent(ctx, d.Config, daemon.Options{AgentVersion: d.agentVersion, Logger: log})
 	if rerr := lock.Release(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("state lock: %w", rerr))
 	}
 	return err
+}
+
+// runAgent is the daemon without its control socket and key watcher: an
+// in-process device takes offers over MQTT only.
+func runAgent(ctx context.Context, cfg *config.Config, opt daemon.Options) error {
+	d, err := daemon.New(cfg, opt)
+	if err != nil {
+		return err
+	}
+	disconnect, err := d.ConnectMQTT(ctx)
+	if err != nil {
+		return err
+	}
+	defer disconnect()
+	return d.Node().Run(ctx)
 }

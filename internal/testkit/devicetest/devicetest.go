@@ -9,6 +9,7 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,10 +26,9 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/internal/device"
+	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/internal/statelock"
-	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
 
 	"github.com/otad/otad/ota"
@@ -188,28 +188,45 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 
 // Instance is one run of the agent process on the Testbed.
 type Instance struct {
-	D    *device.Device
+	D    *node.Node
 	lock *statelock.Lock
 	done chan error
 	Stop context.CancelFunc
 }
 
-func (tb *Testbed) Start(interrupt func(agent.Effect) error) *Instance {
+// ErrEnded is what Done delivers when a part ended the agent's goroutine
+// (runtime.Goexit) instead of returning: a fault injected as a crash.
+var ErrEnded = errors.New("agent goroutine ended without returning (simulated crash)")
+
+// Start runs the agent on the Testbed's files, as `otad run` would. wrap,
+// if set, may replace or wrap the parts (node.Build) before the agent is
+// assembled on them.
+func (tb *Testbed) Start(wrap func(*node.Parts)) *Instance {
 	tb.T.Helper()
 	lock, err := statelock.Acquire(tb.Cfg.StateDir)
 	Must(tb.T, err)
-	d, err := device.Open(tb.Cfg, device.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler), Interrupt: interrupt,
-		Retry: &slots.Retry{Attempts: 2, Base: time.Millisecond, Max: 5 * time.Millisecond}})
+	opt := node.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)}
+	p, err := node.Build(tb.Cfg, opt)
+	var n *node.Node
+	if err == nil {
+		if wrap != nil {
+			wrap(p)
+		}
+		n, err = node.Assemble(tb.Cfg, p, opt)
+	}
 	if err != nil {
 		lock.Release()
 		tb.T.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &Instance{D: d, lock: lock, done: make(chan error, 1), Stop: cancel}
+	in := &Instance{D: n, lock: lock, done: make(chan error, 1), Stop: cancel}
 	go func() {
-		err := d.Run(ctx)
-		lock.Release()
-		in.done <- err
+		err := ErrEnded // unless Run returns
+		defer func() {
+			lock.Release()
+			in.done <- err
+		}()
+		err = n.Run(ctx)
 	}()
 	return in
 }

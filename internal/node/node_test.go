@@ -1,4 +1,4 @@
-package device_test
+package node_test
 
 import (
 	"bytes"
@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/verify"
@@ -222,31 +224,92 @@ func TestHundredConcurrentOffers(t *testing.T) {
 	t.Logf("outcomes: %v", results)
 }
 
-var errCrash = errors.New("simulated crash")
+// crasher wraps the parts that change something durable — the journal, the
+// boot environment, the reboot — and ends the agent's goroutine right before
+// the k-th such change, as a crash ends the process.
+type crasher struct {
+	k  int
+	mu sync.Mutex
+	n  int
+	at string // the change it crashed before
+}
 
-// A crash at every effect of the whole update — install, flip, reboot,
-// confirm, commit — each followed either by a plain restart or by a power
-// cut: the device always boots a slot whose contents the journal vouches
-// for, and the update always completes.
+func (c *crasher) step(op string) {
+	c.mu.Lock()
+	crash := c.at == "" && c.n == c.k
+	if crash {
+		c.at = op
+	}
+	c.n++
+	c.mu.Unlock()
+	if crash {
+		runtime.Goexit()
+	}
+}
+
+func (c *crasher) crashed() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at, c.at != ""
+}
+
+func (c *crasher) wrap(p *node.Parts) {
+	p.Deps.Store = crashStore{p.Deps.Store, c}
+	p.Deps.Bootloader = crashBoot{p.Deps.Bootloader, c}
+	p.Deps.Rebooter = crashReboot{p.Deps.Rebooter, c}
+}
+
+type crashStore struct {
+	agent.Store
+	c *crasher
+}
+
+func (s crashStore) Save(st agent.State) error { s.c.step("journal " + string(st.Phase)); return s.Store.Save(st) }
+
+type crashBoot struct {
+	agent.Bootloader
+	c *crasher
+}
+
+func (b crashBoot) MarkBad(ctx context.Context, s ota.Slot) error {
+	b.c.step("mark bad " + string(s))
+	return b.Bootloader.MarkBad(ctx, s)
+}
+
+func (b crashBoot) MarkActive(ctx context.Context, s ota.Slot) error {
+	b.c.step("mark active " + string(s))
+	return b.Bootloader.MarkActive(ctx, s)
+}
+
+func (b crashBoot) MarkGood(ctx context.Context, s ota.Slot) error {
+	b.c.step("mark good " + string(s))
+	return b.Bootloader.MarkGood(ctx, s)
+}
+
+type crashReboot struct {
+	agent.Rebooter
+	c *crasher
+}
+
+func (r crashReboot) Reboot(ctx context.Context) error { r.c.step("reboot"); return r.Rebooter.Reboot(ctx) }
+
+// A crash before every durable change of the whole update — install, flip,
+// reboot, confirm, commit — each followed either by a plain restart or by a
+// power cut: the device always boots a slot whose contents the journal
+// vouches for, and the update always completes.
 func TestCrashAtEveryStep(t *testing.T) {
 	for _, powerCut := range []bool{false, true} {
 		for k := 0; ; k++ {
 			tb := devicetest.New(t, devicetest.Options{Policy: "immediate"})
 			env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
-			n, crashed := 0, false
-			var at agent.Effect
-			hook := func(e agent.Effect) error {
-				if !crashed && n == k {
-					crashed, at = true, e
-					return errCrash
-				}
-				n++
-				return nil
+			c := &crasher{k: k}
+			label := func() string {
+				at, _ := c.crashed()
+				return fmt.Sprintf("crash before change %d (%s), power cut %v", k, at, powerCut)
 			}
-			label := func() string { return fmt.Sprintf("crash before effect %d (%T), power cut %v", k, at, powerCut) }
 			settled := false
 			for run := 0; run < 12 && !settled; run++ {
-				in := tb.Start(hook)
+				in := tb.Start(c.wrap)
 				// Like a retained MQTT offer, delivered again on every start.
 				go in.D.Agent.Install(context.Background(), env)
 				deadline := time.Now().Add(30 * time.Second)
@@ -254,9 +317,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 				for {
 					select {
 					case err := <-in.Done():
-						if errors.Is(err, errCrash) && powerCut {
+						if errors.Is(err, devicetest.ErrEnded) && powerCut {
 							tb.CheckBootable(label())
-						} else if err != nil && !errors.Is(err, errCrash) {
+						} else if err != nil && !errors.Is(err, devicetest.ErrEnded) {
 							t.Fatalf("%s: run ended with %v", label(), err)
 						}
 						break wait // crashed, or the sim device rebooted
@@ -277,11 +340,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 			if !settled {
 				t.Fatalf("%s: did not settle", label())
 			}
-			if !crashed {
+			if _, crashed := c.crashed(); !crashed {
 				if k < 12 {
-					t.Fatalf("only %d effects in a whole update", k)
+					t.Fatalf("only %d durable changes in a whole update", k)
 				}
-				t.Logf("power cut %v: crashed before each of %d effects", powerCut, k)
+				t.Logf("power cut %v: crashed before each of %d durable changes", powerCut, k)
 				break
 			}
 			tb.CheckBootable(label() + ", after settling")

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/otad/otad/ota"
+)
+
+// boot is the first step of every agent start: what the journal says was
+// under way, and which slot came up, decide what happens next.
+func (m *machine) boot(ev EvBoot) {
+	sameBoot := m.s.BootID == ev.BootID
+	m.s.BootID, m.s.Booted = ev.BootID, ev.Booted
+	if m.s.Slots == nil {
+		m.s.Slots = map[ota.Slot]SlotInfo{}
+	}
+	switch m.s.Phase {
+	case ota.Idle:
+		m.bootIdle()
+	case ota.Downloading, ota.Verifying:
+		m.bootWriting()
+	case ota.Staged:
+		m.bootStaged(ev, sameBoot)
+	case ota.Rebooting:
+		m.bootRebooting(sameBoot)
+	case ota.Confirming:
+		if m.s.Booted == m.s.Target.Slot {
+			m.emit(ota.Confirming, nil, "checking health again after a restart")
+			m.do(StartHealth{})
+		} else {
+			m.fellBack()
+		}
+	}
+}
+
+func (m *machine) bootIdle() {
+	booted := m.s.Booted
+	if m.s.Slots[booted].Status == ota.SlotBad && m.otherBootable(booted) {
+		// A reboot we asked for after a rejection did not happen yet
+		// (crash, or the bootloader retried): leave again, never commit it.
+		m.persist()
+		m.do(Mark{Op: MarkBad, Slot: booted}, Reboot{})
+		return
+	}
+	m.healthyBoot()
+	m.emit(ota.Idle, nil, "agent started on slot "+string(booted))
+	m.startPending()
+}
+
+// bootWriting resumes an install that a crash or power cut interrupted.
+func (m *machine) bootWriting() {
+	t := m.s.Target
+	if t.Slot == m.s.Booted {
+		// Cannot happen with a sane bootloader (the slot is marked bad before
+		// the first byte), but never write the running slot.
+		m.s.Target = nil
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeCancelled, "booted into the slot being written; install abandoned"), "")
+		return
+	}
+	m.s.Restarts++
+	if m.s.Restarts > m.p.MaxRestarts {
+		m.s.Target, m.s.Restarts = nil, 0
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeCancelled,
+			fmt.Sprintf("install interrupted %d times; giving up", m.p.MaxRestarts+1)), "")
+		m.healthyBoot()
+		return
+	}
+	m.healthyBoot()
+	m.startInstall(*t, fmt.Sprintf("install interrupted (restart %d); writing again from the start", m.s.Restarts))
+}
+
+func (m *machine) bootStaged(ev EvBoot, sameBoot bool) {
+	t := m.s.Target
+	switch {
+	case sameBoot:
+		m.activate()
+	case ev.Booted == t.Slot:
+		m.transition(ota.Confirming, nil, "booted the new slot")
+		m.do(StartHealth{})
+	case ev.FirstInOrder != t.Slot:
+		// Power was lost between journaling staged and switching the
+		// boot slot: the verified image is still there; switch now.
+		m.healthyBoot()
+		m.activate()
+	default:
+		m.fellBack()
+	}
+}
+
+func (m *machine) bootRebooting(sameBoot bool) {
+	t := m.s.Target
+	switch {
+	case sameBoot:
+		m.emit(ota.Rebooting, nil, "agent restarted; waiting for the reboot into slot "+string(t.Slot))
+		if m.p.RebootImmediately {
+			m.do(Reboot{})
+		}
+	case m.s.Booted == t.Slot:
+		m.transition(ota.Confirming, nil, "booted the new slot")
+		m.do(StartHealth{})
+	default:
+		m.fellBack()
+	}
+}
+
+// healthyBoot marks the running slot good, as every healthy boot does: the
+// bootloader counts attempts down on each boot.
+//
+// A slot the journal holds bad is marked bad again: the mark that rejected
+// it may have been lost to a power cut after the journal was written.
+func (m *machine) healthyBoot() {
+	info := m.s.Slots[m.s.Booted]
+	if info.Status == ota.SlotUnknown {
+		// The slot the device came with: it booted, so it is good.
+		info.Status = ota.SlotGood
+		m.s.Slots[m.s.Booted] = info
+	}
+	m.persist()
+	m.do(Mark{Op: MarkGood, Slot: m.s.Booted})
+	if other := m.s.Booted.Other(); m.s.Slots[other].Status == ota.SlotBad {
+		m.do(Mark{Op: MarkBad, Slot: other})
+	}
+}
+
+func (m *machine) otherBootable(slot ota.Slot) bool {
+	st := m.s.Slots[slot.Other()].Status
+	return st == ota.SlotGood || st == ota.SlotStaged
+}

@@ -1,0 +1,72 @@
+package agent
+
+import "github.com/otad/otad/ota"
+
+// Event is an input to Step.
+type Event interface{ isEvent() }
+
+// EvBoot is the first event of every agent start: which slot runs and which boot this is.
+type EvBoot struct {
+	Booted ota.Slot
+	BootID string
+	// FirstInOrder is the slot the bootloader's order names first, read
+	// before the event when it matters (a journal left in staged).
+	FirstInOrder ota.Slot
+}
+
+// EvOffer is an offer that passed every check of SPEC §5.
+type EvOffer struct{ Target Target }
+
+// EvRefused is an offer that failed a check. Outcome names the offer when
+// it is authentic, and says why it was refused.
+type EvRefused struct{ Outcome ota.Outcome }
+
+// EvProgress reports the writer's progress; Phase "verifying" moves the state on.
+type EvProgress struct {
+	Gen              uint64
+	Verifying        bool
+	BytesDone, Total int64
+}
+
+// EvInstallDone ends a write: Code is empty on success.
+type EvInstallDone struct {
+	Gen     uint64
+	Code    ota.Code
+	Message string
+}
+
+// EvHealth is the health check's verdict during confirming.
+type EvHealth struct {
+	OK      bool
+	Message string
+}
+
+// EvMarkGood and EvMarkBad are the operator's manual commit and rollback.
+type (
+	EvMarkGood struct{}
+	EvMarkBad  struct{}
+)
+
+// EvEffectFailed reports that a bootloader effect could not be carried out.
+type EvEffectFailed struct {
+	Effect  Effect
+	Message string
+}
+
+func (EvBoot) isEvent() {}
+
+func (EvOffer) isEvent() {}
+
+func (EvRefused) isEvent() {}
+
+func (EvProgress) isEvent() {}
+
+func (EvInstallDone) isEvent() {}
+
+func (EvHealth) isEvent() {}
+
+func (EvMarkGood) isEvent() {}
+
+func (EvMarkBad) isEvent() {}
+
+func (EvEffectFailed) isEvent() {}

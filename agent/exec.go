@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/otad/otad/ota"
+)
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan Event
+}
+
+// fatal is set by a command that stopped the loop (journal write failed,
+// reboot that ends the process).
+func (a *Agent) setFatal(err error) { a.fatal = err }
+
+// apply steps the machine and carries out the effects in order.
+func (a *Agent) apply(ctx context.Context, ev Event) error {
+	next, fx := Step(a.state, a.cfg.Policy, ev)
+	a.state = next
+	var events []ota.Event
+	for _, e := range fx {
+		err := a.exec(ctx, e, &events)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrRebooted) || errors.Is(err, errJournal) {
+			a.settleWaiters(events)
+			a.setFatal(err)
+			return err
+		}
+		// A bootloader operation failed: memory goes back to what the journal
+		// says, and the machine decides from there.
+		a.log.Error("effect failed", "effect", fmt.Sprintf("%T", e), "err", err)
+		a.settleWaiters(events)
+		a.state = a.persisted.Clone()
+		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error()})
+	}
+	a.settleWaiters(events)
+	return nil
+}
+
+var errJournal = errors.New("journal write failed")
+
+func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
+	switch e := e.(type) {
+	case Persist:
+		if err := a.d.Store.Save(e.State); err != nil {
+			return fmt.Errorf("%w: %w", errJournal, err)
+		}
+		a.persisted = e.State.Clone()
+	case Emit:
+		*events = append(*events, e.Event)
+		a.publish(e)
+	case Mark:
+		mctx, cancel := context.WithTimeout(ctx, a.cfg.EffectTimeout)
+		defer cancel()
+		var err error
+		switch e.Op {
+		case MarkBad:
+			err = a.d.Bootloader.MarkBad(mctx, e.Slot)
+		case MarkActive:
+			err = a.d.Bootloader.MarkActive(mctx, e.Slot)
+		case MarkGood:
+			err = a.d.Bootloader.MarkGood(mctx, e.Slot)
+		}
+		if err != nil {
+			return fmt.Errorf("bootloader: mark %s %s: %w", e.Slot, e.Op, err)
+		}
+		a.log.Info("bootloader", "mark", e.Op, "slot", e.Slot)
+	case StartInstall:
+		a.startInstall(e)
+	case CancelInstall:
+		a.stopInstall()
+	case Reboot:
+		a.log.Info("rebooting")
+		return a.d.Rebooter.Reboot(ctx)
+	case StartHealth:
+		a.startHealth()
+	case PublishProgress:
+		a.publishProgress(e)
+	}
+	return nil
+}
+
+func (a *Agent) startInstall(e StartInstall) {
+	a.stopInstall()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan Event, 1)}
+	a.install = r
+	a.lastBytes, a.lastAt = 0, a.d.Clock.Now()
+	gen := e.Gen
+	go func() {
+		err := a.d.Installer.Install(ctx, e.Target, func(verifying bool, done, total int64) {
+			a.latest.Store(&EvProgress{Gen: gen, Verifying: verifying, BytesDone: done, Total: total})
+			select {
+			case a.progress <- struct{}{}:
+			default:
+			}
+		})
+		ev := EvInstallDone{Gen: gen}
+		if err != nil {
+			ev.Code, ev.Message = ota.CodeOf(err), err.Error()
+			if ev.Code == "" {
+				ev.Code = ota.CodeWriteFailed
+			}
+		}
+		r.done <- ev
+	}()
+}
+
+// stopInstall cancels the writer and waits until it has stopped: there is
+// never more than one writer of a slot.
+func (a *Agent) stopInstall() {
+	if a.install == nil {
+		return
+	}
+	a.install.cancel()
+	<-a.install.done
+	a.install = nil
+}
+
+func (a *Agent) startHealth() {
+	if a.health != nil {
+		a.health.cancel()
+		<-a.health.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.CommitWindow)
+	r := &running{cancel: cancel, done: make(chan Event, 1)}
+	a.health = r
+	go func() {
+		defer cancel()
+		err := a.d.Health.Check(ctx)
+		ev := EvHealth{OK: err == nil}
+		if err != nil {
+			ev.Message = err.Error()
+		}
+		r.done <- ev
+	}()
+}
+
+func (a *Agent) stopWorkers() {
+	a.stopInstall()
+	if a.health != nil {
+		a.health.cancel()
+		<-a.health.done
+		a.health = nil
+	}
+}
+
+func (a *Agent) publish(e Emit) {
+	now := a.d.Clock.Now()
+	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, e.State, now)
+	a.mu.Lock()
+	a.status = st
+	a.mu.Unlock()
+	ev := e.Event
+	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
+	a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
+		"result", ev.Result, "code", ev.Code, "msg", ev.Message)
+	for _, p := range a.d.Publishers {
+		p.Publish(st, ev)
+	}
+}
+
+func (a *Agent) publishProgress(e PublishProgress) {
+	now := a.d.Clock.Now()
+	var rate float64
+	if dt := now.Sub(a.lastAt).Seconds(); dt > 0 {
+		rate = float64(e.BytesDone-a.lastBytes) / dt
+	}
+	a.lastBytes, a.lastAt = e.BytesDone, now
+	a.mu.Lock()
+	if a.status.Target != nil {
+		// Copy: snapshots handed out by Status share the old pointer.
+		t := *a.status.Target
+		t.BytesDone = e.BytesDone
+		a.status.Target = &t
+	}
+	a.mu.Unlock()
+	msg := ota.Progress{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
+		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate}
+	for _, p := range a.d.Publishers {
+		p.Progress(msg)
+	}
+}

@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/otad/otad/ota"
+)
+
+// takeOffers checks every queued offer, reports the refused ones, and hands
+// the newest valid one to the machine: the older ones of the same batch are
+// superseded before they could start anything.
+func (a *Agent) takeOffers(ctx context.Context) error {
+	items := a.inbox.take()
+	var newest *Target
+	// Waiters join after the refusals of this batch are applied, so those
+	// steps do not answer them before their offer is taken.
+	var waiting []*waiter
+	for i, it := range items {
+		facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: a.state.Booted.Other()}
+		t, err := a.d.Checker.Check(it.raw, facts)
+		if err != nil {
+			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
+				a.inbox.requeue(items[i+1:])
+				return aerr
+			}
+			continue
+		}
+		if it.reply != nil {
+			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
+		}
+		a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.key)
+		if newest == nil || newer(t, *newest) {
+			newest = &t
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	a.waiters = append(a.waiters, waiting...)
+	return a.apply(ctx, EvOffer{Target: *newest})
+}
+
+// newer orders offers by issued_at, then digest, so every device picks the
+// same one among offers issued at the same instant.
+func newer(a, b Target) bool {
+	if !a.IssuedAt.Equal(b.IssuedAt) {
+		return a.IssuedAt.After(b.IssuedAt)
+	}
+	return a.SHA256() > b.SHA256()
+}
+
+func (a *Agent) refuse(ctx context.Context, it item, t Target, err error) error {
+	code := ota.CodeOf(err)
+	if code == "" {
+		code = ota.CodeBadEnvelope
+	}
+	a.log.Warn("offer refused", "code", code, "err", err, "source", it.key)
+	o := ota.Outcome{Result: ota.ResultRejected, Code: code, Message: err.Error()}
+	if t.Payload.SHA256 != "" {
+		o.ID, o.SHA256 = t.ID, t.SHA256()
+	}
+	aerr := a.apply(ctx, EvRefused{Outcome: o})
+	if it.reply != nil {
+		it.reply <- o
+	}
+	return aerr
+}

@@ -1,0 +1,78 @@
+package agent
+
+import "github.com/otad/otad/ota"
+
+func (m *machine) newest(t Target) {
+	if t.IssuedAt.After(m.s.NewestIssuedAt) {
+		m.s.NewestIssuedAt = t.IssuedAt
+	}
+}
+
+func (m *machine) offer(t Target) {
+	sha := t.SHA256()
+	booted := m.s.Slots[m.s.Booted]
+	cur := m.s.Target
+	m.newest(t)
+	switch {
+	case cur != nil && cur.SHA256() == sha:
+		// The install in progress already converges there: nothing changes.
+		if m.s.Pending != nil && !m.s.Pending.IssuedAt.After(t.IssuedAt) {
+			m.s.Pending = nil // the desired state went back to this image
+		}
+		m.emit(m.s.Phase, nil, "offer "+t.ID+" is the install in progress")
+		return
+	case m.s.Pending != nil && m.s.Pending.SHA256() == sha:
+		m.emit(m.s.Phase, nil, "offer "+t.ID+" is already pending")
+		return
+	case m.finished(t):
+		// The same image was tried and failed; only a newer offer tries again.
+		m.emit(m.s.Phase, nil, "offer "+t.ID+" already ended "+string(m.s.LastResult.Result))
+		return
+	}
+	switch m.s.Phase {
+	case ota.Idle:
+		if booted.Status == ota.SlotGood && booted.SHA256 == sha {
+			m.s.Pending = nil
+			m.transition(ota.Idle, m.result(&t, ota.ResultUpToDate, "", "slot "+string(m.s.Booted)+" already runs this image"), "")
+			return
+		}
+		m.s.Restarts = 0
+		m.startInstall(t, "")
+	case ota.Downloading, ota.Verifying:
+		// Nothing is flipped yet: the newer offer preempts.
+		m.do(CancelInstall{})
+		old := m.result(cur, ota.ResultSuperseded, "", "superseded by "+t.ID)
+		m.s.LastResult = old
+		m.emit(m.s.Phase, old, "")
+		m.s.Target = nil
+		if booted.Status == ota.SlotGood && booted.SHA256 == sha {
+			m.transition(ota.Idle, m.result(&t, ota.ResultUpToDate, "", "slot "+string(m.s.Booted)+" already runs this image"), "")
+			return
+		}
+		m.s.Restarts = 0
+		m.startInstall(t, "")
+	default:
+		// From staged on the boot env has changed: nothing preempts. The newest
+		// offer waits, and replaces any older one waiting.
+		m.s.Pending = &t
+		m.emit(m.s.Phase, nil, "offer "+t.ID+" waits until "+cur.ID+" is settled")
+	}
+}
+
+// finished reports whether t is the offer the agent last finished with; a
+// duplicate delivery of it (retained MQTT message, retry) changes nothing:
+// a failure is final for that offer, and a success stays reported as such.
+func (m *machine) finished(t Target) bool {
+	r := m.s.LastResult
+	if r == nil || r.SHA256 != t.SHA256() || t.IssuedAt.After(r.IssuedAt) {
+		return false
+	}
+	switch r.Result {
+	case ota.ResultFailed, ota.ResultRolledBack:
+		return true
+	case ota.ResultSuccess, ota.ResultUpToDate:
+		b := m.s.Slots[m.s.Booted]
+		return b.Status == ota.SlotGood && b.SHA256 == t.SHA256()
+	}
+	return false
+}

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/otad/otad/ota"
+)
+
+func (m *machine) commit(msg string) {
+	t := m.s.Target
+	m.do(Mark{Op: MarkGood, Slot: t.Slot})
+	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotGood}
+	if t.SecurityVersion > m.s.SecurityFloor {
+		m.s.SecurityFloor = t.SecurityVersion
+	}
+	m.s.Target = nil
+	m.transition(ota.Idle, m.result(t, ota.ResultSuccess, "", msg), "")
+	m.startPending()
+}
+
+// reject gives up the running new slot and goes back to the other one.
+func (m *machine) reject(code ota.Code, msg string) {
+	t := m.s.Target
+	m.do(Mark{Op: MarkBad, Slot: t.Slot})
+	info := m.s.Slots[t.Slot]
+	info.Status = ota.SlotBad
+	m.s.Slots[t.Slot] = info
+	m.s.Target = nil
+	m.transition(ota.Idle, m.result(t, ota.ResultFailed, code, msg), "")
+	// Back to the old slot regardless of the reboot policy: this one is bad.
+	m.do(Reboot{})
+}
+
+// fellBack handles a boot that did not reach the target: the bootloader
+// gave up on it. The bootloader hears it first, so that no power cut can
+// leave a journal that says "rolled back" over an env that might still try
+// the new slot.
+func (m *machine) fellBack() {
+	t := m.s.Target
+	m.do(Mark{Op: MarkBad, Slot: t.Slot}, Mark{Op: MarkGood, Slot: m.s.Booted})
+	info := m.s.Slots[t.Slot]
+	info.Status = ota.SlotBad
+	m.s.Slots[t.Slot] = info
+	m.s.Target = nil
+	m.transition(ota.Idle, m.result(t, ota.ResultRolledBack, ota.CodeRolledBackByBootloader,
+		fmt.Sprintf("booted slot %s, not the new slot %s: the bootloader fell back", m.s.Booted, t.Slot)), "")
+	m.startPending()
+}
+
+func (m *machine) startPending() {
+	if m.s.Pending == nil {
+		return
+	}
+	p := *m.s.Pending
+	m.s.Pending = nil
+	m.offer(p)
+}
+
+// CanMarkBad says whether the operator may reject the booted slot now:
+// only with a good image in the other slot to return to, and not mid-install.
+func CanMarkBad(s State) error {
+	switch {
+	case s.Phase == ota.Confirming:
+		return nil
+	case s.Phase != ota.Idle:
+		return fmt.Errorf("mark-bad refused: an install is %s; wait for it to settle", s.Phase)
+	}
+	st := s.Slots[s.Booted.Other()].Status
+	if st != ota.SlotGood && st != ota.SlotStaged {
+		return fmt.Errorf("mark-bad refused: slot %s holds no good image to return to", s.Booted.Other())
+	}
+	return nil
+}
+
+func (m *machine) markBad() {
+	if m.s.Phase == ota.Confirming {
+		m.reject(ota.CodeCancelled, "marked bad by operator")
+		return
+	}
+	if err := CanMarkBad(m.s); err != nil {
+		m.emit(m.s.Phase, nil, err.Error())
+		return
+	}
+	slot := m.s.Booted
+	info := m.s.Slots[slot]
+	info.Status = ota.SlotBad
+	m.s.Slots[slot] = info
+	m.do(Mark{Op: MarkBad, Slot: slot}, Mark{Op: MarkActive, Slot: slot.Other()})
+	m.transition(ota.Idle, &ota.Outcome{ID: info.ID, SHA256: info.SHA256, Result: ota.ResultRolledBack, Code: ota.CodeCancelled,
+		Message: "slot " + string(slot) + " marked bad by operator"}, "")
+	m.do(Reboot{})
+}
+
+// effectFailed runs on the state as last journaled: the loop rolls its
+// memory back to the journal when an effect fails, so memory equals disk.
+func (m *machine) effectFailed(ev EvEffectFailed) {
+	t := m.s.Target
+	switch m.s.Phase {
+	case ota.Downloading, ota.Verifying:
+		// Marking the slot bad failed: never write a slot that could boot.
+		m.s.Target = nil
+		m.do(CancelInstall{})
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeWriteFailed, ev.Message), "")
+	case ota.Staged, ota.Rebooting:
+		// The flip did not happen: the old slot stays primary.
+		info := m.s.Slots[t.Slot]
+		info.Status = ota.SlotBad
+		m.s.Slots[t.Slot] = info
+		m.s.Target = nil
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeWriteFailed, ev.Message), "")
+		m.do(Mark{Op: MarkBad, Slot: t.Slot})
+	case ota.Confirming:
+		// Neither commit nor rejection reached the bootloader. Rebooting keeps
+		// the new slot counting down its attempts until the bootloader falls back.
+		m.emit(ota.Confirming, nil, ev.Message+"; rebooting so the bootloader decides")
+		m.do(Reboot{})
+	default:
+		m.emit(m.s.Phase, nil, ev.Message)
+	}
+}

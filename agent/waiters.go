@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/otad/otad/ota"
+)
+
+type waiter struct {
+	sha   string
+	reply chan ota.Outcome
+}
+
+// Install hands an envelope to the loop and waits for its outcome: refused,
+// up to date, failed, or the boot slot flipped.
+func (a *Agent) Install(ctx context.Context, raw []byte) (ota.Outcome, error) {
+	reply := make(chan ota.Outcome, 1)
+	a.inbox.put("", raw, reply)
+	select {
+	case o := <-reply:
+		return o, nil
+	case <-a.stopped:
+		select {
+		case o := <-reply: // answered on the way out
+			return o, nil
+		default:
+			return ota.Outcome{}, ErrStopped
+		}
+	case <-ctx.Done():
+		return ota.Outcome{}, ctx.Err()
+	}
+}
+
+// settleWaiters answers the Install callers whose offer came to an end.
+func (a *Agent) settleWaiters(events []ota.Event) {
+	keep := a.waiters[:0]
+	for _, w := range a.waiters {
+		if o, ok := a.outcomeFor(w.sha, events); ok {
+			w.reply <- o
+			continue
+		}
+		keep = append(keep, w)
+	}
+	a.waiters = keep
+}
+
+func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
+	for _, ev := range events {
+		if ev.Result != "" && ev.SHA256 == sha {
+			return ota.Outcome{Result: ev.Result, Code: ev.Code, Message: ev.Message, ID: ev.ID, SHA256: sha}, true
+		}
+	}
+	s := a.state
+	if t := s.Target; t != nil && t.SHA256() == sha {
+		switch s.Phase {
+		case ota.Staged, ota.Rebooting, ota.Confirming:
+			return ota.Outcome{Result: ota.ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + string(t.Slot) + " is primary"}, true
+		}
+		return ota.Outcome{}, false
+	}
+	if p := s.Pending; p != nil && p.SHA256() == sha {
+		cur := s.Target
+		return ota.Outcome{Result: ota.ResultPending, ID: p.ID, SHA256: sha,
+			Message: "accepted; installs once " + cur.ID + " is settled (" + string(s.Phase) + ")"}, true
+	}
+	if r := s.LastResult; r != nil && r.SHA256 == sha {
+		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+	}
+	return ota.Outcome{Result: ota.ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
+}
+
+func (a *Agent) finishWaiters(err error) {
+	a.settleWaiters(nil)
+	for _, w := range a.waiters {
+		msg := "agent stopped before the install finished"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		w.reply <- ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: msg, SHA256: w.sha}
+	}
+	a.waiters = nil
+}

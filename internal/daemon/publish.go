@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/otad/otad/mqtt"
+
+	"github.com/otad/otad/ota"
+)
+
+// publisher sends transitions and progress to MQTT once it is dialled.
+type publisher struct {
+	log *slog.Logger
+	m   atomic.Pointer[mqtt.Device]
+}
+
+func (p *publisher) Publish(st ota.Status, ev ota.Event) {
+	m := p.m.Load()
+	if m == nil {
+		return
+	}
+	if b, err := json.Marshal(st); err == nil {
+		m.PublishStatus(b)
+	}
+	if ev.Seq == 0 {
+		return // a status refresh, not a transition
+	}
+	if b, err := json.Marshal(ev); err == nil {
+		m.PublishEvent(b)
+	}
+}
+
+func (p *publisher) Progress(pr ota.Progress) {
+	if m := p.m.Load(); m != nil {
+		if b, err := json.Marshal(pr); err == nil {
+			m.PublishProgress(b)
+		}
+	}
+}
+
+// systemdStatus shows the state in `systemctl status otad`.
+type systemdStatus struct{}
+
+func (systemdStatus) Publish(st ota.Status, _ ota.Event) {
+	msg := "STATUS=" + string(st.State) + ", booted " + string(st.BootedSlot)
+	if st.Target != nil {
+		msg += ", installing " + st.Target.Version
+	}
+	if r := st.LastResult; r != nil {
+		msg += ", last: " + string(r.Result)
+		if r.Code != "" {
+			msg += " (" + string(r.Code) + ")"
+		}
+	}
+	sddaemon.SdNotify(false, msg)
+}
+
+func (systemdStatus) Progress(ota.Progress) {}

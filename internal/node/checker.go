@@ -1,0 +1,57 @@
+package node
+
+import (
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/slots"
+	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
+)
+
+type checker struct {
+	keys    *Keys
+	devices map[ota.Slot]string
+	policy  verify.Policy
+	clock   agent.Clock
+}
+
+func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
+	now := time.Now().UTC()
+	if c.clock != nil {
+		now = c.clock.Now()
+	}
+	dev := c.devices[f.InactiveSlot]
+	size, err := slots.DeviceSize(dev)
+	if err != nil {
+		return agent.Target{}, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", f.InactiveSlot, dev, err)
+	}
+	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
+		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
+	})
+	if err != nil {
+		var t agent.Target
+		if ota.CodeOf(err).Authentic() {
+			// Authentic and well formed: name the refused offer in the status.
+			if env, e := verify.ParseEnvelope(raw); e == nil {
+				if m, e := verify.ParseManifest(env.Manifest); e == nil {
+					t = target(m)
+				}
+			}
+		}
+		if ota.CodeOf(err) == "" {
+			err = ota.Wrap(ota.CodeBadEnvelope, err)
+		}
+		return t, err
+	}
+	return target(&off.Manifest), nil
+}
+
+func target(m *verify.Manifest) agent.Target {
+	return agent.Target{
+		ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, IssuedAt: m.IssuedAt,
+		Payload: agent.Payload{URL: m.Payload.URL, Compression: m.Payload.Compression, Size: m.Payload.Size,
+			SHA256: m.Payload.SHA256, DownloadSize: m.Payload.DownloadSize},
+	}
+}

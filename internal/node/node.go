@@ -1,0 +1,167 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/slots"
+	"github.com/otad/otad/tlsfiles"
+	"github.com/otad/otad/verify"
+
+	"github.com/otad/otad/ota"
+)
+
+// OfferSettle is how long network offers gather before the newest is taken:
+// the retained offers of all desired topics arrive together on connect.
+const OfferSettle = 200 * time.Millisecond
+
+// Options are what the assembly needs besides the config.
+type Options struct {
+	AgentVersion string
+	Logger       *slog.Logger
+	Publishers   []agent.Publisher
+	Clock        agent.Clock
+	// Heartbeat is called from the agent loop every HeartbeatEvery.
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+// Node is this device as otad runs it: the agent assembled from a config,
+// the slot it booted, and the keys it trusts.
+type Node struct {
+	Config *config.Config
+	Agent  *agent.Agent
+	Booted ota.Slot
+	BootID string
+	Keys   *Keys
+}
+
+// Parts are the pieces behind the agent's interfaces, as Build makes them
+// from a config, and where the agent runs. Any of them can be replaced
+// before Assemble: tests wrap them to inject faults, a simulated fleet keeps
+// its slots in memory.
+type Parts struct {
+	Deps   agent.Deps
+	Booted ota.Slot
+	BootID string
+	Keys   *Keys
+}
+
+// Open builds the parts from cfg and assembles the node. The caller holds
+// the state lock.
+func Open(cfg *config.Config, opt Options) (*Node, error) {
+	p, err := Build(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(cfg, p, opt)
+}
+
+// Build makes the concrete parts cfg names: the bootloader backend and the
+// booted slot, the journal, the slot writer, the offer checks with the
+// trusted keys, the health command and the reboot.
+func Build(cfg *config.Config, opt Options) (*Parts, error) {
+	log := opt.logger()
+	bl, booted, bootID, reboot, err := bootloader(cfg)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := LoadKeys(cfg.Trust.KeysDir, log)
+	if err != nil {
+		return nil, err
+	}
+	devs := cfg.Slots.Devices()
+	dl := cfg.Download
+	tc, err := tlsfiles.Files{Section: "download", CAFile: dl.CAFile, CertFile: dl.CertFile, KeyFile: dl.KeyFile}.Config("")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	return &Parts{
+		Deps: agent.Deps{
+			Store:      agent.Journal{Dir: cfg.StateDir},
+			Bootloader: orderedBootloader{bl},
+			Installer: &installer{devices: devs, booted: devs[booted], readback: *cfg.Slots.Readback,
+				retry:  slots.Retry{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
+				client: slots.NewHTTPClient(tc), schemes: dl.Schemes},
+			Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
+				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
+				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes,
+			}},
+			Rebooter:   reboot,
+			Health:     health{argv: cfg.Commit.HealthCommand},
+			Clock:      opt.Clock,
+			Publishers: opt.Publishers,
+		},
+		Booted: booted, BootID: bootID, Keys: keys,
+	}, nil
+}
+
+// Assemble builds the agent on p with the policy of cfg.
+func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
+	a, err := agent.New(agent.Config{
+		DeviceID:     cfg.DeviceID,
+		AgentVersion: opt.AgentVersion,
+		Policy:       agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3},
+		CommitWindow: cfg.Commit.Window.Duration,
+		Logger:       opt.logger(),
+		OfferSettle:  OfferSettle,
+		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
+	}, p.Deps)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Config: cfg, Agent: a, Booted: p.Booted, BootID: p.BootID, Keys: p.Keys}, nil
+}
+
+// Run runs the agent on the booted slot until ctx ends or the device reboots.
+func (n *Node) Run(ctx context.Context) error { return n.Agent.Run(ctx, n.Booted, n.BootID) }
+
+// health runs the configured command until it passes or the commit window
+// (the context) ends; no command means "the agent came up" is healthy enough.
+type health struct{ argv []string }
+
+// healthRetry is the pause between failed health checks within the window.
+const healthRetry = 5 * time.Second
+
+func (h health) Check(ctx context.Context) error {
+	if len(h.argv) == 0 {
+		return nil
+	}
+	var last error
+	for {
+		out, err := runHealthCommand(ctx, h.argv)
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("%s: %w: %s", h.argv[0], err, tail(out))
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("not healthy within the commit window: %w", last)
+			}
+			return last
+		case <-time.After(healthRetry):
+		}
+	}
+}
+
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 300 {
+		b = b[len(b)-300:]
+	}
+	return string(b)
+}
