@@ -135,5 +135,7 @@ func runAgent(ctx context.Context, cfg *config.Config, opt daemon.Options) error
 		return err
 	}
 	defer disconnect()
+	opt.Logger.Info("otad running", "version", opt.AgentVersion, "device", cfg.DeviceID, "booted", d.Node().Booted,
+		"broker", cfg.MQTT.Broker, "bootloader", cfg.Bootloader.Type)
 	return d.Node().Run(ctx)
 }
