@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"slices"
@@ -31,15 +33,24 @@ type Facts struct {
 	InactiveSlotSize int64     // bytes; 0 = unknown, the size check is then skipped
 }
 
-// Offer is an offer that passed every check.
+// Offer is an authentic, well-formed offer: its signatures verified and its
+// manifest parsed.
 type Offer struct {
 	Envelope      []byte // the envelope as received
 	ManifestBytes []byte // the exact signed manifest bytes
 	Manifest      Manifest
 }
 
+// Digest is the hex SHA-256 of the signed manifest bytes, which identifies an offer.
+func (o *Offer) Digest() string {
+	sum := sha256.Sum256(o.ManifestBytes)
+	return hex.EncodeToString(sum[:])
+}
+
 // Check runs the eleven checks of SPEC §5 in order and stops at the first failure,
 // returning a *ota.Error. The manifest is parsed only after its signatures verify.
+// A refusal by checks 5 to 11 comes with the Offer too: it is authentic and well
+// formed, so the refusal can name it; earlier refusals come with a nil Offer.
 func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	env, err := ParseEnvelope(raw) // 1, 2
 	if err != nil {
@@ -55,14 +66,12 @@ func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	if m.Schema == schemaChunked && !p.Chunked {
 		return nil, refuse(ota.CodeBadManifest, "schema", fmt.Sprintf("version %d is newer than this agent understands (%d)", m.Schema, schemaStream))
 	}
-	if err := checkPolicy(m, p, f); err != nil { // 5-11
-		return nil, err
-	}
-	return &Offer{
+	off := &Offer{
 		Envelope:      append([]byte(nil), raw...),
 		ManifestBytes: env.Manifest,
 		Manifest:      *m,
-	}, nil
+	}
+	return off, checkPolicy(m, p, f) // 5-11
 }
 
 // checkPolicy runs checks 5 to 11 on a parsed manifest.

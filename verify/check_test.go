@@ -3,6 +3,8 @@ package verify
 import (
 	"bytes"
 	"crypto"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -139,8 +141,12 @@ func TestCheck(t *testing.T) {
 				if tt.field != "" && re.Field != tt.field {
 					t.Errorf("field %q, want %q (err: %v)", re.Field, tt.field, err)
 				}
-				if offer != nil {
-					t.Errorf("refused offer returned non-nil: %+v", offer)
+				// Past the signature and manifest checks the refusal names its offer.
+				if named := offer != nil; named != tt.want.Authentic() {
+					t.Errorf("refused with %s: offer returned = %v", tt.want, named)
+				}
+				if offer != nil && (offer.Manifest.ID == "" || offer.Digest() != sha256Hex(offer.ManifestBytes)) {
+					t.Errorf("refused offer %+v: no id, or digest %s", offer.Manifest, offer.Digest())
 				}
 				return
 			}
@@ -167,4 +173,9 @@ func TestCheckNilKeyring(t *testing.T) {
 	if ota.CodeOf(err) != ota.CodeBadSignature {
 		t.Fatalf("nil keyring: %v, want bad_signature", err)
 	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -78,11 +78,22 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, refuseErr(ota.CodeBadManifest, jsonErrorField(err), "", err)
 	}
-	bad := func(field, format string, args ...any) (*Manifest, error) {
-		return nil, refuse(ota.CodeBadManifest, field, fmt.Sprintf(format, args...))
-	}
-
 	var m Manifest
+	for _, step := range []func(*rawManifest, *Manifest) error{parseIdentity, parseAudience, parseValidity, parsePayload} {
+		if err := step(&r, &m); err != nil {
+			return nil, err
+		}
+	}
+	return &m, nil
+}
+
+// bad is a bad_manifest refusal naming field.
+func bad(field, format string, args ...any) error {
+	return refuse(ota.CodeBadManifest, field, fmt.Sprintf(format, args...))
+}
+
+// parseIdentity: schema, id, version, security_version.
+func parseIdentity(r *rawManifest, m *Manifest) error {
 	switch {
 	case r.Schema == nil:
 		return bad("schema", "missing")
@@ -112,7 +123,11 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if r.SecurityVersion != nil {
 		m.SecurityVersion = *r.SecurityVersion
 	}
+	return nil
+}
 
+// parseAudience: compatible and devices.
+func parseAudience(r *rawManifest, m *Manifest) error {
 	if r.Compatible == nil || len(*r.Compatible) == 0 {
 		return bad("compatible", "missing or empty")
 	}
@@ -131,18 +146,27 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		}
 		m.Devices = *r.Devices
 	}
+	return nil
+}
 
+// parseValidity: issued_at and expires_at.
+func parseValidity(r *rawManifest, m *Manifest) error {
 	var err error
 	if m.IssuedAt, err = parseTime(r.IssuedAt); err != nil {
-		return nil, refuseErr(ota.CodeBadManifest, "issued_at", "", err)
+		return refuseErr(ota.CodeBadManifest, "issued_at", "", err)
 	}
 	if m.ExpiresAt, err = parseTime(r.ExpiresAt); err != nil {
-		return nil, refuseErr(ota.CodeBadManifest, "expires_at", "", err)
+		return refuseErr(ota.CodeBadManifest, "expires_at", "", err)
 	}
 	if !m.ExpiresAt.After(m.IssuedAt) {
 		return bad("expires_at", "%s is not after issued_at %s", m.ExpiresAt.Format(time.RFC3339), m.IssuedAt.Format(time.RFC3339))
 	}
+	return nil
+}
 
+// parsePayload: size and sha256, then chunks (schema 2) or url,
+// compression and download_size (schema 1).
+func parsePayload(r *rawManifest, m *Manifest) error {
 	if r.Payload == nil {
 		return bad("payload", "missing")
 	}
@@ -169,17 +193,20 @@ func ParseManifest(b []byte) (*Manifest, error) {
 
 	if m.Schema == schemaChunked {
 		// chunks replaces url, compression and download_size, which are ignored.
-		if m.Payload.Chunks, err = parseChunks(p.Chunks, m.Payload.Size); err != nil {
-			return nil, err
-		}
-		return &m, nil
+		var err error
+		m.Payload.Chunks, err = parseChunks(p.Chunks, m.Payload.Size)
+		return err
 	}
+	return parseStream(p, m)
+}
 
+// parseStream: the schema 1 payload fields.
+func parseStream(p *rawPayload, m *Manifest) error {
 	if p.URL == nil {
 		return bad("payload.url", "missing or empty")
 	}
 	if err := checkURL("payload.url", *p.URL); err != nil {
-		return nil, err
+		return err
 	}
 	m.Payload.URL = *p.URL
 
@@ -201,7 +228,7 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		}
 		m.Payload.DownloadSize = *p.DownloadSize
 	}
-	return &m, nil
+	return nil
 }
 
 func checkList(field string, list []string) (string, string) {

@@ -30,22 +30,15 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
 	})
-	if err != nil {
-		var t agent.Target
-		if ota.CodeOf(err).Authentic() {
-			// Authentic and well formed: name the refused offer in the status.
-			if env, e := verify.ParseEnvelope(raw); e == nil {
-				if m, e := verify.ParseManifest(env.Manifest); e == nil {
-					t = target(m)
-				}
-			}
-		}
-		if ota.CodeOf(err) == "" {
-			err = ota.Wrap(ota.CodeBadEnvelope, err)
-		}
-		return t, err
+	var t agent.Target
+	if off != nil {
+		// Authentic and well formed, even when refused: the status names it.
+		t = target(&off.Manifest)
 	}
-	return target(&off.Manifest), nil
+	if err != nil && ota.CodeOf(err) == "" {
+		err = ota.Wrap(ota.CodeBadEnvelope, err)
+	}
+	return t, err
 }
 
 func target(m *verify.Manifest) agent.Target {

@@ -264,7 +264,10 @@ type crashStore struct {
 	c *crasher
 }
 
-func (s crashStore) Save(st agent.State) error { s.c.step("journal " + string(st.Phase)); return s.Store.Save(st) }
+func (s crashStore) Save(st agent.State) error {
+	s.c.step("journal " + string(st.Phase))
+	return s.Store.Save(st)
+}
 
 type crashBoot struct {
 	agent.Bootloader
@@ -291,7 +294,10 @@ type crashReboot struct {
 	c *crasher
 }
 
-func (r crashReboot) Reboot(ctx context.Context) error { r.c.step("reboot"); return r.Rebooter.Reboot(ctx) }
+func (r crashReboot) Reboot(ctx context.Context) error {
+	r.c.step("reboot")
+	return r.Rebooter.Reboot(ctx)
+}
 
 // A crash before every durable change of the whole update — install, flip,
 // reboot, confirm, commit — each followed either by a plain restart or by a
