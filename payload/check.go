@@ -9,13 +9,15 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/otad/otad/ota"
 )
 
 // CheckStore reads store from its start to its end and checks it against x: exactly
 // StoreSize bytes, every chunk decoding to its recorded SHA-256, and the image the
 // chunks make hashing to imageSHA256 (64 hex digits, the manifest's payload.sha256).
-// A chunk that fails is a chunk_mismatch *Error; a store of the wrong length or an
-// image with another hash is a plain error naming the offset or the two hashes.
+// A chunk that fails is a chunk_mismatch *ota.Error, a store of the wrong length
+// size_mismatch, an image with another hash hash_mismatch.
 // Memory is one chunk and a decoder, whatever the store size.
 func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 string) error {
 	want, err := hex.DecodeString(imageSHA256)
@@ -37,7 +39,7 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 		stored := buf[:c.StoreLength]
 		if n, err := io.ReadFull(store, stored); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("check store: store ends at offset %d, in chunk %d; the index says %d bytes", c.StoreOffset+int64(n), i, x.storeSize)
+				return ota.Errorf(ota.CodeSizeMismatch, "check store: store ends at offset %d, in chunk %d; the index says %d bytes", c.StoreOffset+int64(n), i, x.storeSize)
 			}
 			return fmt.Errorf("check store: read chunk %d at offset %d: %w", i, c.StoreOffset, err)
 		}
@@ -49,10 +51,10 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 	}
 	var one [1]byte
 	if n, _ := io.ReadFull(store, one[:]); n > 0 {
-		return fmt.Errorf("check store: store is longer than the %d bytes the index says", x.storeSize)
+		return ota.Errorf(ota.CodeSizeMismatch, "check store: store is longer than the %d bytes the index says", x.storeSize)
 	}
 	if sum := img.Sum(nil); !bytes.Equal(sum, want) {
-		return fmt.Errorf("check store: the chunks make an image with sha256 %x, the manifest says %s", sum, strings.ToLower(imageSHA256))
+		return ota.Errorf(ota.CodeHashMismatch, "check store: the chunks make an image with sha256 %x, the manifest says %s", sum, strings.ToLower(imageSHA256))
 	}
 	return nil
 }

@@ -34,9 +34,9 @@ func TestCheckStore(t *testing.T) {
 		{"intact", nil, b.store, sum, "", ""},
 		{"upper-case sha256", nil, b.store, strings.ToUpper(sum), "", ""},
 		{"chunk 5 altered", nil, flip(c5.StoreOffset + int64(c5.StoreLength)/2), sum, ota.CodeChunkMismatch, "store.chunk[5]"},
-		{"truncated", nil, b.store[:len(b.store)-1], sum, "", "store ends at offset"},
-		{"one byte too many", nil, append(bytes.Clone(b.store), 0), sum, "", "longer than"},
-		{"another image's sha256", nil, b.store, strings.Repeat("0", 64), "", "the manifest says 0000"},
+		{"truncated", nil, b.store[:len(b.store)-1], sum, ota.CodeSizeMismatch, "store ends at offset"},
+		{"one byte too many", nil, append(bytes.Clone(b.store), 0), sum, ota.CodeSizeMismatch, "longer than"},
+		{"another image's sha256", nil, b.store, strings.Repeat("0", 64), ota.CodeHashMismatch, "the manifest says 0000"},
 		{"sha256 not hex", nil, b.store, "xyz", "", "not 64 hex digits"},
 		{"cancelled", cancelled, b.store, sum, "", "context canceled"},
 	} {

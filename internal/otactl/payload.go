@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
@@ -39,21 +38,15 @@ func preparePayload(ctx context.Context, image, compression, out string) (payloa
 	sinks := []io.Writer{hash, &raw}
 
 	var (
-		tmp     *os.File
+		tmp     *outFile
 		encoder io.WriteCloser
 		written countingWriter
 	)
 	if out != "" {
-		tmp, err = os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
-		if err != nil {
-			return payloadInfo{}, fmt.Errorf("out-payload: %w", err)
+		if tmp, err = createOut(out); err != nil {
+			return payloadInfo{}, err
 		}
-		defer func() {
-			if tmp != nil { // not renamed: failed
-				tmp.Close()
-				os.Remove(tmp.Name())
-			}
-		}()
+		defer tmp.abort()
 		written.w = tmp
 		encoder, err = newEncoder(&written, compression)
 		if err != nil {
@@ -76,19 +69,9 @@ func preparePayload(ctx context.Context, image, compression, out string) (payloa
 	if err := encoder.Close(); err != nil {
 		return payloadInfo{}, fmt.Errorf("out-payload %s: %s: %w", out, compression, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return payloadInfo{}, fmt.Errorf("out-payload %s: %w", out, err)
+	if err := tmp.commit(); err != nil {
+		return payloadInfo{}, err
 	}
-	if err := tmp.Close(); err != nil {
-		return payloadInfo{}, fmt.Errorf("out-payload %s: %w", out, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // it is published, not secret
-		return payloadInfo{}, fmt.Errorf("out-payload %s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return payloadInfo{}, fmt.Errorf("out-payload: %w", err)
-	}
-	tmp = nil
 	info.downloadSize = written.n
 	return info, nil
 }

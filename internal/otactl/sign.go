@@ -4,14 +4,16 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/otad/otad/verify"
-
+	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+	"github.com/otad/otad/verify"
 )
 
 const defaultExpiry = 720 * time.Hour
@@ -27,7 +29,10 @@ type signOptions struct {
 	compatible      stringList
 	url             string
 	compress        string
+	set             map[string]bool // flags given on the command line
 	outPayload      string
+	chunked         bool
+	chunkSize       string
 	securityVersion uint64
 	expires         time.Duration
 	devices         stringList
@@ -42,9 +47,11 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&o.image, "image", "", "image file: the exact bytes that land in the slot")
 	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
 	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
-	fset.StringVar(&o.url, "url", "", "where devices download the payload")
-	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz")
-	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress)")
+	fset.StringVar(&o.url, "url", "", "where devices download the payload (with --chunked: URL.idx and URL.store)")
+	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
+	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
+	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
+	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB")
 	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
 	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
 	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
@@ -57,7 +64,9 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 0 {
 		return usagef("unexpected arguments %q", pos)
 	}
-	issuedAt, err := o.validate(time.Now())
+	o.set = map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	issuedAt, chunkSize, err := o.validate(time.Now())
 	if err != nil {
 		return err
 	}
@@ -71,12 +80,16 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		signers = append(signers, s)
 	}
 
-	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload)
+	pl, err := o.payload(ctx, chunkSize, stderr)
 	if err != nil {
 		return err
 	}
+	schema := 1
+	if o.chunked {
+		schema = 2
+	}
 	m := verify.Manifest{
-		Schema:          1,
+		Schema:          schema,
 		ID:              o.id,
 		Version:         o.version,
 		SecurityVersion: o.securityVersion,
@@ -84,16 +97,10 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Devices:         o.devices,
 		IssuedAt:        issuedAt,
 		ExpiresAt:       issuedAt.Add(o.expires),
-		Payload: verify.Payload{
-			URL:          o.url,
-			Compression:  ota.Compression(o.compress),
-			Size:         p.size,
-			SHA256:       p.sha256,
-			DownloadSize: p.downloadSize,
-		},
+		Payload:         pl,
 	}
 	if m.ID == "" {
-		m.ID = defaultID(o.version, p.sha256)
+		m.ID = defaultID(o.version, pl.SHA256)
 	}
 	manifest, err := json.Marshal(m)
 	if err != nil {
@@ -121,8 +128,31 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// validate checks the flags and returns issued_at.
-func (o *signOptions) validate(now time.Time) (time.Time, error) {
+// payload writes what is to be uploaded and describes it for the manifest.
+func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
+	if o.chunked {
+		res, err := prepareChunked(ctx, o.image, o.outPayload, chunkSize, ota.Compression(o.compress))
+		if err != nil {
+			return verify.Payload{}, err
+		}
+		reportChunked(stderr, o.outPayload, res)
+		return chunkedPayload(res, o.url), nil
+	}
+	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload)
+	if err != nil {
+		return verify.Payload{}, err
+	}
+	return verify.Payload{
+		URL:          o.url,
+		Compression:  ota.Compression(o.compress),
+		Size:         p.size,
+		SHA256:       p.sha256,
+		DownloadSize: p.downloadSize,
+	}, nil
+}
+
+// validate checks the flags and returns issued_at and, with --chunked, the chunk size.
+func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 	missing := []string{}
 	for _, f := range []struct {
 		name string
@@ -136,29 +166,61 @@ func (o *signOptions) validate(now time.Time) (time.Time, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return time.Time{}, usagef("missing %s", strings.Join(missing, ", "))
+		return time.Time{}, 0, usagef("missing %s", strings.Join(missing, ", "))
+	}
+	chunkSize, err := o.checkChunked()
+	if err != nil {
+		return time.Time{}, 0, err
 	}
 	switch ota.Compression(o.compress) {
 	case ota.CompressionNone:
 	case ota.CompressionGzip, ota.CompressionZstd, ota.CompressionXZ:
 		if o.outPayload == "" {
-			return time.Time{}, usagef("--compress %s needs --out-payload (where to write the compressed payload)", o.compress)
+			return time.Time{}, 0, usagef("--compress %s needs --out-payload (where to write the compressed payload)", o.compress)
 		}
 	default:
-		return time.Time{}, usagef("--compress %q: want none, gzip, zstd or xz", o.compress)
+		return time.Time{}, 0, usagef("--compress %q: want none, gzip, zstd or xz", o.compress)
 	}
 	if o.expires <= 0 {
-		return time.Time{}, usagef("--expires %s: want a positive duration", o.expires)
+		return time.Time{}, 0, usagef("--expires %s: want a positive duration", o.expires)
 	}
 	if o.issuedAt == "" {
 		// Sub-second precision: two offers signed within one second still order (check 9).
-		return now.UTC(), nil
+		return now.UTC(), chunkSize, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, o.issuedAt)
 	if err != nil {
-		return time.Time{}, usagef("--issued-at: want RFC 3339: %w", err)
+		return time.Time{}, 0, usagef("--issued-at: want RFC 3339: %w", err)
 	}
-	return t.UTC(), nil
+	return t.UTC(), chunkSize, nil
+}
+
+// checkChunked checks the flags of a chunked payload and returns the chunk size; for
+// a chunked payload the compression defaults to zstd.
+func (o *signOptions) checkChunked() (int64, error) {
+	if !o.chunked {
+		if o.set["chunk-size"] {
+			return 0, usagef("--chunk-size needs --chunked")
+		}
+		return 0, nil
+	}
+	if o.outPayload == "" {
+		return 0, usagef("--chunked needs --out-payload PATH (where to write PATH.idx and PATH.store)")
+	}
+	if !o.set["compress"] {
+		o.compress = string(ota.CompressionZstd)
+	}
+	if c := ota.Compression(o.compress); c != ota.CompressionZstd && c != ota.CompressionNone {
+		return 0, usagef("--chunked --compress %q: chunks are stored zstd-compressed or raw: want zstd or none", o.compress)
+	}
+	n, err := bytesize.Parse(o.chunkSize)
+	if err != nil {
+		return 0, usagef("--chunk-size %w", err)
+	}
+	if !payload.ValidChunkSize(n) {
+		return 0, usagef("--chunk-size %s: want a power of two from 4KiB to 4MiB", o.chunkSize)
+	}
+	return n, nil
 }
 
 // defaultID is "<version>-<first 12 hex of sha256>", with characters the id syntax does
