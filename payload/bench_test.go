@@ -29,7 +29,6 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	defer d.Close()
 	b.SetBytes(int64(len(img)))
-	b.ReportMetric(float64(bt.res.StoreSize)/float64(len(img)), "store/image")
 	for b.Loop() {
 		for i := range x.Count() {
 			c := x.Chunk(i)
@@ -38,4 +37,5 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	}
+	b.ReportMetric(float64(bt.res.StoreSize)/float64(len(img)), "store/image")
 }
