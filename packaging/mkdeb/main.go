@@ -1,0 +1,144 @@
+// Command mkdeb builds otad's .deb for one architecture from packaging/nfpm.yaml
+// with nfpm as a library. It is a module of its own so that nfpm's dependency
+// tree stays out of the product binaries' go.mod.
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goreleaser/nfpm/v2"
+	"github.com/goreleaser/nfpm/v2/deb"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "mkdeb:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("mkdeb", flag.ContinueOnError)
+	root := fs.String("root", ".", "repository root: the config's file paths are relative to it")
+	config := fs.String("config", "packaging/nfpm.yaml", "nfpm config, relative to -root")
+	arch := fs.String("arch", "amd64", "Debian architecture: amd64, arm64, armhf")
+	bin := fs.String("bin", "", "directory holding this architecture's otad and otactl (default bin/ARCH)")
+	describe := fs.String("describe", "", "output of git describe --tags --long --always --dirty")
+	commits := fs.Int("commits", 0, "output of git rev-list --count HEAD")
+	out := fs.String("out", "dist", "output directory, relative to -root")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := os.Chdir(*root); err != nil {
+		return err
+	}
+	version, err := debVersion(*describe, *commits)
+	if err != nil {
+		return err
+	}
+	if *bin == "" {
+		*bin = filepath.Join("bin", *arch)
+	}
+	// Reproducible: every timestamp is the last commit's when the Makefile
+	// sets SOURCE_DATE_EPOCH (nfpm reads it too).
+	when := time.Now().UTC()
+	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", s, err)
+		}
+		when = time.Unix(sec, 0).UTC()
+	}
+	tmp, err := os.MkdirTemp("", "mkdeb")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	vars := map[string]string{"ARCH": *arch, "BIN": *bin, "GENERATED": tmp}
+	cfg, err := nfpm.ParseFileWithEnvMapping(*config, func(k string) string { return vars[k] })
+	if err != nil {
+		return fmt.Errorf("%s: %w", *config, err)
+	}
+	info, err := cfg.Get("deb")
+	if err != nil {
+		return fmt.Errorf("%s: %w", *config, err)
+	}
+	// The config's version_schema is none: nothing else (epoch, pre-release)
+	// joins the version.
+	info.Version, info.Release, _ = strings.Cut(version, "-")
+	info.MTime = when
+	if err := os.WriteFile(filepath.Join(tmp, "changelog.Debian"), changelog(info, *describe, when), 0o644); err != nil {
+		return err
+	}
+	if err := gzipContents(info, tmp); err != nil {
+		return err
+	}
+	if err := nfpm.Validate(info); err != nil {
+		return fmt.Errorf("%s: %w", *config, err)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(*out, deb.Default.ConventionalFileName(info))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := deb.Default.Package(info, f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("packaging %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Println(path)
+	return nil
+}
+
+// changelog is the one-entry Debian changelog lintian asks of a non-native
+// package.
+func changelog(info *nfpm.Info, describe string, when time.Time) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s (%s-%s) unstable; urgency=medium\n\n", info.Name, info.Version, info.Release)
+	fmt.Fprintf(&b, "  * Built from git %s; the changes are the project's git history.\n\n", describe)
+	fmt.Fprintf(&b, " -- %s  %s\n", info.Maintainer, when.Format(time.RFC1123Z))
+	return b.Bytes()
+}
+
+// gzipContents compresses, as dh_compress would (gzip -9n), every file whose
+// destination ends in .gz and whose source does not: man pages, the
+// changelog. The config names plain sources so that they stay readable in git.
+func gzipContents(info *nfpm.Info, dir string) error {
+	for i, c := range info.Contents {
+		if !strings.HasSuffix(c.Destination, ".gz") || strings.HasSuffix(c.Source, ".gz") || c.Source == "" {
+			continue
+		}
+		plain, err := os.ReadFile(c.Source)
+		if err != nil {
+			return err
+		}
+		var gz bytes.Buffer
+		w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		if err != nil {
+			return err
+		}
+		w.Write(plain)
+		if err := w.Close(); err != nil {
+			return err
+		}
+		c.Source = filepath.Join(dir, fmt.Sprintf("%d-%s", i, filepath.Base(c.Destination)))
+		if err := os.WriteFile(c.Source, gz.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
