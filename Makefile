@@ -39,8 +39,11 @@ deps:
 	./scripts/install-deps
 
 # The whole suite: vet, formatting, race detector, and a short run of every fuzz target.
+# It ends by naming the tests skipped, and the apt-get command for the missing
+# tools they need (make deps installs them all; under CI a missing tool fails).
 test: vet
-	$(GO) test -race -count=1 ./...
+	@bash -o pipefail -c '{ rc=0; $(GO) test -race -count=1 -json ./... || rc=1; \
+	  $(GO) -C packaging/mkdeb test -count=1 -json ./... || rc=1; exit $$rc; } | $(GO) run ./internal/testkit/testreport'
 	./scripts/fuzz-smoke 10000x
 
 test-short:
@@ -49,6 +52,7 @@ test-short:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet ./...
+	$(GO) -C packaging/mkdeb vet ./...
 
 # Install throughput and peak RSS of bin/otad against a plain read+hash+write
 # baseline, same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/verify"
 
 	"github.com/otad/otad/ota"
@@ -27,7 +28,7 @@ import (
 func requireTool(t *testing.T, tool, pkg string) {
 	t.Helper()
 	if _, err := lookPath(tool); err != nil {
-		msg := fmt.Sprintf("%s not found: apt-get install %s", tool, pkg)
+		msg := testtool.Missing(tool, pkg)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
@@ -61,12 +62,12 @@ short line
 // loopDevice attaches a loop device to a fresh file of size bytes.
 func loopDevice(t *testing.T, size int) string {
 	t.Helper()
-	losetup, err := exec.LookPath("losetup")
-	if err != nil || os.Geteuid() != 0 {
+	losetup := testtool.Require(t, "losetup", "mount")
+	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("block device tests need root and losetup (apt package mount): %v", err)
+			t.Fatal("block device tests need root")
 		}
-		t.Skip("block device tests need root and losetup (apt package mount)")
+		t.Skip("block device tests need root")
 	}
 	backing := makeSlot(t, t.TempDir(), "backing", size)
 	out, err := exec.Command(losetup, "--find", "--show", backing).CombinedOutput()

@@ -6,6 +6,7 @@ package testtool
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,7 +23,9 @@ func Find(tool, aptPackage string) (string, error) {
 	if _, err := os.Stat("/usr/sbin/" + tool); err == nil {
 		return "/usr/sbin/" + tool, nil
 	}
-	return "", fmt.Errorf("%s not found: apt-get install %s", tool, aptPackage)
+	// `make test` lists the tests skipped with this wording, and the install
+	// command, at its end (internal/testkit/testreport).
+	return "", errors.New(Missing(tool, aptPackage))
 }
 
 // Require returns the path of tool, or ends the test.
@@ -38,6 +41,12 @@ func Require(t testing.TB, tool, aptPackage string) string {
 		t.Skip(err)
 	}
 	return ""
+}
+
+// Missing is the skip (or, under CI, failure) message for a tool that is not
+// installed.
+func Missing(tool, aptPackage string) string {
+	return fmt.Sprintf("missing tool %s (apt-get install %s)", tool, aptPackage)
 }
 
 // Buffer is a bytes.Buffer safe for one writer goroutine (a process's
