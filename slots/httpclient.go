@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -85,4 +86,20 @@ func (j *Job) downloadLimit() int64 {
 		return j.DownloadSize
 	}
 	return 2*j.Size + 1<<20
+}
+
+// newDefaultClient has timeouts on each step that can hang (connect, TLS,
+// response headers) but no overall timeout: a large image over a slow link
+// legitimately takes hours. Body stalls are caught by the fetcher's idle timer.
+func newDefaultClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          2,
+	}}
 }

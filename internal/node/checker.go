@@ -23,7 +23,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 		now = c.clock.Now()
 	}
 	dev := c.devices[f.InactiveSlot]
-	size, err := slots.DeviceSize(dev)
+	size, err := slots.Capacity(dev)
 	if err != nil {
 		return agent.Target{}, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", f.InactiveSlot, dev, err)
 	}

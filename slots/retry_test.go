@@ -1,12 +1,12 @@
-package backoff
+package slots
 
 import (
 	"testing"
 	"time"
 )
 
-func TestCap(t *testing.T) {
-	p := Policy{Base: 15 * time.Second, Max: 5 * time.Minute, Factor: 2}
+func TestBackoffCap(t *testing.T) {
+	p := backoff{Base: 15 * time.Second, Max: 5 * time.Minute, Factor: 2}
 	tests := []struct {
 		n    int
 		want time.Duration
@@ -28,8 +28,8 @@ func TestCap(t *testing.T) {
 	}
 }
 
-func TestDelayFullJitter(t *testing.T) {
-	p := Policy{Base: 100 * time.Millisecond, Max: time.Second, Factor: 2}
+func TestBackoffDelayFullJitter(t *testing.T) {
+	p := backoff{Base: 100 * time.Millisecond, Max: time.Second, Factor: 2}
 	tests := []struct {
 		name string
 		n    int
@@ -53,8 +53,8 @@ func TestDelayFullJitter(t *testing.T) {
 	}
 }
 
-func TestDelayFactorBelowOneDoesNotShrink(t *testing.T) {
-	p := Policy{Base: time.Second, Max: time.Minute, Factor: 0.5}
+func TestBackoffFactorBelowOneDoesNotShrink(t *testing.T) {
+	p := backoff{Base: time.Second, Max: time.Minute, Factor: 0.5}
 	if got := p.Cap(3); got != time.Second {
 		t.Errorf("Cap(3) = %v, want 1s", got)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// DeviceSize returns the size in bytes of a block device (BLKGETSIZE64) or of
+// Capacity returns how many bytes the slot at path holds: the size of a block device (BLKGETSIZE64) or of
 // a regular file (slots are regular files in tests and the demo).
-func DeviceSize(path string) (int64, error) {
+func Capacity(path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("slot size: %w", err)

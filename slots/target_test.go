@@ -18,14 +18,14 @@ import (
 func TestDeviceSize(t *testing.T) {
 	dir := t.TempDir()
 	f := makeSlot(t, dir, "slot", 123457)
-	if got, err := DeviceSize(f); err != nil || got != 123457 {
-		t.Errorf("DeviceSize(file) = %d, %v; want 123457", got, err)
+	if got, err := Capacity(f); err != nil || got != 123457 {
+		t.Errorf("Capacity(file) = %d, %v; want 123457", got, err)
 	}
-	if _, err := DeviceSize(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Errorf("DeviceSize(missing) error %v should name the file", err)
+	if _, err := Capacity(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("Capacity(missing) error %v should name the file", err)
 	}
-	if _, err := DeviceSize(dir); err == nil || !strings.Contains(err.Error(), "neither a block device nor a regular file") {
-		t.Errorf("DeviceSize(dir) error = %v", err)
+	if _, err := Capacity(dir); err == nil || !strings.Contains(err.Error(), "neither a block device nor a regular file") {
+		t.Errorf("Capacity(dir) error = %v", err)
 	}
 }
 
@@ -89,8 +89,8 @@ func TestWriteBlockDevice(t *testing.T) {
 	if err := unix.Stat(dev, &st); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := DeviceSize(dev); err != nil || got != slotSize {
-		t.Fatalf("DeviceSize(%s) = %d, %v; want %d", dev, got, err, slotSize)
+	if got, err := Capacity(dev); err != nil || got != slotSize {
+		t.Fatalf("Capacity(%s) = %d, %v; want %d", dev, got, err, slotSize)
 	}
 	img := testImage(3<<20+512, 10)
 	srv := serveBytes(t, compressed(t, img, "zstd"))
