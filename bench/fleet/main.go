@@ -31,36 +31,26 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/otad/otad/internal/bytesize"
+	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			slog.Error("fleetbench", "err", err)
-		}
-		os.Exit(1)
-	}
+	cli.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return cli.Program{Name: "fleetbench"}.Exit(stderr, "", run(ctx, args, stdout, stderr))
+	})
 }
 
 type options struct {
@@ -73,8 +63,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("fleetbench", "[-latency-n N] [-agents N,N] [flags]", stderr)
 	fs.IntVar(&o.latency.n, "latency-n", 200, "offers timed in the latency run (0: skip it)")
 	fs.DurationVar(&o.latency.gap, "latency-gap", 100*time.Millisecond, "pause after each downloading event, so the next offer interrupts a transfer in flight")
 	rate := fs.String("latency-rate", "64KiB", "the latency run's image server pace per response, per second")
@@ -85,11 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.fleet.keep, "keep", false, "keep the work directory (device logs: fleet-N/devices/*/otad.log)")
 	fs.BoolVar(&o.fleet.nodelay, "tcp-nodelay", false, "set set_tcp_nodelay in mosquitto.conf (default off, as mosquitto ships)")
 	fs.BoolVar(&o.raiseInotify, "raise-inotify", true, "as root, raise fs.inotify.max_user_instances for the run if the fleet needs it, and restore it at exit")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if o.latency.imageSize, err = bytesize.Parse(*size); err != nil {

@@ -48,19 +48,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"syscall"
 	"time"
 
+	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
 )
@@ -73,15 +70,9 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			slog.Error("installbench", "err", err)
-		}
-		os.Exit(1)
-	}
+	cli.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return cli.Program{Name: "installbench"}.Exit(stderr, "", run(ctx, args, stdout))
+	})
 }
 
 type options struct {
@@ -98,8 +89,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("installbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("installbench", "-otad BIN [-size 1GiB] [flags]", stderr)
 	fs.StringVar(&o.otad, "otad", "", "the otad binary to benchmark (required; `make build` puts it in bin/otad)")
 	sizeFlag := fs.String("size", "1GiB", "image size: bytes, or with KiB, MiB, GiB")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of all phases, interleaved; medians are reported")
@@ -109,11 +99,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.inProcess, "inprocess", false, "also run slots.Write alone in this process (readback off, on) as reference phases")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the in-process phases to this directory (implies -inprocess)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if o.size, err = parseSize(*sizeFlag); err != nil {

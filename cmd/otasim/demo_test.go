@@ -12,7 +12,6 @@ import (
 
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/internal/demo"
-
 	"github.com/otad/otad/ota"
 )
 

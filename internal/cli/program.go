@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/otad/otad/ota"
+)
+
+// Command is one subcommand: it parses its own flags from args.
+type Command struct {
+	Summary string
+	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// Program is a command-line tool with subcommands.
+type Program struct {
+	Name     string
+	Commands map[string]Command
+	Notes    []string // printed under the command list
+	// Code gives the exit code of an error that is neither a usage error nor
+	// a request for help; nil: ota.ExitFailure.
+	Code func(error) int
+}
+
+// Main runs run with the program's arguments and a context that ends on
+// SIGINT or SIGTERM, and exits with what it returns.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Run dispatches args[0] to its subcommand and returns the exit code.
+func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		p.usage(stderr)
+		return ota.ExitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if len(rest) > 0 {
+			if c, ok := p.Commands[rest[0]]; ok {
+				return p.Exit(stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
+			}
+		}
+		p.usage(stdout)
+		return ota.ExitOK
+	}
+	c, ok := p.Commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n", p.Name, name)
+		p.usage(stderr)
+		return ota.ExitUsage
+	}
+	return p.Exit(stderr, name, c.Run(ctx, rest, stdout, stderr))
+}
+
+func (p Program) usage(w io.Writer) {
+	names := make([]string, 0, len(p.Commands))
+	for n := range p.Commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "usage: %s COMMAND [flags] [args]\n\n", p.Name)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, p.Commands[n].Summary)
+	}
+	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", p.Name)
+	for _, n := range p.Notes {
+		fmt.Fprintln(w, n)
+	}
+}
+
+// Exit prints err (unless the flag set already did) as "PROGRAM COMMAND:
+// err" and maps it to an exit code; command may be empty for a tool
+// without subcommands.
+func (p Program) Exit(stderr io.Writer, command string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return ota.ExitOK
+	case errors.Is(err, ErrFlagsReported):
+		return ota.ExitUsage
+	}
+	who := p.Name
+	if command != "" {
+		who += " " + command
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", who, err)
+	switch {
+	case errors.As(err, new(UsageError)):
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", who)
+		return ota.ExitUsage
+	case p.Code != nil:
+		return p.Code(err)
+	default:
+		return ota.ExitFailure
+	}
+}
