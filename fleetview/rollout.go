@@ -10,31 +10,26 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Result is an outcome as the fleet table shows it: "success",
+// Brief shows an outcome as the fleet table does: "success",
 // "failed/health_check_failed".
-type Result struct {
-	Result ota.Result
-	Code   ota.Code
+func Brief(o ota.Outcome) string {
+	if o.Code == "" {
+		return string(o.Result)
+	}
+	return string(o.Result) + "/" + string(o.Code)
 }
 
-func (r Result) String() string {
-	if r.Code == "" {
-		return string(r.Result)
+// briefOf is Brief of a status's last result, "" when there is none.
+func briefOf(o *ota.Outcome) string {
+	if o == nil {
+		return ""
 	}
-	return string(r.Result) + "/" + string(r.Code)
-}
-
-// resultOf is a status's last result; the zero Result when there is none.
-func resultOf(r *ota.Outcome) Result {
-	if r == nil {
-		return Result{}
-	}
-	return Result{r.Result, r.Code}
+	return Brief(*o)
 }
 
 // Finish is how a rollout ended on one device.
 type Finish struct {
-	Result
+	ota.Outcome
 	Took    time.Duration // from Begin to the settled status
 	Booted  ota.Slot      // the slot the device runs afterwards
 	Running string        // the version in that slot
@@ -63,8 +58,9 @@ type Verdict struct {
 // Done reports whether every device ended as expected.
 func (v Verdict) Done() bool { return len(v.Pending) == 0 && len(v.Wrong) == 0 }
 
-// Check compares the followed rollout's outcomes on the devices ids with want.
-func (v *View) Check(ids []string, want Result) Verdict {
+// Check compares the followed rollout's outcomes on the devices ids with
+// want's result and code.
+func (v *View) Check(ids []string, want ota.Outcome) Verdict {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.rollout == nil {
@@ -78,8 +74,8 @@ func (v *View) Check(ids []string, want Result) Verdict {
 			continue
 		}
 		if f, ok := d.finish[v.rollout.id]; ok {
-			if f.Result != want {
-				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, f.Result, want))
+			if f.Result != want.Result || f.Code != want.Code {
+				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, Brief(f.Outcome), Brief(want)))
 			}
 			continue
 		}
@@ -137,7 +133,7 @@ func (v *View) Describe(ids []string) []string {
 		s := d.status
 		line := fmt.Sprintf("%s: state %s, booted %s", id, s.State, s.BootedSlot)
 		if r := s.LastResult; r != nil {
-			line += fmt.Sprintf(", last result %s %s", r.ID, resultOf(r))
+			line += fmt.Sprintf(", last result %s %s", r.ID, Brief(*r))
 		}
 		out = append(out, line)
 	}
@@ -154,8 +150,8 @@ func (v *View) Tally() string {
 		k := "no status"
 		if s := d.status; s != nil {
 			k = string(s.State)
-			if r := resultOf(s.LastResult); r.Result != "" {
-				k += " " + r.String()
+			if r := briefOf(s.LastResult); r != "" {
+				k += " " + r
 			}
 		}
 		tally[k]++

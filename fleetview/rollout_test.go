@@ -39,14 +39,14 @@ func online(dev string, on bool) msg {
 func TestRolloutCheck(t *testing.T) {
 	good := map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}
 	aBad := map[string]string{"A": "2.1.0:bad", "B": "2.0.0:good"}
-	ok := Result{Result: ota.ResultSuccess}
-	hc := Result{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
+	ok := ota.Outcome{Result: ota.ResultSuccess}
+	hc := ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
 	devs := []string{"d1", "d2"}
 	tests := []struct {
 		name    string
 		before  []msg // before Begin("r")
 		after   []msg
-		want    Result
+		want    ota.Outcome
 		pending []string
 		wrong   int
 	}{
@@ -132,7 +132,7 @@ func TestFinishAndReady(t *testing.T) {
 	clock = clock.Add(time.Second) // a later duplicate changes nothing
 	tr.Observe("ota/devices/d1/status", snap("d1", 8, ota.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
 	f, ok := tr.Finished("d1", "r")
-	want := Finish{Result: Result{Result: "success"}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
+	want := Finish{Outcome: ota.Outcome{ID: "r", Result: ota.ResultSuccess}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
 	if !ok || f != want {
 		t.Fatalf("finish %+v %v, want %+v", f, ok, want)
 	}
@@ -156,7 +156,7 @@ func FuzzObserve(f *testing.F) {
 		tr := New("ota")
 		tr.Begin("r")
 		tr.Observe(topic, []byte(payload))
-		v := tr.Check([]string{"d1"}, Result{Result: "success"})
+		v := tr.Check([]string{"d1"}, ota.Outcome{Result: ota.ResultSuccess})
 		if v.Done() {
 			st, _ := tr.Status("d1")
 			if st.State != ota.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||

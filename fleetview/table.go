@@ -80,7 +80,7 @@ func (d *device) row(id string, now time.Time) []string {
 				target += fmt.Sprintf(" %d%%", percent(done, total))
 			}
 		}
-		last = OrDash(resultOf(s.LastResult).String())
+		last = OrDash(briefOf(s.LastResult))
 		seq = fmt.Sprint(s.Seq)
 	}
 	bar := ""

@@ -134,7 +134,7 @@ func (v *View) noteFinish(d *device, st ota.Status) {
 		return
 	}
 	d.finish[r.id] = Finish{
-		Result: Result{st.LastResult.Result, st.LastResult.Code}, Took: v.now().Sub(r.start),
+		Outcome: *st.LastResult, Took: v.now().Sub(r.start),
 		Booted: st.BootedSlot, Running: st.Slots[st.BootedSlot].Version,
 	}
 }

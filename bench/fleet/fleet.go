@@ -185,7 +185,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	var each []time.Duration
 	for _, id := range ids {
 		// Took counts from Begin, just before the publish.
-		if f, ok := tr.Finished(id, rollout); ok && f.Result.Result == ota.ResultSuccess {
+		if f, ok := tr.Finished(id, rollout); ok && f.Result == ota.ResultSuccess {
 			each = append(each, f.Took)
 			res.Converge = max(res.Converge, f.Took)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/statelock"
+	"github.com/otad/otad/verify"
 
 	"github.com/otad/otad/ota"
 )
@@ -158,7 +159,7 @@ func cmdInstall(e *env, args []string) int {
 		return ota.ExitUsage
 	}
 	file := fs.Arg(0)
-	raw, err := readEnvelope(file)
+	raw, err := verify.ReadEnvelopeFile(file)
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
@@ -227,20 +228,6 @@ func withCode(o ota.Outcome) string {
 		return o.Message
 	}
 	return ota.Errorf(o.Code, "%s", o.Message).Error()
-}
-
-func readEnvelope(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// Read one byte past the limit so the checks can say too_large.
-	b, err := io.ReadAll(io.LimitReader(f, 256<<10+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return b, nil
 }
 
 func cmdStatus(e *env, args []string) int {

@@ -55,7 +55,7 @@ func (d *run) rollout(ctx context.Context, r rolloutSpec) error {
 		return err
 	}
 	d.indent(append(out, errOut...))
-	d.say("following the fleet until every device has an outcome (expected: %s)", r.want)
+	d.say("following the fleet until every device has an outcome (expected: %s)", fleetview.Brief(r.want))
 	return d.live(ctx, "rollout "+r.version, func() (bool, error) {
 		v := d.fleet.Check(d.ids, r.want)
 		if len(v.Wrong) > 0 {
@@ -134,7 +134,7 @@ func (d *run) changes() {
 			line += ", target " + t.Version
 		}
 		if r := st.LastResult; st.State == ota.Idle && r != nil {
-			line += ", last result " + fleetview.Result{Result: r.Result, Code: r.Code}.String()
+			line += ", last result " + fleetview.Brief(*r)
 		}
 		if d.shown[id] == line {
 			continue

@@ -46,7 +46,7 @@ type rolloutSpec struct {
 	version string
 	secVer  uint64
 	broken  bool
-	want    fleetview.Result
+	want    ota.Outcome
 }
 
 // Run runs the demo (SPEC §11), telling out what happens; it returns nil
@@ -110,8 +110,8 @@ func (d *run) run(ctx context.Context) (err error) {
 	}
 
 	rollouts := []rolloutSpec{
-		{version: "2.0.0", secVer: 2, want: fleetview.Result{Result: ota.ResultSuccess}},
-		{version: "2.1.0", secVer: 3, broken: true, want: fleetview.Result{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
+		{version: "2.0.0", secVer: 2, want: ota.Outcome{Result: ota.ResultSuccess}},
+		{version: "2.1.0", secVer: 3, broken: true, want: ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
 	for i, r := range rollouts {
 		d.say("")

@@ -33,7 +33,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 				row = append(row, "-", "-")
 				continue
 			}
-			row = append(row, f.Result.String(), f.Took.Round(100*time.Millisecond).String())
+			row = append(row, fleetview.Brief(f.Outcome), f.Took.Round(100*time.Millisecond).String())
 		}
 		row = append(row, strconv.Itoa(d.devices[i].Boots()))
 		fmt.Fprintln(tw, strings.Join(row, "\t"))

@@ -11,10 +11,6 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(stderr, "keygen", keygen(ctx, args, stdout, stderr))
-}
-
 func keygen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("keygen", "[--type ecdsa-p256|ed25519|rsa-3072] NAME", stderr)
 	kind := fset.String("type", verify.KeyECDSAP256, "key type: ecdsa-p256, ed25519 or rsa-3072")

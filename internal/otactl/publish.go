@@ -56,10 +56,6 @@ func checkTopicName(flagName, v string) error {
 	return nil
 }
 
-func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(stderr, "publish", publish(ctx, args, stdout, stderr))
-}
-
 // publish makes an envelope a device's or group's desired state: retained, QoS 1 (SPEC §8).
 func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fset := newFlagSet("publish", "--broker URL (--device ID | --group G) [flags] FILE ('-' reads stdin)", stderr)
@@ -105,7 +101,7 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	case len(pos) != 1:
 		return usagef("want exactly one envelope FILE, got %d arguments", len(pos))
 	default:
-		if payload, err = readEnvelope(pos[0]); err != nil {
+		if payload, err = verify.ReadEnvelopeFile(pos[0]); err != nil {
 			return err
 		}
 		// Devices would refuse it anyway; refuse here so a wrong file never becomes the

@@ -18,10 +18,6 @@ import (
 
 const defaultExpiry = 720 * time.Hour
 
-func runSign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(stderr, "sign", sign(ctx, args, stdout, stderr))
-}
-
 type signOptions struct {
 	keys            stringList
 	image           string
@@ -108,7 +104,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// Devices would refuse a bad manifest; say so here, naming the field, not after a rollout.
 	if _, err := verify.ParseManifest(manifest); err != nil {
-		return usageError{fmt.Errorf("the manifest would be refused: %w", err)}
+		return usagef("the manifest would be refused: %w", err)
 	}
 	sigs := make([]verify.Signature, 0, len(signers))
 	for i, s := range signers {

@@ -10,10 +10,6 @@ import (
 	"github.com/otad/otad/mqtt"
 )
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(stderr, "status", status(ctx, args, stdout, stderr))
-}
-
 // status prints the fleet table from the retained status topics (SPEC §9).
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("status", "--broker URL [--watch] [flags]", stderr)

@@ -6,14 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/otad/otad/verify"
 )
-
-func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(stderr, "verify", verifyEnvelope(ctx, args, stdout, stderr))
-}
 
 // verifyEnvelope runs checks 1-4 of SPEC §5 (no device policy) and prints the manifest;
 // with --payload it checks a chunked payload's files against the manifest too.
@@ -50,7 +45,7 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 
 	file := pos[0]
-	raw, err := readEnvelope(file)
+	raw, err := verify.ReadEnvelopeFile(file)
 	if err != nil {
 		return err
 	}
@@ -88,23 +83,4 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "%s.idx, %s.store: index OK, %d chunks OK, image sha256 OK\n", *payloadPath, *payloadPath, chunks)
 	}
 	return nil
-}
-
-// readEnvelope reads at most one byte more than an envelope may have, so an
-// oversized file is refused (too_large) without reading all of it.
-func readEnvelope(file string) ([]byte, error) {
-	var r io.Reader = os.Stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	b, err := io.ReadAll(io.LimitReader(r, verify.MaxEnvelopeSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return b, nil
 }
