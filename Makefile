@@ -69,7 +69,9 @@ bench-fleet:
 demo:
 	$(GO) run ./cmd/otasim demo
 
-# QEMU image tests: OVMF + GRUB + Debian kernel + otad, under TCG (about 5 minutes).
+# QEMU image tests under TCG: OVMF + GRUB + Debian's amd64 kernel (TestQEMU, about
+# 5 minutes) and a real U-Boot on arm64 virt + Debian's arm64 kernel (TestUBoot,
+# about 3 minutes; scripts/e2e-arm64-deps fetches the arm64 parts), otad in both.
 e2e:
 	$(GO) test -tags e2e -v -count=1 -timeout 25m ./e2e/
 

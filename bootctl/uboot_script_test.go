@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,15 +27,16 @@ var (
 	reSetenvDel  = regexp.MustCompile(`^setenv\s+(\w+)\s*$`)
 	reSetexprSub = regexp.MustCompile(`^setexpr\s+(\w+)\s+(\S+)\s+-\s+(\S+)\s*$`)
 	reFirstWord  = regexp.MustCompile(`^[A-Za-z_][\w.]*`)
+	reIfThen     = regexp.MustCompile(`^(if|elif)\s+(.*);\s*then$`)
+	rePartUUID   = regexp.MustCompile(`^part\s+uuid\s+(\S+)\s+(\S+)\s+(\w+)$`)
 )
 
-// translateBootCmd turns the U-Boot hush script into POSIX sh, one line at a time.
-// Only a small, known command set is translated; anything else fails the test so a
-// change to the script that the translation cannot follow is noticed.
-func translateBootCmd(t *testing.T, script string) string {
-	t.Helper()
-	var out strings.Builder
-	out.WriteString(`__saveenv() {
+// ubootShPrelude defines the shell functions the translated script calls:
+// saveenv prints the env, and __utest / __ustrtol do what U-Boot's test does
+// with numbers (simple_strtol with base 0: a 0x prefix is hex, a leading 0 octal,
+// digits end at the first that does not fit the base, a leading '-' negates).
+// load, part and booti print what they were asked to do.
+const ubootShPrelude = `__saveenv() {
   echo "SAVEENV"
   __seen=
   for __v in $__envnames; do
@@ -44,7 +46,43 @@ func translateBootCmd(t *testing.T, script string) string {
     if [ -n "$__set" ]; then eval "echo \"SAVE $__v=\${$__v}\""; fi
   done
 }
-`)
+__ustrtol() {
+  __s=$1; __b=${2:-0}; __neg=
+  case $__s in -*) __neg=1; __s=${__s#-};; esac
+  case $__s in
+    0[xX]*) __b=16; __s=${__s#??};;
+    0*) [ "$__b" -ne 0 ] || __b=8;;
+  esac
+  [ "$__b" -ne 0 ] || __b=10
+  __n=0
+  while [ -n "$__s" ]; do
+    case ${__s%"${__s#?}"} in
+      [0-9]) __d=${__s%"${__s#?}"};;
+      [aA]) __d=10;; [bB]) __d=11;; [cC]) __d=12;; [dD]) __d=13;; [eE]) __d=14;; [fF]) __d=15;;
+      *) break;;
+    esac
+    [ "$__d" -lt "$__b" ] || break
+    __n=$((__n * __b + __d))
+    __s=${__s#?}
+  done
+  if [ -n "$__neg" ]; then echo $((-__n)); else echo "$__n"; fi
+}
+__utest() {
+  if [ $# -eq 3 ]; then
+    case $2 in -eq|-ne|-lt|-le|-gt|-ge) test "$(__ustrtol "$1")" "$2" "$(__ustrtol "$3")"; return;; esac
+  fi
+  test "$@"
+}
+__load() { echo "LOAD $*"; }
+`
+
+// translateBootCmd turns the U-Boot hush script into POSIX sh, one line at a time.
+// Only a small, known command set is translated; anything else fails the test so a
+// change to the script that the translation cannot follow is noticed.
+func translateBootCmd(t *testing.T, script string) string {
+	t.Helper()
+	var out strings.Builder
+	out.WriteString(ubootShPrelude)
 	sc := bufio.NewScanner(strings.NewReader(script))
 	for n := 1; sc.Scan(); n++ {
 		raw := sc.Text()
@@ -53,10 +91,14 @@ func translateBootCmd(t *testing.T, script string) string {
 			out.WriteString("\n")
 			continue
 		}
-		// Lines starting with a compound keyword keep their shape; the command after
-		// "test -n ... ||" is translated on its own.
+		// "test ... || CMD": both commands are translated on their own.
 		if i := strings.Index(line, " || "); i > 0 && strings.HasPrefix(line, "test ") {
-			out.WriteString(line[:i+4] + translateCmd(t, n, line[i+4:]) + "\n")
+			out.WriteString(translateCmd(t, n, line[:i]) + " || " + translateCmd(t, n, line[i+4:]) + "\n")
+			continue
+		}
+		// "if CMD; then" / "elif CMD; then": the condition is a command too.
+		if m := reIfThen.FindStringSubmatch(line); m != nil {
+			out.WriteString(m[1] + " " + translateCmd(t, n, m[2]) + "; then\n")
 			continue
 		}
 		out.WriteString(translateCmd(t, n, line) + "\n")
@@ -84,19 +126,25 @@ func translateCmd(t *testing.T, n int, line string) string {
 		// so __saveenv stores only those.
 		return fmt.Sprintf(`%s="%s"; __envnames="$__envnames %s"`, m[1], v, m[1])
 	case reSetexprSub.MatchString(line):
-		// U-Boot's setexpr reads hex and prints %lx.
+		// U-Boot's setexpr reads hex (simple_strtoul base 16) and prints %lx.
 		m := reSetexprSub.FindStringSubmatch(line)
-		return fmt.Sprintf(`%s=$(printf %%x $((0x%s - 0x%s))); __envnames="$__envnames %s"`, m[1], m[2], m[3], m[1])
+		return fmt.Sprintf(`%s=$(printf %%x $(( $(__ustrtol "%s" 16) - $(__ustrtol "%s" 16) ))); __envnames="$__envnames %s"`, m[1], m[2], m[3], m[1])
+	case rePartUUID.MatchString(line):
+		// part uuid DEV NUM:PART VAR sets the env variable VAR to the partition's UUID.
+		m := rePartUUID.FindStringSubmatch(line)
+		return fmt.Sprintf(`%s="partuuid-%s-%s"; __envnames="$__envnames %s"`, m[3], m[1], m[2], m[3])
 	case line == "saveenv":
 		return "__saveenv"
 	case line == "reset":
 		return "echo RESET; exit 0"
-	case word == "test" || word == "echo":
+	case word == "test":
+		return "__utest" + strings.TrimPrefix(line, "test")
+	case word == "echo":
 		return line
 	case word == "load":
-		return fmt.Sprintf(`echo "LOAD %s"`, strings.TrimSpace(strings.TrimPrefix(line, "load")))
+		return "__load" + strings.TrimPrefix(line, "load")
 	case word == "booti" || word == "bootz" || word == "bootm":
-		return `echo "BOOT bootargs=${bootargs}"; exit 0`
+		return fmt.Sprintf(`echo "BOOT bootargs=${bootargs}"; echo "BOOTCMD %s"%s; exit 0`, word, strings.TrimPrefix(line, word))
 	case regexp.MustCompile(`^\w+=\S*$`).MatchString(line): // hush local variable
 		return line
 	}
@@ -105,10 +153,13 @@ func translateCmd(t *testing.T, n int, line string) string {
 }
 
 type scriptRun struct {
-	slot   ota.Slot          // from rauc.slot= in bootargs
-	saved  map[string]string // the env as last saved
-	resets int
-	out    string
+	slot     ota.Slot          // from rauc.slot= in bootargs
+	bootargs string            // the kernel command line
+	loads    []string          // the load commands' arguments, in order
+	bootcmd  string            // "booti ADDR INITRD FDT"
+	saved    map[string]string // the env as last saved
+	resets   int
+	out      string
 }
 
 // runBootCmd runs the translated script like a board would: on RESET the script runs
@@ -140,6 +191,7 @@ func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 			t.Fatalf("sh %s: %v\nstdout:\n%s\nstderr:\n%s", file, err, stdout.String(), stderr.String())
 		}
 		run.out += stdout.String()
+		run.loads = nil
 		saved := map[string]string(nil)
 		reset := false
 		for _, l := range strings.Split(stdout.String(), "\n") {
@@ -152,11 +204,16 @@ func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 			case l == "RESET":
 				reset = true
 			case strings.HasPrefix(l, "BOOT bootargs="):
-				for _, f := range strings.Fields(strings.TrimPrefix(l, "BOOT bootargs=")) {
+				run.bootargs = strings.TrimPrefix(l, "BOOT bootargs=")
+				for _, f := range strings.Fields(run.bootargs) {
 					if v, ok := strings.CutPrefix(f, "rauc.slot="); ok {
 						run.slot = ota.Slot(v)
 					}
 				}
+			case strings.HasPrefix(l, "BOOTCMD "):
+				run.bootcmd = strings.Join(strings.Fields(strings.TrimPrefix(l, "BOOTCMD ")), " ")
+			case strings.HasPrefix(l, "LOAD "):
+				run.loads = append(run.loads, strings.TrimPrefix(l, "LOAD "))
 			}
 		}
 		if saved == nil {
@@ -200,6 +257,7 @@ func TestBootCmdMatchesUBootPick(t *testing.T) {
 		for _, a := range lefts {
 			for _, b := range lefts {
 				v := map[string]string{"other": "keep me"}
+				maps.Copy(v, ubootBoard(len(cases)%3))
 				if o != "" {
 					v["BOOT_ORDER"] = o
 				}
@@ -237,11 +295,12 @@ func TestBootCmdMatchesUBootPick(t *testing.T) {
 				t.Errorf("%s: script saved %s=%q, UBootPick %q", name, k, got.saved[k], wantVars[k])
 			}
 		}
-		for _, k := range []string{"otad_slot", "otad_part", "bootargs"} {
+		for _, k := range []string{"otad_slot", "otad_part", "otad_partuuid", "otad_fdt", "otad_initrd", "bootargs"} {
 			if _, ok := got.saved[k]; ok {
 				t.Errorf("%s: the script saved its scratch variable %s", name, k)
 			}
 		}
+		checkBootsSlot(t, name, c.vars, got)
 		if wantVars["other"] != "keep me" {
 			t.Errorf("%s: UBootPick changed an unrelated variable", name)
 		}
@@ -249,6 +308,48 @@ func TestBootCmdMatchesUBootPick(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("only %d cases compared", checked)
+	}
+}
+
+// ubootBoard is the part of the environment the script reads to boot, as
+// U-Boot's qemu_arm64 board sets it, in three variants: 0, run by distro boot
+// (devtype and devnum say where the script came from); 1, run otherwise (the
+// script boots from mmc 0); 2, as 1 on a board that names its device tree file.
+func ubootBoard(variant int) map[string]string {
+	v := map[string]string{"kernel_addr_r": "0x40400000", "ramdisk_addr_r": "0x44000000",
+		"fdtcontroladdr": "5edb6db0", "filesize": "5d2acf", "otad_bootargs": "panic=-1"}
+	switch variant {
+	case 0:
+		v["devtype"], v["devnum"] = "virtio", "1"
+	case 2:
+		v["fdtfile"], v["fdt_addr_r"] = "vendor/board.dtb", "0x40000000"
+	}
+	return v
+}
+
+// checkBootsSlot checks how the script boots the slot it picked: the kernel,
+// the device tree the board names and the initramfs from the slot's partition
+// (A: 2, B: 3) of the device, root= by that partition's UUID, the slot on the
+// command line, else U-Boot's own device tree.
+func checkBootsSlot(t *testing.T, name string, vars map[string]string, got scriptRun) {
+	t.Helper()
+	part := map[ota.Slot]string{ota.SlotA: "2", ota.SlotB: "3"}[got.slot]
+	devtype, devnum := "mmc", "0"
+	if vars["devtype"] != "" {
+		devtype, devnum = vars["devtype"], vars["devnum"]
+	}
+	wantLoads := []string{fmt.Sprintf("%s %s:%s 0x40400000 /boot/Image", devtype, devnum, part)}
+	fdt := "5edb6db0"
+	if vars["fdtfile"] != "" {
+		wantLoads = append(wantLoads, fmt.Sprintf("%s %s:%s 0x40000000 /boot/%s", devtype, devnum, part, vars["fdtfile"]))
+		fdt = "0x40000000"
+	}
+	wantLoads = append(wantLoads, fmt.Sprintf("%s %s:%s 0x44000000 /boot/initrd.img", devtype, devnum, part))
+	wantArgs := fmt.Sprintf("panic=-1 root=PARTUUID=partuuid-%s-%s:%s rootwait otad.slot=%s rauc.slot=%s", devtype, devnum, part, got.slot, got.slot)
+	wantBoot := "booti 0x40400000 0x44000000:5d2acf " + fdt
+	if fmt.Sprint(got.loads) != fmt.Sprint(wantLoads) || got.bootargs != wantArgs || got.bootcmd != wantBoot {
+		t.Errorf("%s: slot %s booted with loads %q, bootargs %q, %q; want %q, %q, %q",
+			name, got.slot, got.loads, got.bootargs, got.bootcmd, wantLoads, wantArgs, wantBoot)
 	}
 }
 

@@ -5,16 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/otad/otad/internal/testkit/mosquittotest"
 
 	"github.com/otad/otad/ota"
 )
@@ -27,122 +21,39 @@ const (
 	payloadMiB     = 32                // slot filesystem = update payload
 )
 
-// suite holds what every scenario shares: the otad binary, busybox, kernel
-// modules, the GRUB EFI binary and the signing key.
+// suite holds what every GRUB scenario shares: the image kit, the GRUB EFI
+// binary and the shipped grub.cfg.
 type suite struct {
-	dir     string
-	kernel  Kernel
-	otad    []byte
-	busybox []byte
-	modules map[string][]byte
+	kit     *kit
 	grubEFI string
 	grubCfg string
-	signer  *Signer
 }
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	if miss := Missing(); len(miss) > 0 {
-		msg := "e2e needs: " + strings.Join(miss, ", ")
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	requireAll(t, Missing())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := &suite{dir: t.TempDir()}
-	var err error
-	if s.kernel, err = FindKernel(); err != nil {
-		t.Fatal(err)
-	}
-	root := repoRoot(t)
-	bin := filepath.Join(s.dir, "otad")
-	build := exec.CommandContext(ctx, runtimeGo(), "build", "-trimpath", "-ldflags", "-s -w -X main.version=e2e", "-o", bin, "./cmd/otad")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build otad: %v\n%s", err, out)
-	}
-	if s.otad, err = os.ReadFile(bin); err != nil {
-		t.Fatal(err)
-	}
-	if s.busybox, err = os.ReadFile(BusyboxStatic); err != nil {
-		t.Fatal(err)
-	}
-	if s.modules, err = s.kernel.ReadModules(append(Modules(), "i6300esb")); err != nil {
-		t.Fatal(err)
-	}
-	s.grubEFI = filepath.Join(s.dir, "BOOTX64.EFI")
-	if err := BuildGrubEFI(ctx, s.grubEFI); err != nil {
-		t.Fatal(err)
-	}
-	s.grubCfg = filepath.Join(root, "packaging", "bootloader", "grub.cfg")
-	if s.signer, err = NewSigner(); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
+	k, err := FindKernel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Dir(wd) // the tests run in e2e/
-}
-
-// runtimeGo is the go command that runs these tests.
-func runtimeGo() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
+	s := &suite{kit: newKit(t, ctx, X86GRUB(), k, BusyboxStatic, payloadMiB)}
+	s.grubEFI = filepath.Join(t.TempDir(), "BOOTX64.EFI")
+	if err := BuildGrubEFI(ctx, s.grubEFI); err != nil {
+		t.Fatal(err)
 	}
-	return "go"
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// device is one scenario's emulated device with its broker and HTTP server.
-type device struct {
-	t       *testing.T
-	s       *suite
-	dir     string
-	broker  *mosquittotest.Broker
-	http    *PayloadServer
-	fleet   *Fleet
-	disk    *Disk
-	machine Machine
-	runs    []*Run
-	cfg     GuestConfig
+	s.grubCfg = filepath.Join(repoRoot(t), "packaging", "bootloader", "grub.cfg")
+	return s
 }
 
 // newDevice builds a factory disk: slot A and slot B hold the same image
 // ("A-1"), grubenv ORDER="A B" A_OK=1 A_TRY=0 B_OK=1 B_TRY=0.
 func (s *suite) newDevice(t *testing.T, ctx context.Context) *device {
 	t.Helper()
-	d := &device{t: t, s: s, dir: t.TempDir()}
-	d.broker = mosquittotest.Start(t, mosquittotest.Options{})
-	payloads := filepath.Join(d.dir, "payloads")
-	if err := os.Mkdir(payloads, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if d.http, err = StartPayloadServer(payloads); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.http.Close() })
-	wctx, wcancel := context.WithCancel(context.Background())
-	t.Cleanup(wcancel)
-	if d.fleet, err = WatchFleet(wctx, d.broker.URL); err != nil {
-		t.Fatal(err)
-	}
-	d.cfg = GuestConfig{BrokerPort: d.broker.Port, CommitWindow: "60s", HealthCommand: true}
-
+	d := newNetDevice(t, s.kit)
 	slotA := filepath.Join(d.dir, "slotA.ext4")
-	if err := BuildSlotImage(ctx, d.dir, s.kernel, d.userland("A-1", Healthy), slotA, payloadMiB); err != nil {
-		t.Fatal(err)
-	}
+	d.slotImage(ctx, "A-1", Healthy, d.cfg, slotA)
 	env := filepath.Join(d.dir, "grubenv")
 	if err := BuildGrubenv(ctx, env, map[string]string{"ORDER": "A B", "A_OK": "1", "A_TRY": "0", "B_OK": "1", "B_TRY": "0"}); err != nil {
 		t.Fatal(err)
@@ -156,88 +67,19 @@ func (s *suite) newDevice(t *testing.T, ctx context.Context) *device {
 	if _, err := run(ctx, "mkfs.ext4", "-q", "-F", "-L", "data", data, fmt.Sprintf("%dM", l.Data)); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	d.disk, err = BuildDisk(ctx, filepath.Join(d.dir, "disk.img"), l, map[int]string{
 		PartESP: esp, PartSlotA: slotA, PartSlotB: slotA, PartData: data,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.machine = Machine{Disk: d.disk.Path, Vars: filepath.Join(d.dir, "OVMF_VARS.fd"), Timeout: scenarioBudget + time.Minute}
-	if err := CopyFile(OVMFVars, d.machine.Vars); err != nil {
+	m := Machine{Disk: d.disk.Path, Vars: filepath.Join(d.dir, "OVMF_VARS.fd"), Timeout: scenarioBudget + time.Minute}
+	if err := CopyFile(OVMFVars, m.Vars); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.report)
+	d.machine = m
 	return d
-}
-
-func (d *device) userland(version string, b Behaviour) Userland {
-	return Userland{
-		Version: version, Behaviour: b, Config: d.cfg, PublicKeyPEM: d.s.signer.PublicKeyPEM,
-		OtadBinary: d.s.otad, Busybox: d.s.busybox, Modules: d.s.modules,
-	}
-}
-
-// payload builds a slot image for the update and puts it on the HTTP server.
-func (d *device) payload(ctx context.Context, version string, b Behaviour, cfg GuestConfig) (Image, string) {
-	d.t.Helper()
-	u := d.userland(version, b)
-	u.Config = cfg
-	name := "rootfs-" + version + ".ext4"
-	path := filepath.Join(d.http.Dir, name)
-	if err := BuildSlotImage(ctx, d.dir, d.s.kernel, u, path, payloadMiB); err != nil {
-		d.t.Fatal(err)
-	}
-	img, err := HashImage(path)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return img, d.http.URL(name)
-}
-
-// offer signs and publishes an offer for img on the device's desired topic.
-func (d *device) offer(ctx context.Context, id string, img Image, url string, issued time.Time) {
-	d.t.Helper()
-	env, err := d.s.signer.Offer(id, id, img, url, issued)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	if err := d.fleet.Publish(ctx, env); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-// powerOn starts QEMU; the run is killed at the end of the test.
-func (d *device) powerOn() *Run {
-	d.t.Helper()
-	r, err := d.machine.Start(filepath.Join(d.dir, fmt.Sprintf("serial-%d.log", len(d.runs))))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.runs = append(d.runs, r)
-	d.t.Cleanup(r.Kill)
-	return r
-}
-
-// expect waits for a console line and logs how long into the run it came.
-func (d *device) expect(ctx context.Context, r *Run, pattern string) string {
-	d.t.Helper()
-	line, err := r.Expect(ctx, pattern)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.t.Logf("%6.1fs  %s", time.Since(r.Started).Seconds(), strings.TrimSpace(line))
-	return line
-}
-
-// waitStatus waits for a retained status snapshot that satisfies ok.
-func (d *device) waitStatus(ctx context.Context, what string, ok func(ota.Status) bool) ota.Status {
-	d.t.Helper()
-	st, err := d.fleet.WaitStatus(ctx, ok)
-	if err != nil {
-		d.t.Fatalf("status %s: %v", what, err)
-	}
-	d.t.Logf("status: %s: state=%s booted=%s last_result=%+v", what, st.State, st.BootedSlot, st.LastResult)
-	return st
 }
 
 // grubenv reads the boot variables from the disk image (QEMU stopped).
@@ -254,28 +96,7 @@ func (d *device) wantEnv(env map[string]string, want map[string]string) {
 	d.t.Helper()
 	for k, v := range want {
 		if env[k] != v {
-			d.t.Errorf("grubenv %s=%q, want %q (all: %v)", k, env[k], v, env)
-		}
-	}
-}
-
-// report prints the serial consoles and statuses of a failed scenario; with
-// E2E_LOGS set it also keeps the log files there.
-func (d *device) report() {
-	keep := os.Getenv("E2E_LOGS")
-	for i, r := range d.runs {
-		r.Kill()
-		if keep != "" {
-			os.MkdirAll(keep, 0o755)
-			CopyFile(r.Log.Path(), filepath.Join(keep, fmt.Sprintf("%s-serial-%d.log", strings.ReplaceAll(d.t.Name(), "/", "_"), i)))
-		}
-		if d.t.Failed() {
-			d.t.Logf("serial console of run %d (last 150 lines of %s):\n%s", i, r.Log.Path(), r.Log.Tail(150))
-		}
-	}
-	if d.t.Failed() {
-		for _, st := range d.fleet.Statuses() {
-			d.t.Logf("status seq=%d state=%s booted=%s target=%+v last=%+v", st.Seq, st.State, st.BootedSlot, st.Target, st.LastResult)
+			d.t.Errorf("boot env %s=%q, want %q (all: %v)", k, env[k], v, env)
 		}
 	}
 }

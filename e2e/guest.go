@@ -27,19 +27,62 @@ const (
 	MarkerFatal      = "E2E: FATAL"
 	MarkerHealthOK   = "E2E: health ok"
 	MarkerHealthFail = "E2E: health failing"
+	MarkerPanic      = "E2E: panic"
 )
 
-// Modules are the kernel modules the guest loads, in order (QEMU.md): virtio
+// Platform is what differs between the emulated machines a userland runs on.
+type Platform struct {
+	Name   string
+	GOARCH string // of the otad binary
+	// Modules are loaded by init in order; Watchdog (a module too) last, with
+	// heartbeat=5: a guest that stops feeding /dev/watchdog is reset ~5 s later.
+	Modules  []string
+	Watchdog string
+	// KernelFile is the kernel's name under a slot's /boot: what the boot
+	// script loads.
+	KernelFile string
+	// MountESP mounts partition 1 (the FAT ESP with the grubenv) at /boot/efi.
+	MountESP bool
+	// EnvDevice is the block device the U-Boot environment is reached through
+	// (fw_env.config); "" without one.
+	EnvDevice string
+}
+
+// X86GRUB is the q35 machine with OVMF and GRUB. Its modules (QEMU.md): virtio
 // block and net, ext4 for the data partition, vfat for the ESP (nls_ascii is
 // the iocharset vfat asks for), and the i6300esb watchdog.
-func Modules() []string {
-	return []string{
-		"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
-		"failover", "net_failover", "virtio_net",
-		"crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
-		"fat", "vfat", "nls_cp437", "nls_ascii",
-		"watchdog",
+func X86GRUB() Platform {
+	return Platform{
+		Name: "x86_64-grub", GOARCH: "amd64",
+		Modules: []string{
+			"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
+			"failover", "net_failover", "virtio_net",
+			"crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
+			"fat", "vfat", "nls_cp437", "nls_ascii",
+			"watchdog",
+		},
+		Watchdog: "i6300esb", KernelFile: "vmlinuz", MountESP: true,
 	}
+}
+
+// Arm64UBoot is the arm64 virt machine with U-Boot. Debian's arm64 kernel has
+// virtio itself built in, the watchdog core too; nothing mounts the FAT boot
+// partition, and the env flash is the second virtio disk.
+func Arm64UBoot() Platform {
+	return Platform{
+		Name: "arm64-uboot", GOARCH: "arm64",
+		Modules: []string{
+			"virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
+			"failover", "net_failover", "virtio_net",
+			"crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
+		},
+		Watchdog: "i6300esb", KernelFile: "Image", EnvDevice: "/dev/vdb",
+	}
+}
+
+// AllModules is every module the userland carries: Modules, then Watchdog.
+func (p Platform) AllModules() []string {
+	return append(append([]string(nil), p.Modules...), p.Watchdog)
 }
 
 // Behaviour is what a slot's userland does after the kernel starts it.
@@ -52,17 +95,34 @@ const (
 	Hang
 	// Unhealthy runs otad with a health check that always fails.
 	Unhealthy
+	// Panic ends init before otad: the kernel panics (and with panic=-1 on its
+	// command line resets at once).
+	Panic
 )
+
+// UBootAttempts is otad's `attempts` in the U-Boot guests: the shipped boot
+// script's default (3), so a counter reset by the script and one written by
+// otad agree.
+const UBootAttempts = 3
+
+// GuestFwEnvConfig is the guest's /etc/fw_env.config: the U-Boot env at offset
+// 0 of the second pflash, which the guest sees as its second virtio disk
+// (QEMU.md: size and sector 0x40000, one copy).
+const GuestFwEnvConfig = "/dev/vdb 0x0 0x40000 0x40000\n"
 
 // GuestConfig is what goes into the guest's /etc/otad/otad.toml.
 type GuestConfig struct {
 	BrokerPort    int    // mosquitto on the host's 127.0.0.1, reached as 10.0.2.2; 0: no [mqtt]
 	CommitWindow  string // Go duration, e.g. "60s"
 	HealthCommand bool   // run /usr/libexec/otad/health-check
+	// Bootloader is otad's backend: "grub" (the default; the ESP's grubenv) or
+	// "uboot" (the env flash through GuestFwEnvConfig).
+	Bootloader string
 }
 
-// TOML renders the config (SPEC §10) for the guest's disk layout: the ESP's
-// grubenv for the grub backend, slots on vda2/vda3, the journal on vda4.
+// TOML renders the config (SPEC §10) for the guest's disk layout: slots on
+// vda2/vda3, the journal on vda4, the boot variables in the ESP's grubenv or
+// the U-Boot env flash.
 func (c GuestConfig) TOML() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "device_id = %q\ncompatible = %q\nstate_dir = \"/var/lib/otad\"\ncontrol_socket = \"/run/otad/otad.sock\"\n\n", GuestDeviceID, GuestCompatible)
@@ -71,7 +131,11 @@ func (c GuestConfig) TOML() string {
 	}
 	b.WriteString("[trust]\nkeys_dir = \"/etc/otad/keys.d\"\n\n")
 	b.WriteString("[slots]\nA = \"/dev/vda2\"\nB = \"/dev/vda3\"\ncmdline = \"/proc/cmdline\"\n\n")
-	fmt.Fprintf(&b, "[bootloader]\ntype = \"grub\"\nenv_file = %q\n\n", GuestGrubenv)
+	if c.Bootloader == "uboot" {
+		fmt.Fprintf(&b, "[bootloader]\ntype = \"uboot\"\nenv_config = \"/etc/fw_env.config\"\nattempts = %d\n\n", UBootAttempts)
+	} else {
+		fmt.Fprintf(&b, "[bootloader]\ntype = \"grub\"\nenv_file = %q\n\n", GuestGrubenv)
+	}
 	// Short backoff: the host is one hop away and the suite runs against a clock.
 	b.WriteString("[download]\nschemes = [\"http\"]\nretries = 3\nbackoff = \"2s\"\nmax_backoff = \"10s\"\n\n")
 	window := c.CommitWindow
@@ -89,14 +153,19 @@ func (c GuestConfig) TOML() string {
 // Userland is the contents of one slot's initramfs: the root filesystem stays
 // in RAM, so the slots are never mounted and the inactive one can be written.
 type Userland struct {
+	Platform     Platform
 	Version      string // /etc/otad-image-version, printed by init
 	Behaviour    Behaviour
 	Config       GuestConfig
 	PublicKeyPEM []byte // trusted by otad (keys.d/e2e.pub)
-	OtadBinary   []byte // static otad
+	OtadBinary   []byte // static otad for Platform.GOARCH
 	Busybox      []byte // static busybox
-	// Modules maps a module name of Modules() (and "i6300esb") to its .ko bytes.
+	// Modules maps each name of Platform.AllModules() to its .ko bytes.
 	Modules map[string][]byte
+	// EnvChunkKB > 0 caps the env device's requests at that many KiB
+	// (max_sectors_kb), so a throttled env write lands piece by piece and a
+	// power cut can tear it the way a cut mid-erase tears a flash sector.
+	EnvChunkKB int
 }
 
 const initScript = `#!/bin/sh
@@ -112,25 +181,36 @@ mount -t tmpfs tmpfs /run
 fatal() { echo "{{.Fatal}}: $*"; sync; poweroff -f; sleep 60; }
 VERSION=$(cat /etc/otad-image-version)
 SLOT=$(sed -n 's/.*otad\.slot=\([AB]\).*/\1/p' /proc/cmdline)
+[ -n "$SLOT" ] || SLOT=$(sed -n 's/.*rauc\.slot=\([AB]\).*/\1/p' /proc/cmdline)
 echo "{{.Init}} version=$VERSION slot=$SLOT uptime=$(cut -d' ' -f1 /proc/uptime) date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+{{- if .Panic}}
+echo "{{.Panic}}: init exits, the kernel panics"
+exit 1
+{{- end}}
 for m in {{.Modules}}; do
   insmod /lib/modules/$m.ko || fatal "insmod $m"
 done
 # heartbeat=5: a guest that stops feeding /dev/watchdog is reset about 5 s later.
-insmod /lib/modules/i6300esb.ko heartbeat=5 || fatal "insmod i6300esb"
+insmod /lib/modules/{{.Watchdog}}.ko heartbeat=5 || fatal "insmod {{.Watchdog}}"
 i=0
-while [ ! -b /dev/vda4 ] || [ ! -c /dev/watchdog ]; do
-  i=$((i+1)); [ $i -gt 100 ] && fatal "no /dev/vda4 or /dev/watchdog"
+while [ ! -b /dev/vda4 ] || [ ! -c /dev/watchdog ]{{if .EnvDevice}} || [ ! -b {{.EnvDevice}} ]{{end}}; do
+  i=$((i+1)); [ $i -gt 100 ] && fatal "no /dev/vda4{{if .EnvDevice}}, {{.EnvDevice}}{{end}} or /dev/watchdog"
   sleep 0.1
 done
-{{if .Hang}}
+{{- if .Hang}}
 echo "{{.Hang}}: arming the watchdog and never feeding it"
 echo 1 > /dev/watchdog
 while :; do sleep 3600; done
-{{end}}
+{{- end}}
 watchdog -T 5 -t 1 /dev/watchdog || fatal "watchdog daemon"
-mkdir -p /boot/efi /var/lib/otad
+{{- if .EnvChunkKB}}
+echo {{.EnvChunkKB}} > /sys/block/{{.EnvDisk}}/queue/max_sectors_kb || fatal "max_sectors_kb of {{.EnvDevice}}"
+{{- end}}
+mkdir -p /var/lib/otad
+{{- if .MountESP}}
+mkdir -p /boot/efi
 mount -t vfat -o rw /dev/vda1 /boot/efi || fatal "mount ESP /dev/vda1"
+{{- end}}
 mount -t ext4 /dev/vda4 /var/lib/otad || fatal "mount data /dev/vda4"
 ip link set lo up
 i=0
@@ -144,7 +224,7 @@ otad run -c /etc/otad/otad.toml
 rc=$?
 echo "{{.Exit}} rc=$rc"
 sync
-umount /boot/efi /var/lib/otad
+umount{{if .MountESP}} /boot/efi{{end}} /var/lib/otad
 poweroff -f
 `
 
@@ -170,16 +250,19 @@ func (u Userland) InitScript() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("init script: %w", err)
 	}
+	when := func(b Behaviour, marker string) string {
+		if u.Behaviour == b {
+			return marker
+		}
+		return ""
+	}
 	var b bytes.Buffer
 	err = tmpl.Execute(&b, map[string]any{
 		"Fatal": MarkerFatal, "Init": MarkerInit, "Start": MarkerOtadStart, "Exit": MarkerOtadExit,
-		"Modules": strings.Join(Modules(), " "),
-		"Hang": func() string {
-			if u.Behaviour == Hang {
-				return MarkerHang
-			}
-			return ""
-		}(),
+		"Modules": strings.Join(u.Platform.Modules, " "), "Watchdog": u.Platform.Watchdog,
+		"MountESP": u.Platform.MountESP, "EnvDevice": u.Platform.EnvDevice,
+		"EnvDisk": strings.TrimPrefix(u.Platform.EnvDevice, "/dev/"), "EnvChunkKB": u.EnvChunkKB,
+		"Hang": when(Hang, MarkerHang), "Panic": when(Panic, MarkerPanic),
 	})
 	if err != nil {
 		return "", fmt.Errorf("init script: %w", err)
@@ -200,13 +283,22 @@ func (u Userland) Archive() (*Archive, error) {
 	if u.Version == "" || len(u.OtadBinary) == 0 || len(u.Busybox) == 0 {
 		return nil, fmt.Errorf("userland %q: version, otad and busybox are required", u.Version)
 	}
+	if u.Platform.Watchdog == "" {
+		return nil, fmt.Errorf("userland %q: no platform", u.Version)
+	}
+	if u.EnvChunkKB > 0 && u.Platform.EnvDevice == "" {
+		return nil, fmt.Errorf("userland %q: EnvChunkKB without an env device", u.Version)
+	}
 	script, err := u.InitScript()
 	if err != nil {
 		return nil, err
 	}
 	a := NewArchive()
-	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "boot/efi", "var/lib/otad", "usr/bin"} {
+	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/lib/otad", "usr/bin"} {
 		a.Dir(d)
+	}
+	if u.Platform.MountESP {
+		a.Dir("boot/efi")
 	}
 	// The kernel opens /dev/console before /init runs, before devtmpfs is mounted.
 	a.CharDev("dev/console", 5, 1)
@@ -218,10 +310,13 @@ func (u Userland) Archive() (*Archive, error) {
 	a.File("usr/libexec/otad/health-check", []byte(u.healthScript()), 0o755)
 	a.File("etc/otad-image-version", []byte(u.Version+"\n"), 0o644)
 	a.File("etc/otad/otad.toml", []byte(u.Config.TOML()), 0o644)
+	if u.Config.Bootloader == "uboot" {
+		a.File("etc/fw_env.config", []byte(GuestFwEnvConfig), 0o644)
+	}
 	if len(u.PublicKeyPEM) > 0 {
 		a.File("etc/otad/keys.d/e2e.pub", u.PublicKeyPEM, 0o644)
 	}
-	for _, m := range append(Modules(), "i6300esb") {
+	for _, m := range u.Platform.AllModules() {
 		ko, ok := u.Modules[m]
 		if !ok {
 			return nil, fmt.Errorf("userland %q: kernel module %s missing", u.Version, m)

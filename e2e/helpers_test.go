@@ -175,6 +175,8 @@ func TestGuestConfigParses(t *testing.T) {
 		{"mqtt and health", GuestConfig{BrokerPort: 1883, CommitWindow: "20s", HealthCommand: true},
 			"mqtt://10.0.2.2:1883", []string{"/usr/libexec/otad/health-check"}, 20 * time.Second},
 		{"local only, defaults", GuestConfig{}, "", nil, 60 * time.Second},
+		{"uboot", GuestConfig{BrokerPort: 1883, HealthCommand: true, Bootloader: "uboot"},
+			"mqtt://10.0.2.2:1883", []string{"/usr/libexec/otad/health-check"}, 60 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,8 +188,18 @@ func TestGuestConfigParses(t *testing.T) {
 				strings.Join(c.Commit.HealthCommand, " ") != strings.Join(tc.wantHealth, " ") {
 				t.Errorf("broker %q window %s health %v; want %q %s %v", c.MQTT.Broker, c.Commit.Window, c.Commit.HealthCommand, tc.wantBroker, tc.wantWindow, tc.wantHealth)
 			}
-			if c.Bootloader.Type != "grub" || c.Bootloader.EnvFile != GuestGrubenv || c.Slots.A != "/dev/vda2" || c.Slots.B != "/dev/vda3" {
-				t.Errorf("bootloader %+v slots %+v: not the guest's disk layout", c.Bootloader, c.Slots)
+			if c.Slots.A != "/dev/vda2" || c.Slots.B != "/dev/vda3" {
+				t.Errorf("slots %+v: not the guest's disk layout", c.Slots)
+			}
+			switch tc.cfg.Bootloader {
+			case "uboot":
+				if c.Bootloader.Type != "uboot" || c.Bootloader.EnvConfig != "/etc/fw_env.config" || c.Bootloader.Attempts != UBootAttempts {
+					t.Errorf("bootloader %+v: not the U-Boot guest's", c.Bootloader)
+				}
+			default:
+				if c.Bootloader.Type != "grub" || c.Bootloader.EnvFile != GuestGrubenv {
+					t.Errorf("bootloader %+v: not the GRUB guest's", c.Bootloader)
+				}
 			}
 			if c.DeviceID != GuestDeviceID || c.Compatible != GuestCompatible || strings.Join(c.Download.Schemes, ",") != "http" {
 				t.Errorf("device %q compatible %q schemes %v", c.DeviceID, c.Compatible, c.Download.Schemes)
@@ -196,27 +208,37 @@ func TestGuestConfigParses(t *testing.T) {
 	}
 }
 
-func testUserland(b Behaviour) Userland {
+func testUserland(p Platform, b Behaviour) Userland {
 	mods := map[string][]byte{}
-	for _, m := range append(Modules(), "i6300esb") {
+	for _, m := range p.AllModules() {
 		mods[m] = []byte("ko:" + m)
 	}
-	return Userland{Version: "T-1", Behaviour: b, OtadBinary: []byte("otad"), Busybox: []byte("busybox"), Modules: mods,
-		PublicKeyPEM: []byte("pem"), Config: GuestConfig{HealthCommand: true}}
+	cfg := GuestConfig{HealthCommand: true}
+	if p.EnvDevice != "" {
+		cfg.Bootloader = "uboot"
+	}
+	return Userland{Platform: p, Version: "T-1", Behaviour: b, OtadBinary: []byte("otad"), Busybox: []byte("busybox"), Modules: mods,
+		PublicKeyPEM: []byte("pem"), Config: cfg}
 }
 
 func TestInitScript(t *testing.T) {
 	tests := []struct {
+		p       Platform
 		b       Behaviour
 		hangs   bool
+		panics  bool
 		health0 bool
 	}{
-		{Healthy, false, true},
-		{Hang, true, true},
-		{Unhealthy, false, false},
+		{X86GRUB(), Healthy, false, false, true},
+		{X86GRUB(), Hang, true, false, true},
+		{X86GRUB(), Unhealthy, false, false, false},
+		{Arm64UBoot(), Healthy, false, false, true},
+		{Arm64UBoot(), Hang, true, false, true},
+		{Arm64UBoot(), Panic, false, true, true},
 	}
 	for _, tc := range tests {
-		u := testUserland(tc.b)
+		name := fmt.Sprintf("%s/behaviour %d", tc.p.Name, tc.b)
+		u := testUserland(tc.p, tc.b)
 		script, err := u.InitScript()
 		if err != nil {
 			t.Fatal(err)
@@ -225,22 +247,43 @@ func TestInitScript(t *testing.T) {
 		sh := exec.Command("/bin/sh", "-n")
 		sh.Stdin = strings.NewReader(script)
 		if out, err := sh.CombinedOutput(); err != nil {
-			t.Errorf("behaviour %d: sh -n: %v: %s", tc.b, err, out)
+			t.Errorf("%s: sh -n: %v: %s", name, err, out)
 		}
 		if got := strings.Contains(script, "echo 1 > /dev/watchdog"); got != tc.hangs {
-			t.Errorf("behaviour %d: stops feeding the watchdog = %v, want %v", tc.b, got, tc.hangs)
+			t.Errorf("%s: stops feeding the watchdog = %v, want %v", name, got, tc.hangs)
 		}
-		if !strings.Contains(script, "i6300esb.ko heartbeat=5") || !strings.Contains(script, "for m in "+strings.Join(Modules(), " ")+";") {
-			t.Errorf("behaviour %d: modules or watchdog heartbeat missing:\n%s", tc.b, script)
+		if got := strings.Contains(script, "\nexit 1\n"); got != tc.panics {
+			t.Errorf("%s: init exits = %v, want %v", name, got, tc.panics)
+		}
+		if !strings.Contains(script, "i6300esb.ko heartbeat=5") || !strings.Contains(script, "for m in "+strings.Join(tc.p.Modules, " ")+";") {
+			t.Errorf("%s: modules or watchdog heartbeat missing:\n%s", name, script)
+		}
+		if got := strings.Contains(script, "mount -t vfat"); got != tc.p.MountESP {
+			t.Errorf("%s: mounts the ESP = %v, want %v", name, got, tc.p.MountESP)
+		}
+		if tc.p.EnvDevice != "" && !strings.Contains(script, "[ ! -b "+tc.p.EnvDevice+" ]") {
+			t.Errorf("%s: does not wait for the env device %s", name, tc.p.EnvDevice)
 		}
 		if got := strings.Contains(u.healthScript(), "exit 0"); got != tc.health0 {
-			t.Errorf("behaviour %d: health check passes = %v, want %v", tc.b, got, tc.health0)
+			t.Errorf("%s: health check passes = %v, want %v", name, got, tc.health0)
 		}
+	}
+	u := testUserland(Arm64UBoot(), Healthy)
+	u.EnvChunkKB = 4
+	script, err := u.InitScript()
+	if err != nil || !strings.Contains(script, "echo 4 > /sys/block/vdb/queue/max_sectors_kb") {
+		t.Errorf("EnvChunkKB=4: %v\n%s", err, script)
 	}
 }
 
 func TestUserlandArchive(t *testing.T) {
-	u := testUserland(Healthy)
+	for _, p := range []Platform{X86GRUB(), Arm64UBoot()} {
+		t.Run(p.Name, func(t *testing.T) { testUserlandArchive(t, p) })
+	}
+}
+
+func testUserlandArchive(t *testing.T, p Platform) {
+	u := testUserland(p, Healthy)
 	a, err := u.Archive()
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +293,7 @@ func TestUserlandArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := readNewc(t, buf.Bytes())
-	for name, want := range map[string]string{
+	want := map[string]string{
 		"etc/otad-image-version":        "T-1\n",
 		"usr/bin/otad":                  "otad",
 		"etc/otad/keys.d/e2e.pub":       "pem",
@@ -258,9 +301,15 @@ func TestUserlandArchive(t *testing.T) {
 		"etc/otad/otad.toml":            u.Config.TOML(),
 		"lib/modules/virtio_blk.ko":     "ko:virtio_blk",
 		"usr/libexec/otad/health-check": u.healthScript(),
-	} {
-		if string(got[name].data) != want {
-			t.Errorf("%s = %q, want %q", name, got[name].data, want)
+	}
+	if p.EnvDevice != "" {
+		want["etc/fw_env.config"] = "/dev/vdb 0x0 0x40000 0x40000\n"
+	} else if _, ok := got["etc/fw_env.config"]; ok {
+		t.Error("fw_env.config in a GRUB userland")
+	}
+	for name, w := range want {
+		if string(got[name].data) != w {
+			t.Errorf("%s = %q, want %q", name, got[name].data, w)
 		}
 	}
 	if e := got["usr/bin/systemctl"]; e.mode&0o111 == 0 || !strings.Contains(string(e.data), "reboot -f") {
@@ -270,9 +319,9 @@ func TestUserlandArchive(t *testing.T) {
 		t.Errorf("dev/console %+v", e)
 	}
 
-	delete(u.Modules, "nls_ascii")
-	if _, err := u.Archive(); err == nil || !strings.Contains(err.Error(), "nls_ascii") {
-		t.Errorf("missing module: err %v, want one naming nls_ascii", err)
+	delete(u.Modules, "ext4")
+	if _, err := u.Archive(); err == nil || !strings.Contains(err.Error(), "ext4") {
+		t.Errorf("missing module: err %v, want one naming ext4", err)
 	}
 	u.Version = ""
 	if _, err := u.Archive(); err == nil {

@@ -19,18 +19,21 @@ type Kernel struct {
 	ModulesDir string // /lib/modules/<release>
 }
 
-// FindKernel picks the newest /boot/vmlinuz-* that has a module tree.
-func FindKernel() (Kernel, error) {
-	images, _ := filepath.Glob("/boot/vmlinuz-*")
+// FindKernel picks the host's newest /boot/vmlinuz-* that has a module tree.
+func FindKernel() (Kernel, error) { return findKernelIn("/") }
+
+// findKernelIn picks the newest root/boot/vmlinuz-* with a root/lib/modules tree.
+func findKernelIn(root string) (Kernel, error) {
+	images, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
 	sort.Sort(sort.Reverse(sort.StringSlice(images)))
 	for _, img := range images {
 		rel := strings.TrimPrefix(filepath.Base(img), "vmlinuz-")
-		dir := filepath.Join("/lib/modules", rel)
+		dir := filepath.Join(root, "lib", "modules", rel)
 		if st, err := os.Stat(dir); err == nil && st.IsDir() {
 			return Kernel{Image: img, ModulesDir: dir}, nil
 		}
 	}
-	return Kernel{}, fmt.Errorf("no /boot/vmlinuz-* with a /lib/modules tree: %w", ErrMissing)
+	return Kernel{}, fmt.Errorf("no %s with a lib/modules tree: %w", filepath.Join(root, "boot", "vmlinuz-*"), ErrMissing)
 }
 
 // ReadModules reads the named modules' .ko files from the kernel's tree
@@ -89,7 +92,7 @@ func WriteInitramfs(a *Archive, path string) error {
 }
 
 // BuildSlotImage makes the ext4 filesystem of one slot: the kernel and the
-// userland's initramfs under /boot (where grub.cfg looks), plus the version
+// userland's initramfs under /boot (where grub.cfg and boot.cmd look), plus the version
 // file. The image is sizeMiB large; it is also the update payload.
 func BuildSlotImage(ctx context.Context, work string, k Kernel, u Userland, out string, sizeMiB int) error {
 	stage, err := os.MkdirTemp(work, "slot-"+u.Version+"-")
@@ -107,7 +110,7 @@ func BuildSlotImage(ctx context.Context, work string, k Kernel, u Userland, out 
 	if err := WriteInitramfs(a, filepath.Join(stage, "boot", "initrd.img")); err != nil {
 		return err
 	}
-	if err := copyFile(k.Image, filepath.Join(stage, "boot", "vmlinuz")); err != nil {
+	if err := copyFile(k.Image, filepath.Join(stage, "boot", u.Platform.KernelFile)); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(stage, "otad-image-version"), []byte(u.Version+"\n"), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -28,10 +29,11 @@ type Run struct {
 	Log     *SerialLog
 	Started time.Time
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error
 }
 
 // Args is the QEMU command line (TCG: KVM does not run these guests here; see QEMU.md).
@@ -61,11 +63,16 @@ func DefaultFatalLines() []*regexp.Regexp {
 
 // Start boots the machine with its console going to logPath.
 func (m Machine) Start(logPath string) (*Run, error) {
-	qemu, err := lookPath("qemu-system-x86_64")
+	return startQEMU("qemu-system-x86_64", m.Args(), m.Timeout, logPath)
+}
+
+// startQEMU runs one QEMU process under `timeout -s KILL`, its serial console
+// (stdio) going to logPath; the console's input is a pipe (Run.Send).
+func startQEMU(binary string, qemuArgs []string, timeout time.Duration, logPath string) (*Run, error) {
+	qemu, err := lookPath(binary)
 	if err != nil {
 		return nil, err
 	}
-	timeout := m.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
@@ -73,17 +80,22 @@ func (m Machine) Start(logPath string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"-s", "KILL", strconv.Itoa(int(timeout.Seconds())), qemu}, m.Args()...)
+	args := append([]string{"-s", "KILL", strconv.Itoa(int(timeout.Seconds())), qemu}, qemuArgs...)
 	cmd := exec.Command("timeout", args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("qemu stdin: %w", err)
+	}
 	// Its own process group, so Kill reaches QEMU as well as timeout; and
 	// SIGKILL to both if this process dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start qemu: %w", err)
+		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
-	r := &Run{Log: log, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
+	r := &Run{Log: log, Started: time.Now(), cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		log.Close()
@@ -93,6 +105,14 @@ func (m Machine) Start(logPath string) (*Run, error) {
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// Send types text on the serial console (U-Boot's prompt reads it).
+func (r *Run) Send(text string) error {
+	if _, err := io.WriteString(r.stdin, text); err != nil {
+		return fmt.Errorf("serial console input: %w", err)
+	}
+	return nil
 }
 
 // Done is closed when QEMU has exited.

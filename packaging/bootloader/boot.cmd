@@ -14,15 +14,18 @@
 # (mark bad) and puts a freshly written slot first (mark active). When no slot has
 # attempts left, both counters are reset and the board resets (RAUC's behaviour).
 #
-# Board assumptions (edit for your board): the root filesystems are partitions 2
-# (slot A) and 3 (slot B) of mmc 0, each holding /boot/Image and /boot/${fdtfile};
-# the kernel sees them as /dev/mmcblk0p2 and /dev/mmcblk0p3. Extra kernel
-# arguments come from the env variable otad_bootargs. Decision state lives in
-# hush local variables (otad_slot, otad_part) so saveenv does not store it.
+# Where the slots are: partitions 2 (slot A) and 3 (slot B) of the device this
+# script was loaded from (distro boot's devtype and devnum; mmc 0 when they are
+# unset), each an ext4 root holding /boot/Image, optionally /boot/initrd.img, and
+# /boot/${fdtfile} when the board names a device tree file (else U-Boot's own
+# device tree, ${fdtcontroladdr}, goes to the kernel). Linux finds its root by
+# PARTUUID. Extra kernel arguments come from the env variable otad_bootargs.
+# Decision state lives in hush local variables (otad_*) or is set after saveenv,
+# so the saved env never holds it.
 #
 # bootctl's tests (TestBootCmdMatchesUBootPick) run this file's logic under /bin/sh and compare it
 # with bootctl.UBootPick: keep to the commands they translate (setenv, setexpr,
-# saveenv, reset, test, echo, load, booti/bootz/bootm) and one command per line.
+# saveenv, reset, test, echo, part uuid, load, booti/bootz/bootm) and one command per line.
 
 test -n "${BOOT_ORDER}" || setenv BOOT_ORDER "A B"
 test -n "${BOOT_A_LEFT}" || setenv BOOT_A_LEFT 3
@@ -37,6 +40,8 @@ for BOOT_SLOT in ${BOOT_ORDER}; do
         echo "otad: slot A, ${BOOT_A_LEFT} attempts left after this one"
         otad_slot=A
         otad_part=2
+      else
+        echo "otad: slot A has no attempts left"
       fi
     elif test "x${BOOT_SLOT}" = "xB"; then
       if test "${BOOT_B_LEFT}" -gt 0; then
@@ -44,6 +49,8 @@ for BOOT_SLOT in ${BOOT_ORDER}; do
         echo "otad: slot B, ${BOOT_B_LEFT} attempts left after this one"
         otad_slot=B
         otad_part=3
+      else
+        echo "otad: slot B has no attempts left"
       fi
     fi
   fi
@@ -60,10 +67,24 @@ fi
 # Count the attempt before booting, so a kernel that hangs still used it up.
 saveenv
 
-setenv bootargs "${otad_bootargs} root=/dev/mmcblk0p${otad_part} rootwait otad.slot=${otad_slot} rauc.slot=${otad_slot}"
-load mmc 0:${otad_part} ${kernel_addr_r} /boot/Image
-load mmc 0:${otad_part} ${fdt_addr_r} /boot/${fdtfile}
-booti ${kernel_addr_r} - ${fdt_addr_r}
+if test -z "${devtype}"; then
+  devtype=mmc
+  devnum=0
+fi
+part uuid ${devtype} ${devnum}:${otad_part} otad_partuuid
+setenv bootargs "${otad_bootargs} root=PARTUUID=${otad_partuuid} rootwait otad.slot=${otad_slot} rauc.slot=${otad_slot}"
+load ${devtype} ${devnum}:${otad_part} ${kernel_addr_r} /boot/Image
+otad_fdt=${fdtcontroladdr}
+if test -n "${fdtfile}"; then
+  if load ${devtype} ${devnum}:${otad_part} ${fdt_addr_r} /boot/${fdtfile}; then
+    otad_fdt=${fdt_addr_r}
+  fi
+fi
+otad_initrd=-
+if load ${devtype} ${devnum}:${otad_part} ${ramdisk_addr_r} /boot/initrd.img; then
+  otad_initrd=${ramdisk_addr_r}:${filesize}
+fi
+booti ${kernel_addr_r} ${otad_initrd} ${otad_fdt}
 
 # Only reached when the slot could not be loaded: the attempt is already counted,
 # so resetting tries again and eventually falls back to the other slot.

@@ -1,0 +1,231 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// Budgets of the U-Boot suite under TCG: U-Boot reaches the kernel in under a
+// second and the initramfs runs at ~2 s (QEMU.md); the arm64 otad is slower to
+// hash and write than the x86 one.
+const (
+	ubootScenarioBudget = 300 * time.Second
+	ubootRunBudget      = 60 * time.Second // one QEMU run that is expected to end by itself
+	ubootSlotMiB        = 44               // the arm64 kernel (an uncompressed 32 MiB Image) and the initramfs
+)
+
+// factoryEnv is what the factory saves in the env next to U-Boot's defaults:
+// no autoboot delay, and panic=-1 for the kernel (through the boot scripts'
+// otad_bootargs and RAUC's default_bootargs) so a panicking slot resets at
+// once and the attempt is counted.
+func factoryEnv() map[string]string {
+	return map[string]string{"bootdelay": "0", "otad_bootargs": "panic=-1", "default_bootargs": "panic=-1"}
+}
+
+// ubootSuite holds what every U-Boot scenario shares.
+type ubootSuite struct {
+	kit     *kit
+	flash0  string // U-Boot
+	flash1  string // the factory env flash, copied to every device
+	bootScr string // packaging/bootloader/boot.cmd, compiled
+	raucScr string // testdata/rauc/uboot.sh, compiled
+}
+
+func newUBootSuite(t *testing.T) *ubootSuite {
+	t.Helper()
+	requireAll(t, MissingUBoot())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	arm, err := FindArm64(Arm64Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &ubootSuite{
+		kit:    newKit(t, ctx, Arm64UBoot(), arm.Kernel, arm.Busybox, ubootSlotMiB),
+		flash0: filepath.Join(dir, "flash0.img"), flash1: filepath.Join(dir, "flash1.factory.img"),
+		bootScr: filepath.Join(dir, "boot.scr"), raucScr: filepath.Join(dir, "rauc-boot.scr"),
+	}
+	if err := BuildFlash0(s.flash0); err != nil {
+		t.Fatal(err)
+	}
+	if err := BuildBootScript(ctx, filepath.Join(repoRoot(t), "packaging", "bootloader", "boot.cmd"), s.bootScr); err != nil {
+		t.Fatal(err)
+	}
+	if err := BuildBootScript(ctx, filepath.Join("testdata", "rauc", "uboot.sh"), s.raucScr); err != nil {
+		t.Fatal(err)
+	}
+	if err := BlankFlash(s.flash1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	log := filepath.Join(dir, "provision.log")
+	if err := ProvisionUBootEnv(ctx, s.flash0, s.flash1, log, factoryEnv()); err != nil {
+		out, _ := os.ReadFile(log)
+		t.Fatalf("factory env: %v\n%s", err, out)
+	}
+	env, err := ReadUBootEnv(ctx, s.flash1, dir)
+	if err != nil {
+		t.Fatalf("fw_printenv of the factory env: %v", err)
+	}
+	for k, v := range factoryEnv() {
+		if env[k] != v {
+			t.Fatalf("factory env %s=%q, want %q (all: %v)", k, env[k], v, env)
+		}
+	}
+	if env["bootcmd"] == "" {
+		t.Fatalf("factory env lacks U-Boot's own defaults: %v", env)
+	}
+	t.Logf("factory env saved by U-Boot in %s (%d variables)", time.Since(start).Round(100*time.Millisecond), len(env))
+	return s
+}
+
+// ubootDevice is a device with U-Boot; flash1 is its env flash.
+type ubootDevice struct {
+	*device
+	flash1  string
+	machine *UBootMachine
+}
+
+// newDevice builds a factory device: the FAT boot partition with script
+// (boot.scr), slots A and B both holding "A-1", an empty data partition, and
+// the factory env. envChunkKB goes to every userland (Userland.EnvChunkKB).
+func (s *ubootSuite) newDevice(t *testing.T, ctx context.Context, script string, envChunkKB int) *ubootDevice {
+	t.Helper()
+	d := &ubootDevice{device: newNetDevice(t, s.kit)}
+	d.cfg.Bootloader = "uboot"
+	d.envChunkKB = envChunkKB
+	d.flash1 = filepath.Join(d.dir, "flash1.img")
+	if err := CopyFile(s.flash1, d.flash1); err != nil {
+		t.Fatal(err)
+	}
+	l := Layout{ESP: 16, Slot: 48, Data: 16}
+	boot := filepath.Join(d.dir, "boot.fat")
+	if err := BuildBootFAT(ctx, boot, l.ESP, script); err != nil {
+		t.Fatal(err)
+	}
+	slotA := filepath.Join(d.dir, "slotA.ext4")
+	d.slotImage(ctx, "A-1", Healthy, d.cfg, slotA)
+	data := filepath.Join(d.dir, "data.ext4")
+	if _, err := run(ctx, "mkfs.ext4", "-q", "-F", "-L", "data", data, fmt.Sprintf("%dM", l.Data)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	d.disk, err = BuildDisk(ctx, filepath.Join(d.dir, "disk.img"), l, map[int]string{
+		PartESP: boot, PartSlotA: slotA, PartSlotB: slotA, PartData: data,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.machine = &UBootMachine{Flash0: s.flash0, Flash1: d.flash1, Disk: d.disk.Path, Timeout: ubootScenarioBudget}
+	d.device.machine = d.machine
+	return d
+}
+
+// ended waits for a run to end by itself: -no-reboot turns the guest's
+// reboot, watchdog reset or panic into QEMU's exit.
+func (d *ubootDevice) ended(ctx context.Context, r *Run) {
+	d.t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, ubootRunBudget)
+	defer cancel()
+	if err := r.Wait(wctx); err != nil {
+		d.t.Fatalf("run %d did not end (reset) by itself: %v", d.runIndex(r), err)
+	}
+	d.t.Logf("run %d %6.1fs  QEMU exited (the guest reset)", d.runIndex(r), time.Since(r.Started).Seconds())
+}
+
+// env reads the env flash with fw_printenv (QEMU stopped or between writes).
+func (d *ubootDevice) env(ctx context.Context) map[string]string {
+	d.t.Helper()
+	env, err := ReadUBootEnv(ctx, d.flash1, d.dir)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return env
+}
+
+// wantUBootEnv checks variables of the env flash; "" means unset. The
+// factory variables must survive every write otad and U-Boot make.
+func (d *ubootDevice) wantUBootEnv(ctx context.Context, want map[string]string) {
+	d.t.Helper()
+	env := d.env(ctx)
+	for k, v := range factoryEnv() {
+		if _, ok := want[k]; !ok {
+			want[k] = v
+		}
+	}
+	for k, v := range want {
+		if got, ok := env[k]; got != v || (v == "" && ok) {
+			d.t.Errorf("u-boot env %s=%q, want %q", k, got, v)
+		}
+	}
+	d.t.Logf("u-boot env: BOOT_ORDER=%q BOOT_A_LEFT=%q BOOT_B_LEFT=%q", env["BOOT_ORDER"], env["BOOT_A_LEFT"], env["BOOT_B_LEFT"])
+}
+
+// Console lines of the shipped boot.cmd and of RAUC's script.
+func ubootPicks(slot string, left int) string {
+	return regexp.QuoteMeta(fmt.Sprintf("otad: slot %s, %x attempts left after this one", slot, left))
+}
+
+func TestUBoot(t *testing.T) {
+	s := newUBootSuite(t)
+	scenarios := []struct {
+		name string
+		run  func(t *testing.T, ctx context.Context, s *ubootSuite)
+	}{
+		{"1_good_update", ubootGoodUpdate},
+	}
+	suiteStart := time.Now()
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), ubootScenarioBudget)
+			defer cancel()
+			start := time.Now()
+			sc.run(t, ctx, s)
+			t.Logf("wall time %s", time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+	t.Logf("suite wall time %s", time.Since(suiteStart).Round(time.Second))
+}
+
+// ubootGoodUpdate: otad on slot A takes an offer over MQTT, fetches the image
+// over HTTP, writes slot B and flips BOOT_ORDER through the env; the next run
+// of U-Boot boots B, the health check passes, and otad commits.
+func ubootGoodUpdate(t *testing.T, ctx context.Context, s *ubootSuite) {
+	d := s.newDevice(t, ctx, s.bootScr, 0)
+	r := d.powerOn()
+	d.expect(ctx, r, ubootPicks("A", 2))
+	d.expect(ctx, r, initOf("A-1", "A"))
+	d.expect(ctx, r, otadRunning("A"))
+	d.expect(ctx, r, `mark=good slot=A`)
+	img, url := d.payload(ctx, "B-2", Healthy, d.cfg)
+	d.offer(ctx, "rel-b-2", img, url, time.Now())
+	d.expect(ctx, r, `offer accepted.*id=rel-b-2`)
+	d.expect(ctx, r, `mark=active slot=B`)
+	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
+	d.ended(ctx, r)
+	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "B A", "BOOT_B_LEFT": "3", "BOOT_A_LEFT": "3"})
+
+	r = d.powerOn()
+	d.expect(ctx, r, ubootPicks("B", 2))
+	d.expect(ctx, r, initOf("B-2", "B"))
+	d.expect(ctx, r, otadRunning("B"))
+	st := d.waitStatus(ctx, "committed on B", func(s ota.Status) bool {
+		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
+	})
+	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != "rel-b-2" {
+		t.Errorf("status after commit: slot B %+v, last result %+v; want sha256 %s, id rel-b-2", st.Slots["B"], st.LastResult, img.SHA256)
+	}
+	d.expect(ctx, r, `mark=good slot=B`)
+	r.Kill()
+	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "B A", "BOOT_B_LEFT": "3", "BOOT_A_LEFT": "3"})
+}
