@@ -153,6 +153,26 @@ func (d *device) slotImage(ctx context.Context, version string, b Behaviour, cfg
 	}
 }
 
+// factoryDisk builds the device's disk: boot (the ESP or U-Boot's boot
+// partition image) in partition 1, slots A and B both holding the healthy
+// "A-1", an empty ext4 data partition for otad's journal.
+func (d *device) factoryDisk(ctx context.Context, l Layout, boot string) {
+	d.t.Helper()
+	slotA := filepath.Join(d.dir, "slotA.ext4")
+	d.slotImage(ctx, "A-1", Healthy, d.cfg, slotA)
+	data := filepath.Join(d.dir, "data.ext4")
+	if _, err := run(ctx, "mkfs.ext4", "-q", "-F", "-L", "data", data, fmt.Sprintf("%dM", l.Data)); err != nil {
+		d.t.Fatal(err)
+	}
+	var err error
+	d.disk, err = BuildDisk(ctx, filepath.Join(d.dir, "disk.img"), l, map[int]string{
+		PartESP: boot, PartSlotA: slotA, PartSlotB: slotA, PartData: data,
+	})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // payload builds a slot image for the update and puts it on the HTTP server.
 func (d *device) payload(ctx context.Context, version string, b Behaviour, cfg GuestConfig) (Image, string) {
 	d.t.Helper()
@@ -219,6 +239,36 @@ func (d *device) waitStatus(ctx context.Context, what string, ok func(ota.Status
 	}
 	d.t.Logf("status: %s: state=%s booted=%s last_result=%+v", what, st.State, st.BootedSlot, st.LastResult)
 	return st
+}
+
+// settled is a status predicate: idle on slot, the last offer ended with result.
+func settled(slot ota.Slot, result ota.Result) func(ota.Status) bool {
+	return func(s ota.Status) bool {
+		return s.BootedSlot == slot && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == result
+	}
+}
+
+// scenario is one named e2e scenario.
+type scenario struct {
+	name string
+	run  func(t *testing.T, ctx context.Context)
+}
+
+// runScenarios runs each scenario as a subtest bounded by budget and logs the
+// wall time of each and of all.
+func runScenarios(t *testing.T, budget time.Duration, scenarios []scenario) {
+	t.Helper()
+	suiteStart := time.Now()
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), budget)
+			defer cancel()
+			start := time.Now()
+			sc.run(t, ctx)
+			t.Logf("wall time %s", time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+	t.Logf("suite wall time %s", time.Since(suiteStart).Round(time.Second))
 }
 
 // report prints the serial consoles and statuses of a failed scenario; with

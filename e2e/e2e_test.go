@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -52,8 +51,6 @@ func newSuite(t *testing.T) *suite {
 func (s *suite) newDevice(t *testing.T, ctx context.Context) *device {
 	t.Helper()
 	d := newNetDevice(t, s.kit)
-	slotA := filepath.Join(d.dir, "slotA.ext4")
-	d.slotImage(ctx, "A-1", Healthy, d.cfg, slotA)
 	env := filepath.Join(d.dir, "grubenv")
 	if err := BuildGrubenv(ctx, env, map[string]string{"ORDER": "A B", "A_OK": "1", "A_TRY": "0", "B_OK": "1", "B_TRY": "0"}); err != nil {
 		t.Fatal(err)
@@ -63,17 +60,7 @@ func (s *suite) newDevice(t *testing.T, ctx context.Context) *device {
 	if err := BuildESP(ctx, esp, l.ESP, ESPFiles{GrubEFI: s.grubEFI, GrubCfg: s.grubCfg, Grubenv: env}); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(d.dir, "data.ext4")
-	if _, err := run(ctx, "mkfs.ext4", "-q", "-F", "-L", "data", data, fmt.Sprintf("%dM", l.Data)); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	d.disk, err = BuildDisk(ctx, filepath.Join(d.dir, "disk.img"), l, map[int]string{
-		PartESP: esp, PartSlotA: slotA, PartSlotB: slotA, PartData: data,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d.factoryDisk(ctx, l, esp)
 	m := Machine{Disk: d.disk.Path, Vars: filepath.Join(d.dir, "OVMF_VARS.fd"), Timeout: scenarioBudget + time.Minute}
 	if err := CopyFile(OVMFVars, m.Vars); err != nil {
 		t.Fatal(err)
@@ -110,7 +97,8 @@ func otadRunning(slot string) string { return `otad running.*booted=` + slot }
 
 func TestQEMU(t *testing.T) {
 	s := newSuite(t)
-	scenarios := []struct {
+	var scenarios []scenario
+	for _, sc := range []struct {
 		name string
 		run  func(t *testing.T, ctx context.Context, d *device)
 	}{
@@ -120,20 +108,15 @@ func TestQEMU(t *testing.T) {
 		{"3_health_check_fails", scenarioHealthFails},
 		{"4_power_cut_mid_write", scenarioPowerCut},
 		{"5_offer_storm", scenarioStorm},
-	}
-	suiteStart := time.Now()
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), scenarioBudget)
-			defer cancel()
+	} {
+		scenarios = append(scenarios, scenario{sc.name, func(t *testing.T, ctx context.Context) {
 			start := time.Now()
 			d := s.newDevice(t, ctx)
-			built := time.Since(start)
+			t.Logf("images built in %s", time.Since(start).Round(100*time.Millisecond))
 			sc.run(t, ctx, d)
-			t.Logf("wall time %s (images %s)", time.Since(start).Round(100*time.Millisecond), built.Round(100*time.Millisecond))
-		})
+		}})
 	}
-	t.Logf("suite wall time %s", time.Since(suiteStart).Round(time.Second))
+	runScenarios(t, scenarioBudget, scenarios)
 }
 
 // scenarioBoot proves the chain: OVMF → GRUB (grub.cfg picks A) → kernel →
@@ -165,9 +148,7 @@ func scenarioGoodUpdate(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-2", "B"))
 	d.expect(ctx, r, otadRunning("B"))
-	st := d.waitStatus(ctx, "committed on B", func(s ota.Status) bool {
-		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
-	})
+	st := d.waitStatus(ctx, "committed on B", settled("B", ota.ResultSuccess))
 	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != "rel-b-2" {
 		t.Errorf("status after commit: slot B %+v, last result %+v; want sha256 %s, id rel-b-2", st.Slots["B"], st.LastResult, img.SHA256)
 	}
@@ -244,9 +225,7 @@ func scenarioPowerCut(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, otadRunning("A"))
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-3", "B"))
-	st := d.waitStatus(ctx, "committed on B after the power cut", func(s ota.Status) bool {
-		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
-	})
+	st := d.waitStatus(ctx, "committed on B after the power cut", settled("B", ota.ResultSuccess))
 	if st.Slots["B"].SHA256 != img.SHA256 {
 		t.Errorf("slot B %+v, want sha256 %s", st.Slots["B"], img.SHA256)
 	}
@@ -284,9 +263,7 @@ func scenarioStorm(t *testing.T, ctx context.Context, d *device) {
 	})
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-s3", "B"))
-	st := d.waitStatus(ctx, "newest offer committed", func(s ota.Status) bool {
-		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
-	})
+	st := d.waitStatus(ctx, "newest offer committed", settled("B", ota.ResultSuccess))
 	if st.Slots["B"].SHA256 != imgs[2].SHA256 || st.LastResult.ID != "rel-s3" {
 		t.Errorf("after the storm: slot B %+v, last %+v; want rel-s3 %s", st.Slots["B"], st.LastResult, imgs[2].SHA256)
 	}

@@ -113,19 +113,7 @@ func (s *ubootSuite) newDevice(t *testing.T, ctx context.Context, script string,
 	if err := BuildBootFAT(ctx, boot, l.ESP, script); err != nil {
 		t.Fatal(err)
 	}
-	slotA := filepath.Join(d.dir, "slotA.ext4")
-	d.slotImage(ctx, "A-1", Healthy, d.cfg, slotA)
-	data := filepath.Join(d.dir, "data.ext4")
-	if _, err := run(ctx, "mkfs.ext4", "-q", "-F", "-L", "data", data, fmt.Sprintf("%dM", l.Data)); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	d.disk, err = BuildDisk(ctx, filepath.Join(d.dir, "disk.img"), l, map[int]string{
-		PartESP: boot, PartSlotA: slotA, PartSlotB: slotA, PartData: data,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d.factoryDisk(ctx, l, boot)
 	d.machine = &UBootMachine{Flash0: s.flash0, Flash1: d.flash1, Disk: d.disk.Path, Timeout: ubootScenarioBudget}
 	d.device.machine = d.machine
 	return d
@@ -178,23 +166,9 @@ func ubootPicks(slot string, left int) string {
 
 func TestUBoot(t *testing.T) {
 	s := newUBootSuite(t)
-	scenarios := []struct {
-		name string
-		run  func(t *testing.T, ctx context.Context, s *ubootSuite)
-	}{
-		{"1_good_update", ubootGoodUpdate},
-	}
-	suiteStart := time.Now()
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), ubootScenarioBudget)
-			defer cancel()
-			start := time.Now()
-			sc.run(t, ctx, s)
-			t.Logf("wall time %s", time.Since(start).Round(100*time.Millisecond))
-		})
-	}
-	t.Logf("suite wall time %s", time.Since(suiteStart).Round(time.Second))
+	runScenarios(t, ubootScenarioBudget, []scenario{
+		{"1_good_update", func(t *testing.T, ctx context.Context) { ubootGoodUpdate(t, ctx, s) }},
+	})
 }
 
 // ubootGoodUpdate: otad on slot A takes an offer over MQTT, fetches the image
@@ -219,9 +193,7 @@ func ubootGoodUpdate(t *testing.T, ctx context.Context, s *ubootSuite) {
 	d.expect(ctx, r, ubootPicks("B", 2))
 	d.expect(ctx, r, initOf("B-2", "B"))
 	d.expect(ctx, r, otadRunning("B"))
-	st := d.waitStatus(ctx, "committed on B", func(s ota.Status) bool {
-		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess
-	})
+	st := d.waitStatus(ctx, "committed on B", settled("B", ota.ResultSuccess))
 	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != "rel-b-2" {
 		t.Errorf("status after commit: slot B %+v, last result %+v; want sha256 %s, id rel-b-2", st.Slots["B"], st.LastResult, img.SHA256)
 	}
