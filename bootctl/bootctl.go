@@ -1,6 +1,3 @@
-// Package bootctl defines the Bootloader interface the agent uses to flip A/B slots
-// (SPEC §6, §7) and the pure, backend-independent boot-selection rules that the
-// shipped boot scripts implement. Backends live in sub-packages: uboot, grub, sim.
 package bootctl
 
 import (
@@ -10,6 +7,10 @@ import (
 
 	"github.com/otad/otad/ota"
 )
+
+// DefaultOrder is the boot order the shipped boot scripts assume when the
+// environment names none.
+const DefaultOrder = "A B"
 
 var (
 	// ErrUnknownSlot is returned (wrapped) for a slot other than "A" or "B".

@@ -15,7 +15,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-func TestDeviceSize(t *testing.T) {
+func TestCapacity(t *testing.T) {
 	dir := t.TempDir()
 	f := makeSlot(t, dir, "slot", 123457)
 	if got, err := Capacity(f); err != nil || got != 123457 {

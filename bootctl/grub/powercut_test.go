@@ -50,7 +50,7 @@ func grubLoadPick(t *testing.T, raw []byte) (ota.Slot, map[string]string) {
 	if err == nil {
 		vars = toMap(entries)
 	}
-	return GrubPick(vars)
+	return Pick(vars)
 }
 
 type step struct {

@@ -67,7 +67,7 @@ func bootable(e map[string]string, s ota.Slot) bool {
 	return e[OKVar(s)] == "1" && e[TryVar(s)] == "0"
 }
 
-// GrubPick is the decision logic of the shipped packaging/bootloader/grub.cfg,
+// Pick is the decision logic of the shipped packaging/bootloader/grub.cfg,
 // written once (a test runs grub.cfg's own logic against it).
 //
 // Walking ORDER (then any slot it leaves out), the first slot with x_OK=1 and
@@ -77,7 +77,7 @@ func bootable(e map[string]string, s ota.Slot) bool {
 // booting at all. A slot with x_OK=0 may be half written and never boots; with no
 // x_OK=1 slot at all the result is "" (grub.cfg halts). newVars is the environment
 // after save_env (vars itself is not modified).
-func GrubPick(vars map[string]string) (slot ota.Slot, newVars map[string]string) {
+func Pick(vars map[string]string) (slot ota.Slot, newVars map[string]string) {
 	e := effective(vars)
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {

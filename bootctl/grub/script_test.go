@@ -113,7 +113,7 @@ func runGrubCfg(t *testing.T, file string, vars map[string]string) cfgRun {
 	return r
 }
 
-func TestGrubCfgMatchesGrubPick(t *testing.T) {
+func TestGrubCfgMatchesPick(t *testing.T) {
 	src, err := os.ReadFile(grubCfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -149,17 +149,17 @@ func TestGrubCfgMatchesGrubPick(t *testing.T) {
 	for i := 0; i < len(cases); i += step {
 		vars := cases[i]
 		name := fmt.Sprintf("%v", vars)
-		wantSlot, wantVars := GrubPick(vars)
+		wantSlot, wantVars := Pick(vars)
 		got := runGrubCfg(t, sh, vars)
 		if got.slot != wantSlot {
-			t.Fatalf("%s: grub.cfg boots %q, GrubPick %q\n%s", name, got.slot, wantSlot, got.out)
+			t.Fatalf("%s: grub.cfg boots %q, Pick %q\n%s", name, got.slot, wantSlot, got.out)
 		}
 		if wantSlot == "" {
 			if got.end != "HALT" || got.saved != nil {
 				t.Fatalf("%s: no slot: want a halt without save_env, got %q saved=%v", name, got.end, got.saved)
 			}
 			if !maps.Equal(wantVars, vars) {
-				t.Fatalf("%s: GrubPick changed the env without booting: %v", name, wantVars)
+				t.Fatalf("%s: Pick changed the env without booting: %v", name, wantVars)
 			}
 			continue
 		}
@@ -168,7 +168,7 @@ func TestGrubCfgMatchesGrubPick(t *testing.T) {
 		}
 		for _, k := range schemeVars() {
 			if got.saved[k] != wantVars[k] {
-				t.Fatalf("%s: saved %s=%q, GrubPick %q\n%s", name, k, got.saved[k], wantVars[k], got.out)
+				t.Fatalf("%s: saved %s=%q, Pick %q\n%s", name, k, got.saved[k], wantVars[k], got.out)
 			}
 		}
 		part := map[ota.Slot]string{"A": "2", "B": "3"}[wantSlot]

@@ -1,8 +1,3 @@
-// Package sim is a file-backed simulated bootloader for tests and the demo
-// (SPEC §10). It keeps the U-Boot variables (BOOT_ORDER, BOOT_x_LEFT), the slot it
-// booted last and a boot counter in one small JSON file, replaced atomically.
-// Boot ("power on") applies bootctl.UBootPick, the same rules as the shipped U-Boot
-// boot script.
 package sim
 
 import (
@@ -17,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/ota"
 )
 
@@ -41,7 +37,7 @@ type Sim struct {
 // Open opens the state file at path, creating it on first use: booted A,
 // BOOT_ORDER="A B", both counters at attempts, boot count 0.
 func Open(path string, attempts int) (*Sim, error) {
-	if err := bootctl.CheckUBootAttempts(attempts); err != nil {
+	if err := uboot.CheckAttempts(attempts); err != nil {
 		return nil, fmt.Errorf("sim %s: %w", path, err)
 	}
 	s := &Sim{path: path, attempts: attempts, commit: os.Rename}
@@ -50,9 +46,9 @@ func Open(path string, attempts int) (*Sim, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		st := state{
 			Vars: map[string]string{
-				bootctl.UBootOrderVar:           bootctl.DefaultOrder,
-				bootctl.UBootLeftVar(ota.SlotA): strconv.Itoa(attempts),
-				bootctl.UBootLeftVar(ota.SlotB): strconv.Itoa(attempts),
+				uboot.OrderVar:           bootctl.DefaultOrder,
+				uboot.LeftVar(ota.SlotA): strconv.Itoa(attempts),
+				uboot.LeftVar(ota.SlotB): strconv.Itoa(attempts),
 			},
 			Booted: ota.SlotA,
 		}
@@ -172,22 +168,22 @@ func (s *Sim) State(ctx context.Context) (bootctl.State, error) {
 	if err != nil {
 		return bootctl.State{}, err
 	}
-	return bootctl.UBootState(v, s.attempts), nil
+	return uboot.StateOf(v, s.attempts), nil
 }
 
 // MarkBad sets BOOT_x_LEFT=0.
 func (s *Sim) MarkBad(ctx context.Context, slot ota.Slot) error {
-	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkBad(st.Vars, slot) })
+	return s.update(ctx, func(st *state) error { return uboot.SetBad(st.Vars, slot) })
 }
 
 // MarkActive puts slot first in BOOT_ORDER with BOOT_x_LEFT=attempts.
 func (s *Sim) MarkActive(ctx context.Context, slot ota.Slot) error {
-	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkActive(st.Vars, slot, s.attempts) })
+	return s.update(ctx, func(st *state) error { return uboot.SetActive(st.Vars, slot, s.attempts) })
 }
 
 // MarkGood sets BOOT_x_LEFT=attempts.
 func (s *Sim) MarkGood(ctx context.Context, slot ota.Slot) error {
-	return s.update(ctx, func(st *state) error { return bootctl.UBootMarkGood(st.Vars, slot, s.attempts) })
+	return s.update(ctx, func(st *state) error { return uboot.SetGood(st.Vars, slot, s.attempts) })
 }
 
 // Booted is the slot the simulated device booted last.
@@ -215,14 +211,14 @@ func (s *Sim) BootID() (string, error) {
 func bootID(n uint64) string { return "sim-boot-" + strconv.FormatUint(n, 10) }
 
 // Boot powers the simulated device on: the boot script's rules pick the slot and
-// count its attempt down (bootctl.UBootPick), and the slot and a new boot ID are
+// count its attempt down (uboot.Pick), and the slot and a new boot ID are
 // recorded. It returns the booted slot.
 func (s *Sim) Boot() (ota.Slot, error) {
 	var slot ota.Slot
 	err := s.update(context.Background(), func(st *state) error {
-		picked, nv := bootctl.UBootPick(st.Vars, s.attempts)
+		picked, nv := uboot.Pick(st.Vars, s.attempts)
 		if picked == "" {
-			return fmt.Errorf("%w: BOOT_ORDER %q names no slot; U-Boot would reset forever", bootctl.ErrBadEnv, st.Vars[bootctl.UBootOrderVar])
+			return fmt.Errorf("%w: BOOT_ORDER %q names no slot; U-Boot would reset forever", bootctl.ErrBadEnv, st.Vars[uboot.OrderVar])
 		}
 		st.Vars, st.Booted, slot = nv, picked, picked
 		st.BootCount++

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/bootctl/uboot"
 
 	"github.com/otad/otad/ota"
 )
@@ -150,17 +151,17 @@ func TestBootIDChangesEveryBoot(t *testing.T) {
 	}
 }
 
-func TestBootMatchesUBootPick(t *testing.T) {
+func TestBootMatchesPick(t *testing.T) {
 	s := openSim(t)
 	ctx := context.Background()
 	must(t, s.MarkActive(ctx, "B"))
 	for i := 0; i < 8; i++ {
 		v, _ := s.Vars()
-		want, wantVars := bootctl.UBootPick(v, 3)
+		want, wantVars := uboot.Pick(v, 3)
 		got := boot(t, s)
 		after, _ := s.Vars()
 		if got != want || after["BOOT_A_LEFT"] != wantVars["BOOT_A_LEFT"] || after["BOOT_B_LEFT"] != wantVars["BOOT_B_LEFT"] {
-			t.Fatalf("boot %d: %q %v, UBootPick %q %v", i, got, after, want, wantVars)
+			t.Fatalf("boot %d: %q %v, uboot.Pick %q %v", i, got, after, want, wantVars)
 		}
 	}
 }

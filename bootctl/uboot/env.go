@@ -1,6 +1,3 @@
-// Package uboot is the U-Boot backend of bootctl: it reads and writes the U-Boot
-// environment natively (no fw_setenv), following /etc/fw_env.config the way
-// libubootenv does, with RAUC's BOOT_ORDER / BOOT_x_LEFT variables (SPEC §7).
 package uboot
 
 import (
@@ -61,7 +58,7 @@ func (c CopyError) Error() string { return fmt.Sprintf("copy %d (%s): %v", c.Cop
 // Open reads the config at configPath. attempts is what mark active / mark good
 // set BOOT_x_LEFT to; it must match the boot script's default.
 func Open(configPath string, attempts int) (*Env, error) {
-	if err := bootctl.CheckUBootAttempts(attempts); err != nil {
+	if err := CheckAttempts(attempts); err != nil {
 		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}
 	devs, err := LoadConfig(configPath)
@@ -289,7 +286,7 @@ func (e *Env) State(ctx context.Context) (bootctl.State, error) {
 	if err != nil {
 		return bootctl.State{}, err
 	}
-	return bootctl.UBootState(snap.Vars, e.attempts), nil
+	return StateOf(snap.Vars, e.attempts), nil
 }
 
 // MarkBad sets BOOT_x_LEFT=0.
@@ -297,7 +294,7 @@ func (e *Env) MarkBad(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark bad: %w", err)
 	}
-	return e.Update(ctx, func(v map[string]string) error { return bootctl.UBootMarkBad(v, slot) })
+	return e.Update(ctx, func(v map[string]string) error { return SetBad(v, slot) })
 }
 
 // MarkActive puts slot first in BOOT_ORDER with BOOT_x_LEFT=attempts.
@@ -305,7 +302,7 @@ func (e *Env) MarkActive(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark active: %w", err)
 	}
-	return e.Update(ctx, func(v map[string]string) error { return bootctl.UBootMarkActive(v, slot, e.attempts) })
+	return e.Update(ctx, func(v map[string]string) error { return SetActive(v, slot, e.attempts) })
 }
 
 // MarkGood sets BOOT_x_LEFT=attempts.
@@ -313,7 +310,7 @@ func (e *Env) MarkGood(ctx context.Context, slot ota.Slot) error {
 	if err := bootctl.CheckSlot(slot); err != nil {
 		return fmt.Errorf("uboot mark good: %w", err)
 	}
-	return e.Update(ctx, func(v map[string]string) error { return bootctl.UBootMarkGood(v, slot, e.attempts) })
+	return e.Update(ctx, func(v map[string]string) error { return SetGood(v, slot, e.attempts) })
 }
 
 var _ bootctl.Bootloader = (*Env)(nil)

@@ -33,7 +33,7 @@ func ubootBoot(t *testing.T, e *Env) ota.Slot {
 	t.Helper()
 	var slot ota.Slot
 	err := e.Update(context.Background(), func(v map[string]string) error {
-		s, nv := bootctl.UBootPick(v, e.attempts)
+		s, nv := Pick(v, e.attempts)
 		slot = s
 		maps.Copy(v, nv)
 		return nil
@@ -166,7 +166,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: redundant env unreadable after a torn write: %v", name, err)
 					}
-					slot, _ := bootctl.UBootPick(snap.Vars, 3)
+					slot, _ := Pick(snap.Vars, 3)
 					if !slices.Contains(sc[cut].verified, slot) {
 						t.Fatalf("%s: boot would pick %q, verified are %v (env %v)", name, slot, sc[cut].verified, snap.Vars)
 					}
@@ -179,7 +179,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if slot, _ := bootctl.UBootPick(snap.Vars, 3); slot != sc[cut].after {
+					if slot, _ := Pick(snap.Vars, 3); slot != sc[cut].after {
 						t.Fatalf("%s: after the retried mark boot picks %q, want %q", name, slot, sc[cut].after)
 					}
 				}
@@ -191,11 +191,11 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 func applyMark(v map[string]string, s step, attempts int) error {
 	switch s.mark {
 	case "bad":
-		return bootctl.UBootMarkBad(v, s.slot)
+		return SetBad(v, s.slot)
 	case "active":
-		return bootctl.UBootMarkActive(v, s.slot, attempts)
+		return SetActive(v, s.slot, attempts)
 	case "good":
-		return bootctl.UBootMarkGood(v, s.slot, attempts)
+		return SetGood(v, s.slot, attempts)
 	}
 	return nil
 }

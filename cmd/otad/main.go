@@ -1,4 +1,3 @@
-// Command otad is the on-device update agent and its device CLI (SPEC §9).
 package main
 
 import (

@@ -1,4 +1,3 @@
-// Package config loads and validates /etc/otad/otad.toml (SPEC §10).
 package config
 
 import (

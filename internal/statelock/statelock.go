@@ -1,6 +1,3 @@
-// Package statelock holds the exclusive lock on otad's state directory: the
-// one thing that keeps two processes from writing a slot or the boot env at
-// once (SPEC §6).
 package statelock
 
 import (

@@ -23,8 +23,8 @@
 # Decision state lives in hush local variables (otad_*) or is set after saveenv,
 # so the saved env never holds it.
 #
-# bootctl's tests (TestBootCmdMatchesUBootPick) run this file's logic under /bin/sh and compare it
-# with bootctl.UBootPick: keep to the commands they translate (setenv, setexpr,
+# bootctl's tests (TestBootCmdMatchesPick) run this file's logic under /bin/sh and compare it
+# with uboot.Pick: keep to the commands they translate (setenv, setexpr,
 # saveenv, reset, test, echo, part uuid, load, booti/bootz/bootm) and one command per line.
 
 test -n "${BOOT_ORDER}" || setenv BOOT_ORDER "A B"

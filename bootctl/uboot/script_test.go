@@ -1,4 +1,4 @@
-package bootctl
+package uboot
 
 import (
 	"bufio"
@@ -15,12 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/testkit/testtool"
-
 	"github.com/otad/otad/ota"
 )
 
-const bootCmdPath = "../packaging/bootloader/boot.cmd"
+const bootCmdPath = "../../packaging/bootloader/boot.cmd"
 
 var (
 	reSetenvVal  = regexp.MustCompile(`^setenv\s+(\w+)\s+(.*)$`)
@@ -238,7 +236,7 @@ func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 	return run
 }
 
-func TestBootCmdMatchesUBootPick(t *testing.T) {
+func TestBootCmdMatchesPick(t *testing.T) {
 	src, err := os.ReadFile(bootCmdPath)
 	if err != nil {
 		t.Fatal(err)
@@ -281,18 +279,18 @@ func TestBootCmdMatchesUBootPick(t *testing.T) {
 	for i := 0; i < len(cases); i += step {
 		c := cases[i]
 		name := fmt.Sprintf("order=%q/A=%q/B=%q", c.vars["BOOT_ORDER"], c.vars["BOOT_A_LEFT"], c.vars["BOOT_B_LEFT"])
-		wantSlot, wantVars := UBootPick(c.vars, attempts)
+		wantSlot, wantVars := Pick(c.vars, attempts)
 		if wantSlot == "" {
 			continue // BOOT_ORDER without any slot: U-Boot resets forever; checked below
 		}
 		got := runBootCmd(t, sh, c.vars)
 		if got.slot != wantSlot {
-			t.Errorf("%s: script booted %q, UBootPick %q\n%s", name, got.slot, wantSlot, got.out)
+			t.Errorf("%s: script booted %q, Pick %q\n%s", name, got.slot, wantSlot, got.out)
 			continue
 		}
 		for _, k := range []string{"BOOT_ORDER", "BOOT_A_LEFT", "BOOT_B_LEFT"} {
 			if got.saved[k] != wantVars[k] {
-				t.Errorf("%s: script saved %s=%q, UBootPick %q", name, k, got.saved[k], wantVars[k])
+				t.Errorf("%s: script saved %s=%q, Pick %q", name, k, got.saved[k], wantVars[k])
 			}
 		}
 		for _, k := range []string{"otad_slot", "otad_part", "otad_partuuid", "otad_fdt", "otad_initrd", "bootargs"} {
@@ -302,7 +300,7 @@ func TestBootCmdMatchesUBootPick(t *testing.T) {
 		}
 		checkBootsSlot(t, name, c.vars, got)
 		if wantVars["other"] != "keep me" {
-			t.Errorf("%s: UBootPick changed an unrelated variable", name)
+			t.Errorf("%s: Pick changed an unrelated variable", name)
 		}
 		checked++
 	}
@@ -353,10 +351,10 @@ func checkBootsSlot(t *testing.T, name string, vars map[string]string, got scrip
 	}
 }
 
-// A BOOT_ORDER naming no slot makes the script reset again and again; UBootPick
+// A BOOT_ORDER naming no slot makes the script reset again and again; Pick
 // reports it as "" so the sim can refuse to boot.
-func TestUBootPickNoSlotInOrder(t *testing.T) {
-	slot, nv := UBootPick(map[string]string{"BOOT_ORDER": "C D"}, 3)
+func TestPickNoSlotInOrder(t *testing.T) {
+	slot, nv := Pick(map[string]string{"BOOT_ORDER": "C D"}, 3)
 	if slot != "" {
 		t.Fatalf("slot = %q, want none", slot)
 	}
@@ -374,12 +372,7 @@ func TestBootCmdBuildsWithMkimage(t *testing.T) {
 	}
 }
 
-func requireTool(t *testing.T, tool, pkg string) string {
-	t.Helper()
-	return testtool.Require(t, tool, pkg)
-}
-
-func TestUBootPickTable(t *testing.T) {
+func TestPickTable(t *testing.T) {
 	tests := []struct {
 		name     string
 		vars     map[string]string
@@ -396,7 +389,7 @@ func TestUBootPickTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			slot, nv := UBootPick(tt.vars, 3)
+			slot, nv := Pick(tt.vars, 3)
 			if slot != tt.wantSlot || nv["BOOT_A_LEFT"] != tt.wantA || nv["BOOT_B_LEFT"] != tt.wantB || nv["BOOT_ORDER"] != tt.wantOrd {
 				keys := make([]string, 0, len(nv))
 				for k := range nv {

@@ -1,0 +1,2 @@
+// Command otad is the on-device update agent and its device CLI (SPEC §9).
+package main
