@@ -16,7 +16,10 @@ import (
 type Config struct {
 	DeviceID     string
 	AgentVersion string
-	Policy       Policy
+	// Groups are the groups whose desired topics the device follows; the
+	// status carries them so a rollout finds a group's devices (SPEC §8).
+	Groups []string
+	Policy Policy
 	// CommitWindow bounds the health checks after booting a new slot.
 	CommitWindow time.Duration
 	// EffectTimeout bounds one bootloader operation.
@@ -94,7 +97,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		inbox: newInbox(), cmds: make(chan func()), stopped: make(chan struct{}),
 		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
 	}
-	a.status = Snapshot(cfg.DeviceID, cfg.AgentVersion, s, d.Clock.Now())
+	a.status = a.snapshot(s, d.Clock.Now())
 	return a, nil
 }
 

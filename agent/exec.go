@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/otad/otad/ota"
 )
@@ -153,7 +154,7 @@ func (a *Agent) stopWorkers() {
 
 func (a *Agent) publish(e Emit) {
 	now := a.d.Clock.Now()
-	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, e.State, now)
+	st := a.snapshot(e.State, now)
 	a.mu.Lock()
 	a.status = st
 	a.mu.Unlock()
@@ -186,4 +187,11 @@ func (a *Agent) publishProgress(e PublishProgress) {
 	for _, p := range a.d.Publishers {
 		p.Progress(msg)
 	}
+}
+
+// snapshot is the status snapshot with what the agent's config adds.
+func (a *Agent) snapshot(s State, now time.Time) ota.Status {
+	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now)
+	st.Groups = a.cfg.Groups
+	return st
 }

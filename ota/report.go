@@ -10,6 +10,7 @@ type Status struct {
 	BootID       string              `json:"boot_id"`
 	State        Phase               `json:"state"`
 	BootedSlot   Slot                `json:"booted_slot"`
+	Groups       []string            `json:"groups,omitempty"` // the device's [mqtt] groups: how a rollout finds a group
 	Slots        map[Slot]SlotStatus `json:"slots"`
 	Target       *TargetStatus       `json:"target,omitempty"`
 	Pending      *TargetStatus       `json:"pending,omitempty"`

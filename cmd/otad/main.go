@@ -249,6 +249,7 @@ func cmdStatus(e *env, args []string) int {
 			return e.fail(ota.ExitFailure, "%v", jerr)
 		}
 		st, err = agent.Snapshot(cfg.DeviceID, version, s, time.Now()), nil
+		st.Groups = cfg.MQTT.Groups
 	}
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)

@@ -147,7 +147,10 @@ func TestOfferOverMQTTInstallsAndCommits(t *testing.T) {
 	obs := observe(t, b.URL)
 	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{SecVer: 3})
 	runDevice(t, tb)
-	obs.waitStatus(t, "the device online and idle", func(s ota.Status) bool { return s.State == ota.Idle && s.BootedSlot == "A" })
+	idle := obs.waitStatus(t, "the device online and idle", func(s ota.Status) bool { return s.State == ota.Idle && s.BootedSlot == "A" })
+	if !slices.Equal(idle.Groups, []string{"canary"}) {
+		t.Errorf("status groups %q, want the configured [canary] (a rollout finds a group's devices by them)", idle.Groups)
+	}
 	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", env, true)
 	st := obs.waitStatus(t, "success", func(s ota.Status) bool { return s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess })
 	if st.BootedSlot != "B" || st.Slots["B"].SHA256 != sum || st.State != ota.Idle {

@@ -114,6 +114,7 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 	a, err := agent.New(agent.Config{
 		DeviceID:     cfg.DeviceID,
 		AgentVersion: opt.AgentVersion,
+		Groups:       cfg.MQTT.Groups,
 		Policy:       agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3},
 		CommitWindow: cfg.Commit.Window.Duration,
 		Logger:       opt.logger(),
