@@ -58,24 +58,56 @@ func PublishRetained(ctx context.Context, cfg Config, topic string, payload []by
 // each message, one call at a time, until ctx ends (then it returns nil). It reconnects
 // and resubscribes by itself; only the first connect or subscription failing is an error.
 func Watch(ctx context.Context, cfg Config, fn func(topic string, payload []byte)) error {
-	opts, err := operatorOptions(cfg)
+	s, err := Open(ctx, cfg, DeviceFilters(cfg.prefix()), fn)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	p := cfg.prefix()
-	filters := map[string]byte{
-		p + "/devices/+/status":   1,
-		p + "/devices/+/online":   1,
-		p + "/devices/+/progress": 0,
+	<-ctx.Done()
+	s.Close()
+	return nil
+}
+
+// DeviceFilters are the subscriptions of a fleet view: every device's status,
+// presence and progress under prefix.
+func DeviceFilters(prefix string) map[string]byte {
+	if prefix == "" {
+		prefix = DefaultTopicPrefix
 	}
-	var (
-		mu      sync.Mutex // fn is called one at a time even across reconnects
-		stopped bool       // set when Watch returns: no fn call after that
-	)
+	return map[string]byte{
+		prefix + "/devices/+/status":   1,
+		prefix + "/devices/+/online":   1,
+		prefix + "/devices/+/progress": 0,
+	}
+}
+
+// Session is an operator connection that stays open (a rollout controller,
+// a live view): it publishes, and passes the messages of its subscriptions to
+// one handler, one call at a time, in the order they arrive.
+type Session struct {
+	cfg Config
+	c   paho.Client
+
+	mu      sync.Mutex // fn is called one at a time even across reconnects
+	stopped bool       // set by Close: no fn call after that
+}
+
+// Open connects and subscribes to filters (topic filter → QoS), calling fn
+// for each message until Close. It reconnects and resubscribes by itself;
+// only the first connect or subscription failing (or ctx ending before
+// then) is an error.
+func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(topic string, payload []byte)) (*Session, error) {
+	opts, err := operatorOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg}
 	opts.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped && ctx.Err() == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopped {
 			fn(m.Topic(), m.Payload())
 		}
 	})
@@ -87,32 +119,98 @@ func Watch(ctx context.Context, cfg Config, fn func(topic string, payload []byte
 		reported := false
 		first.Do(func() { subscribed <- err; reported = true })
 		if !reported && err != nil {
-			log.Error("mqtt watch: resubscribe failed", "err", err)
+			log.Error("mqtt session: resubscribe failed", "err", err)
 		}
 	})
-	c := paho.NewClient(opts)
-	if err := connect(ctx, cfg, c); err != nil {
-		return err
+	s.c = paho.NewClient(opts)
+	if err := connect(ctx, cfg, s.c); err != nil {
+		return nil, err
 	}
-	defer func() {
-		c.Disconnect(250)
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-	}()
 	select {
-	case err := <-subscribed:
-		if err != nil {
-			return err
-		}
+	case err = <-subscribed:
 	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close disconnects; fn is not called after Close returns.
+func (s *Session) Close() {
+	s.c.Disconnect(250)
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+}
+
+// publishWindow bounds the QoS 1 publishes in flight at once: thousands of
+// offers go out without a round trip each, and without flooding the broker.
+const publishWindow = 128
+
+// PublishRetained publishes payload retained with QoS 1 to every topic and
+// waits for all the PUBACKs, bounded by ctx. An empty payload clears the
+// topics' retained messages.
+func (s *Session) PublishRetained(ctx context.Context, payload []byte, topics ...string) error {
+	window := make([]paho.Token, 0, publishWindow)
+	names := make([]string, 0, publishWindow)
+	drain := func() error {
+		for i, tok := range window {
+			if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+				return fmt.Errorf("publish to %s: %w", names[i], err)
+			}
+		}
+		window, names = window[:0], names[:0]
 		return nil
 	}
-	<-ctx.Done()
-	return nil
+	for _, t := range topics {
+		window = append(window, s.c.Publish(t, 1, true, payload))
+		names = append(names, t)
+		if len(window) == publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+	}
+	return drain()
+}
+
+// Sync returns once every message the broker had for this session's
+// subscriptions when Sync was called has been handed to fn — in particular
+// the retained messages of an exact-topic subscription, so "no retained
+// state" can be told from "not arrived yet". It subscribes to a topic of its
+// own and waits for a message it publishes there: a broker delivers one
+// session's messages in order.
+func (s *Session) Sync(ctx context.Context) error {
+	topic := s.cfg.prefix() + "/sync/" + randomClientID()
+	arrived := make(chan struct{})
+	var once sync.Once
+	tok := s.c.Subscribe(topic, 1, func(paho.Client, paho.Message) { once.Do(func() { close(arrived) }) })
+	if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("subscribe %s: %w", topic, err)
+	}
+	defer s.c.Unsubscribe(topic)
+	if err := waitToken(ctx, s.c.Publish(topic, 1, false, []byte("sync")), s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("publish to %s: %w", topic, err)
+	}
+	select {
+	case <-arrived:
+		// paho calls handlers in arrival order, one at a time (its default),
+		// so every fn call for an earlier message has returned.
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.cfg.connectTimeout()):
+		return fmt.Errorf("sync on %s: %w", topic, errTimeout)
+	}
 }
 
 func subscribe(ctx context.Context, cfg Config, c paho.Client, filters map[string]byte) error {
+	if len(filters) == 0 {
+		return nil // a session that only publishes
+	}
 	tok := c.SubscribeMultiple(filters, nil)
 	if err := waitToken(ctx, tok, cfg.connectTimeout()); err != nil {
 		return fmt.Errorf("subscribe: %w", err)

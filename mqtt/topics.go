@@ -50,3 +50,11 @@ func DeviceOf(prefix, topic string) (device, leaf string, ok bool) {
 	}
 	return device, leaf, true
 }
+
+// RolloutState is rollout name's retained state topic (SPEC §13).
+func (t Topics) RolloutState(name string) string { return t.prefix() + "/rollouts/" + name + "/state" }
+
+// RolloutControl is rollout name's operator command topic (pause, resume, abort).
+func (t Topics) RolloutControl(name string) string {
+	return t.prefix() + "/rollouts/" + name + "/control"
+}
