@@ -164,6 +164,18 @@ func (v *View) Status(id string) (ota.Status, bool) {
 	return *d.status, true
 }
 
+// Each calls fn with every device's latest status, under the view's lock
+// (fn must not call back into v); devices without a status are skipped.
+func (v *View) Each(fn func(id string, st agent.Status)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id, d := range v.devices {
+		if d.status != nil {
+			fn(id, *d.status)
+		}
+	}
+}
+
 // Count is how many devices' latest status satisfies ok.
 func (v *View) Count(ok func(ota.Status) bool) int {
 	v.mu.Lock()

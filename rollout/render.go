@@ -1,0 +1,96 @@
+package rollout
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// barWidth is the width of a wave's progress bar.
+const barWidth = 30
+
+// Render writes a rollout's state for people: the headline, then a row per
+// wave with a progress bar ('#' a good outcome, 'x' a failed one, '.' none
+// yet), then the last changes.
+func Render(w io.Writer, s State, history int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rollout %s: %s", s.Name, strings.ToUpper(s.Phase))
+	if s.Reason != "" {
+		fmt.Fprintf(&b, " — %s", s.Reason)
+	}
+	fmt.Fprintf(&b, "\noffer %s (sha256 %s), group %s, plan %s\n", s.Offer.ID, short(s.Offer.SHA256), s.Group, short(s.PlanHash))
+	c := s.Counts
+	fmt.Fprintf(&b, "devices %d: %s\n\n", c.Devices, countsLine(c))
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WAVE\tDEVICES\tPROGRESS\tOUTCOMES\tSTARTED\tENDED")
+	for i := range max(s.WaveCount, len(s.Waves)) {
+		if i >= len(s.Waves) {
+			fmt.Fprintf(tw, "%d\t-\t-\tnot started\t-\t-\n", i+1)
+			continue
+		}
+		w := s.Waves[i]
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", i+1, w.Counts.Devices, bar(w.Counts), countsLine(w.Counts), clock(w.Started), clock(w.Ended))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := min(history, len(s.History)); n > 0 {
+		b.WriteString("\n")
+		for _, ch := range s.History[len(s.History)-n:] {
+			fmt.Fprintf(&b, "%s  %s\n", ch.Time.Local().Format(time.DateTime), ch.Event)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func bar(c Counts) string {
+	if c.Devices == 0 {
+		return "[" + strings.Repeat(" ", barWidth) + "] 100%"
+	}
+	bad := c.Bad()
+	good := c.Outcomes() - bad
+	g, x := good*barWidth/c.Devices, bad*barWidth/c.Devices
+	if bad > 0 && x == 0 {
+		x = 1 // a failure always shows
+	}
+	g = min(g, barWidth-x)
+	return fmt.Sprintf("[%s%s%s] %3d%%", strings.Repeat("#", g), strings.Repeat("x", x), strings.Repeat(".", barWidth-g-x),
+		c.Outcomes()*100/c.Devices)
+}
+
+// countsLine lists the counts that are not zero: "40 success, 2 failed, 6 pending".
+func countsLine(c Counts) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		name string
+	}{
+		{c.Success, Success}, {c.UpToDate, UpToDate}, {c.Superseded, Superseded}, {c.Failed, Failed},
+		{c.RolledBack, RolledBack}, {c.Rejected, Rejected}, {c.TimedOut, TimedOut}, {c.Pending, "pending"},
+	} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.name))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
