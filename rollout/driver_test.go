@@ -23,7 +23,7 @@ type broker struct {
 	failNext int // publishes to refuse (a broker gone away)
 	// recorded: the devices the retained state names; an offer to any
 	// other is an offer the state does not know of.
-	recorded  map[string]bool
+	recorded   map[string]bool
 	unrecorded []string
 }
 
