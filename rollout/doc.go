@@ -8,9 +8,11 @@
 // retained on ota/rollouts/{name}/state; and Step (step.go) takes the state,
 // the plan, one input (the fleet as observed, an operator command, or the
 // driver's confirmation that a wave's offers are out) and the time, and
-// returns the new state and the actions to carry out. A driver that publishes
-// the state before the offers, and feeds statuses and commands to Step, can be
-// killed at any point and started again from the retained state alone.
+// returns the new state and the actions to carry out. Driver (driver.go)
+// carries them out: it adopts a state only once the broker has it and
+// publishes offers only after the state naming their devices, so a
+// controller killed at any point starts again from the retained state alone.
+// Render (render.go) shows a state to people.
 //
 // The rules, and the format of the plan and the state, are in docs/contract/rollouts.md.
 package rollout

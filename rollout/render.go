@@ -52,12 +52,16 @@ func bar(c Counts) string {
 	}
 	bad := c.Bad()
 	good := c.Outcomes() - bad
-	g, x := good*barWidth/c.Devices, bad*barWidth/c.Devices
-	if bad > 0 && x == 0 {
-		x = 1 // a failure always shows
+	// Cumulative ends, so the three parts always fill the bar exactly.
+	g, gx := good*barWidth/c.Devices, c.Outcomes()*barWidth/c.Devices
+	if bad > 0 && gx == g { // a failure always shows
+		if g > 0 {
+			g--
+		} else {
+			gx++
+		}
 	}
-	g = min(g, barWidth-x)
-	return fmt.Sprintf("[%s%s%s] %3d%%", strings.Repeat("#", g), strings.Repeat("x", x), strings.Repeat(".", barWidth-g-x),
+	return fmt.Sprintf("[%s%s%s] %3d%%", strings.Repeat("#", g), strings.Repeat("x", gx-g), strings.Repeat(".", barWidth-gx),
 		c.Outcomes()*100/c.Devices)
 }
 

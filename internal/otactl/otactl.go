@@ -16,6 +16,7 @@ func commands() map[string]cli.Command {
 		"verify":  {Summary: "check an envelope offline and print its manifest", Run: verifyEnvelope},
 		"publish": {Summary: "publish an envelope as a device's or group's desired state (MQTT)", Run: publish},
 		"status":  {Summary: "fleet table from the MQTT status topics", Run: status},
+		"rollout": {Summary: "staged rollouts: start PLAN, status/pause/resume/abort NAME", Run: rolloutCmd},
 	}
 }
 

@@ -1,0 +1,42 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRender(t *testing.T) {
+	p := testPlan(5, 10, named(0, "d1", "d2"), Wave{Percent: 100})
+	s, _ := run(t, p, obs(0, "d1", "d2", "d3"), sent(time.Minute, 1), obs(2*time.Minute, "d1=success", "d2=rolled_back", "d3"))
+	var out strings.Builder
+	if err := Render(&out, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rollout r1: HALTED — 1 of 2 devices with an outcome failed (50.0%)",
+		"[###############xxxxxxxxxxxxxxx] 100%", "1 success, 1 rolled_back", "2     -        -",
+		"not started", "halted in wave 1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBar(t *testing.T) {
+	for _, tc := range []struct {
+		c    Counts
+		want string
+	}{
+		{Counts{}, "[                              ] 100%"},
+		{Counts{Devices: 8, Success: 6, RolledBack: 2}, "[######################xxxxxxxx] 100%"},
+		{Counts{Devices: 100, Failed: 1, Pending: 99}, "[x.............................]   1%"},
+		{Counts{Devices: 100, Success: 50, TimedOut: 1, Pending: 49}, "[##############x...............]  51%"},
+		{Counts{Devices: 3, UpToDate: 1, Pending: 2}, "[##########....................]  33%"},
+	} {
+		if got := bar(tc.c); got != tc.want {
+			t.Errorf("bar(%+v) = %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}
