@@ -166,7 +166,7 @@ func (v *View) Status(id string) (ota.Status, bool) {
 
 // Each calls fn with every device's latest status, under the view's lock
 // (fn must not call back into v); devices without a status are skipped.
-func (v *View) Each(fn func(id string, st agent.Status)) {
+func (v *View) Each(fn func(id string, st ota.Status)) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, d := range v.devices {

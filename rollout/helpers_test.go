@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -26,24 +28,24 @@ func named(soak time.Duration, devices ...string) Wave { return Wave{Devices: de
 // "name" (no outcome), or "name=what" where what is a result of this
 // rollout's offer (success, failed, …), "old-<result>" (a result for the
 // previous release), "sha-<result>" (same id, another image) or
-// "refused-<code>" (a refusal of this offer).
+// "refused-<code>" (this offer refused with code).
 func view(devs ...string) View {
-	v := View{Ready: true, Devices: map[string]Status{}}
+	v := View{Ready: true, Devices: map[string]ota.Status{}}
 	for _, d := range devs {
 		name, what, _ := strings.Cut(d, "=")
-		st := Status{Device: name, State: "idle", Groups: []string{"g"}, LastResult: &Ref{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: Success}}
-		ours := &Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}
+		st := ota.Status{Device: name, State: ota.Idle, Groups: []string{"g"}, LastResult: &ota.Outcome{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: ota.ResultSuccess}}
+		ours := &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256}
 		switch {
 		case what == "":
 		case strings.HasPrefix(what, "old-"):
-			st.LastResult.Result = strings.TrimPrefix(what, "old-")
+			st.LastResult.Result = ota.Result(strings.TrimPrefix(what, "old-"))
 		case strings.HasPrefix(what, "sha-"):
-			st.LastResult = &Ref{ID: testOffer.ID, SHA256: strings.Repeat("c", 64), Result: strings.TrimPrefix(what, "sha-")}
+			st.LastResult = &ota.Outcome{ID: testOffer.ID, SHA256: strings.Repeat("c", 64), Result: ota.Result(strings.TrimPrefix(what, "sha-"))}
 		case strings.HasPrefix(what, "refused-"):
-			ours.Result, ours.Code = Rejected, strings.TrimPrefix(what, "refused-")
-			st.LastRefusal = ours
+			ours.Result, ours.Code = ota.ResultRejected, ota.Code(strings.TrimPrefix(what, "refused-"))
+			st.LastResult = ours
 		default:
-			ours.Result = what
+			ours.Result = ota.Result(what)
 			st.LastResult = ours
 		}
 		v.Devices[name] = st

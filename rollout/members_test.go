@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 func ids(n int) []string {
@@ -119,7 +121,7 @@ func TestMembers(t *testing.T) {
 }
 
 func TestGroupDevices(t *testing.T) {
-	v := View{Ready: true, Devices: map[string]Status{
+	v := View{Ready: true, Devices: map[string]ota.Status{
 		"b": {Groups: []string{"x", "g"}}, "a": {Groups: []string{"g"}}, "c": {Groups: []string{"x"}}, "d": {},
 	}}
 	if got := GroupDevices(v, "g"); !slices.Equal(got, []string{"a", "b"}) {

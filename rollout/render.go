@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // barWidth is the width of a wave's progress bar.
@@ -70,10 +72,11 @@ func countsLine(c Counts) string {
 	var parts []string
 	for _, p := range []struct {
 		n    int
-		name string
+		name ota.Result
 	}{
-		{c.Success, Success}, {c.UpToDate, UpToDate}, {c.Superseded, Superseded}, {c.Failed, Failed},
-		{c.RolledBack, RolledBack}, {c.Rejected, Rejected}, {c.TimedOut, TimedOut}, {c.Pending, "pending"},
+		{c.Success, ota.ResultSuccess}, {c.UpToDate, ota.ResultUpToDate}, {c.Superseded, ota.ResultSuperseded},
+		{c.Failed, ota.ResultFailed}, {c.RolledBack, ota.ResultRolledBack}, {c.Rejected, ota.ResultRejected},
+		{c.TimedOut, TimedOut}, {c.Pending, "pending"},
 	} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.name))

@@ -7,18 +7,10 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Device outcomes as the state records them: the agent's results of SPEC §6
-// (the strings a status' last_result carries), and timed_out, which the
-// controller gives a device that reported no outcome within device_timeout.
-const (
-	Success    = "success"
-	UpToDate   = "up_to_date"
-	Failed     = "failed"
-	RolledBack = "rolled_back"
-	Rejected   = "rejected"
-	Superseded = "superseded"
-	TimedOut   = "timed_out"
-)
+// TimedOut is the outcome the controller gives a device that reported none
+// within device_timeout. Every other outcome is a device's result of SPEC §6
+// (ota.Result), as its status' last_result carries it.
+const TimedOut ota.Result = "timed_out"
 
 // Phases of a rollout: the state's headline.
 const (
@@ -31,23 +23,10 @@ const (
 	PhaseFinished = "finished" // the last wave ended; final
 )
 
-// Status is the part of a device's status snapshot (SPEC §8) a rollout
-// reads. It decodes the snapshot's JSON as published.
-type Status struct {
-	Device      string   `json:"device"`
-	State       string   `json:"state"`
-	Groups      []string `json:"groups"`
-	Target      *Ref     `json:"target,omitempty"`
-	LastResult  *Ref     `json:"last_result,omitempty"`
-	LastRefusal *Ref     `json:"last_refusal,omitempty"`
-}
-
-// Ref is an image a status refers to and, for results, what came of it.
+// Ref names an image: a manifest's id and its payload's sha256.
 type Ref struct {
 	ID     string `json:"id"`
 	SHA256 string `json:"sha256,omitempty"`
-	Result string `json:"result,omitempty"`
-	Code   string `json:"code,omitempty"`
 }
 
 // View is the fleet as the controller sees it.
@@ -55,7 +34,7 @@ type View struct {
 	// Ready is false until a first snapshot of the fleet is complete:
 	// nothing is judged on a view that has not been filled yet.
 	Ready   bool
-	Devices map[string]Status // by device ID
+	Devices map[string]ota.Status // by device ID
 }
 
 // State is a rollout's whole state, published retained on
@@ -91,11 +70,11 @@ type State struct {
 
 // WaveState is a started wave.
 type WaveState struct {
-	Started time.Time         `json:"started"`          // members chosen
-	Offered time.Time         `json:"offered,omitzero"` // every member's offer published; timeouts count from here
-	Ended   time.Time         `json:"ended,omitzero"`   // every member has an outcome
-	Counts  Counts            `json:"counts"`           // of this wave's devices
-	Devices map[string]string `json:"devices"`          // device → outcome; "" while it has none
+	Started time.Time             `json:"started"`          // members chosen
+	Offered time.Time             `json:"offered,omitzero"` // every member's offer published; timeouts count from here
+	Ended   time.Time             `json:"ended,omitzero"`   // every member has an outcome
+	Counts  Counts                `json:"counts"`           // of this wave's devices
+	Devices map[string]ota.Result `json:"devices"`          // device → outcome; "" while it has none
 }
 
 // Counts counts devices (never attempts or reports) by outcome.
@@ -117,22 +96,22 @@ func (c Counts) Outcomes() int { return c.Devices - c.Pending }
 // Bad is the number of devices the halt rule counts as failed.
 func (c Counts) Bad() int { return c.Failed + c.RolledBack + c.Rejected + c.TimedOut }
 
-func (c *Counts) add(outcome string) {
+func (c *Counts) add(outcome ota.Result) {
 	c.Devices++
 	switch outcome {
 	case "":
 		c.Pending++
-	case Success:
+	case ota.ResultSuccess:
 		c.Success++
-	case UpToDate:
+	case ota.ResultUpToDate:
 		c.UpToDate++
-	case Failed:
+	case ota.ResultFailed:
 		c.Failed++
-	case RolledBack:
+	case ota.ResultRolledBack:
 		c.RolledBack++
-	case Rejected:
+	case ota.ResultRejected:
 		c.Rejected++
-	case Superseded:
+	case ota.ResultSuperseded:
 		c.Superseded++
 	case TimedOut:
 		c.TimedOut++
@@ -171,31 +150,21 @@ func (s State) Terminal() bool { return s.Finished != nil || s.Aborted != nil }
 // sha256 when the status gives one) counts: a result for an earlier image is
 // not an outcome of this rollout. A refusal because the device already has
 // or wants something newer (stale, downgrade) is superseded, not a failure.
-func Outcome(st Status, offer Ref) string {
-	if r := st.LastResult; matches(r, offer) {
-		switch r.Result {
-		case Success, UpToDate, Failed, RolledBack, Rejected, Superseded:
-			if r.Result == Rejected && movedOn(r.Code) {
-				return Superseded
-			}
-			return r.Result
-		}
+func Outcome(st ota.Status, offer Ref) ota.Result {
+	r := st.LastResult
+	if r == nil || r.ID != offer.ID || (r.SHA256 != "" && r.SHA256 != offer.SHA256) {
+		return ""
 	}
-	if r := st.LastRefusal; matches(r, offer) {
-		if movedOn(r.Code) {
-			return Superseded
+	switch r.Result {
+	case ota.ResultRejected:
+		if r.Code == ota.CodeStale || r.Code == ota.CodeDowngrade {
+			return ota.ResultSuperseded
 		}
-		return Rejected
+		return r.Result
+	case ota.ResultSuccess, ota.ResultUpToDate, ota.ResultFailed, ota.ResultRolledBack, ota.ResultSuperseded:
+		return r.Result
 	}
-	return ""
-}
-
-func matches(r *Ref, offer Ref) bool {
-	return r != nil && r.ID == offer.ID && (r.SHA256 == "" || r.SHA256 == offer.SHA256)
-}
-
-func movedOn(code string) bool {
-	return code == string(ota.CodeStale) || code == string(ota.CodeDowngrade)
+	return "" // staged, pending: not an end
 }
 
 // clone copies s deeply enough that changing the copy leaves s alone.

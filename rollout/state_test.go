@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // simFleet plays a fleet for whole-rollout tests: an offered device reports
@@ -31,15 +33,15 @@ func newSimFleet(n int, badEvery int) *simFleet {
 }
 
 func (f *simFleet) view(now time.Time) View {
-	v := View{Ready: true, Devices: make(map[string]Status, len(f.devices))}
+	v := View{Ready: true, Devices: make(map[string]ota.Status, len(f.devices))}
 	for _, d := range f.devices {
-		st := Status{Device: d, Groups: []string{"g"}, LastResult: &Ref{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: Success}}
+		st := ota.Status{Device: d, Groups: []string{"g"}, LastResult: &ota.Outcome{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: ota.ResultSuccess}}
 		if at, ok := f.offered[d]; ok && !now.Before(at.Add(5*time.Minute)) {
-			r := Success
+			r := ota.ResultSuccess
 			if f.bad[d] {
-				r = RolledBack
+				r = ota.ResultRolledBack
 			}
-			st.LastResult = &Ref{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: r}
+			st.LastResult = &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: r}
 		}
 		v.Devices[d] = st
 	}

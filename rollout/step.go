@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 // Input is one thing Step reacts to.
@@ -297,7 +299,7 @@ func (m *machine) startNext(v View) bool {
 		}
 	}
 	members := Members(m.p, i, group, taken)
-	w := WaveState{Started: m.now, Devices: make(map[string]string, len(members))}
+	w := WaveState{Started: m.now, Devices: make(map[string]ota.Result, len(members))}
 	for _, d := range members {
 		w.Devices[d] = ""
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
 )
 
 const (
@@ -47,7 +49,7 @@ func TestStep(t *testing.T) {
 			counts: &Counts{Devices: 2, Pending: 2}},
 		{name: "a percent wave does not start while no device lists the group",
 			plan:  testPlan(10, 1, Wave{Percent: 100}),
-			steps: []step{{0, Observe{View: View{Ready: true, Devices: map[string]Status{"x": {Groups: []string{"other"}}}}}}},
+			steps: []step{{0, Observe{View: View{Ready: true, Devices: map[string]ota.Status{"x": {Groups: []string{"other"}}}}}}},
 			phase: PhaseWaiting, wave: 0, acts: "state",
 			check: func(t *testing.T, s State) {
 				if !strings.Contains(s.Reason, `no device's status lists group "g"`) {

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
 
@@ -114,22 +114,10 @@ func (f *fleetSnapshot) view() rollout.View {
 		f.ready = true
 		f.log.Info("rollout: fleet view ready", "devices", f.lastLen)
 	}
-	v := rollout.View{Ready: f.ready, Devices: make(map[string]rollout.Status, f.lastLen)}
+	v := rollout.View{Ready: f.ready, Devices: make(map[string]ota.Status, f.lastLen)}
 	f.mu.Unlock()
-	f.fv.Each(func(id string, st agent.Status) { v.Devices[id] = statusOf(st) })
+	f.fv.Each(func(id string, st ota.Status) { v.Devices[id] = st })
 	return v
-}
-
-// statusOf is the part of a device's status a rollout reads.
-func statusOf(st agent.Status) rollout.Status {
-	r := rollout.Status{Device: st.Device, State: string(st.State), Groups: st.Groups}
-	if t := st.Target; t != nil {
-		r.Target = &rollout.Ref{ID: t.ID, SHA256: t.SHA256}
-	}
-	if l := st.LastResult; l != nil {
-		r.LastResult = &rollout.Ref{ID: l.ID, SHA256: l.SHA256, Result: l.Result, Code: l.Code}
-	}
-	return r
 }
 
 // liveTable shows a rollout's state as it changes: redrawn in place on a
