@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
 
@@ -151,7 +152,7 @@ func TestRolloutHaltsInTheTenPercentWave(t *testing.T) {
 	start := []string{"rollout", "start", "--broker", b.URL, "--settle", "1s", "--tick", "100ms", plan}
 
 	r := otactl(t, start...)
-	if r.code != exitFailure || !strings.Contains(r.stderr, "rollout halted") {
+	if r.code != ota.ExitFailure || !strings.Contains(r.stderr, "rollout halted") {
 		t.Fatalf("exit %d, want 1 with a halt\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	s := retainedState(t, b.URL, "halts")
@@ -171,7 +172,7 @@ func TestRolloutHaltsInTheTenPercentWave(t *testing.T) {
 	}
 	// Started again, it stays halted and offers nothing more.
 	before := f.offered()
-	if r := otactl(t, start...); r.code != exitFailure || !strings.Contains(r.stderr, "continuing rollout halts") {
+	if r := otactl(t, start...); r.code != ota.ExitFailure || !strings.Contains(r.stderr, "continuing rollout halts") {
 		t.Errorf("restart of a halted rollout: exit %d\n%s", r.code, r.stderr)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -183,7 +184,7 @@ func TestRolloutHaltsInTheTenPercentWave(t *testing.T) {
 	if err := os.WriteFile(plan, []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := otactl(t, start...); r.code != exitFailure || !strings.Contains(r.stderr, "already exists with another plan") {
+	if r := otactl(t, start...); r.code != ota.ExitFailure || !strings.Contains(r.stderr, "already exists with another plan") {
 		t.Errorf("changed plan: exit %d\n%s", r.code, r.stderr)
 	}
 }
@@ -212,7 +213,7 @@ func TestRolloutKilledAndRestartedFinishes(t *testing.T) {
 	}
 
 	r := otactl(t, start...)
-	if r.code != exitOK || !strings.Contains(r.stderr, "continuing rollout restarts from its retained state: soaking, wave 1") {
+	if r.code != ota.ExitOK || !strings.Contains(r.stderr, "continuing rollout restarts from its retained state: soaking, wave 1") {
 		t.Fatalf("restarted: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	s := retainedState(t, b.URL, "restarts")
@@ -250,7 +251,7 @@ func TestRolloutPauseAndResume(t *testing.T) {
 	mustRun(t, "rollout", "resume", "--broker", b.URL, "paused")
 	select {
 	case r := <-ended:
-		if r.code != exitOK {
+		if r.code != ota.ExitOK {
 			t.Fatalf("controller: exit %d\n%s", r.code, r.stderr)
 		}
 	case <-time.After(30 * time.Second):
@@ -259,7 +260,7 @@ func TestRolloutPauseAndResume(t *testing.T) {
 	if n := len(f.offered()); n != 50 {
 		t.Errorf("%d devices offered, want 50", n)
 	}
-	if r := otactl(t, "rollout", "abort", "--broker", b.URL, "paused"); r.code != exitFailure || !strings.Contains(r.stderr, "is finished") {
+	if r := otactl(t, "rollout", "abort", "--broker", b.URL, "paused"); r.code != ota.ExitFailure || !strings.Contains(r.stderr, "is finished") {
 		t.Errorf("abort of a finished rollout: exit %d %s", r.code, r.stderr)
 	}
 }
