@@ -154,7 +154,7 @@ func (o *offers) topics() map[string]bool {
 }
 
 // dial starts a Device and closes it at the end of the test.
-func dial(t *testing.T, cfg Config, o *offers) *Device {
+func dial(t *testing.T, cfg Config, o *offers) *Conn {
 	t.Helper()
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 3 * time.Second

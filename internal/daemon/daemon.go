@@ -74,15 +74,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeMQTT()
+	if err := watchKeys(ctx, d.cfg.Trust.KeysDir, d.node.Keys, d.log); err != nil {
+		return err
+	}
+	// The control socket comes last: once it answers, everything else is up.
 	srv, err := control.Listen(d.cfg.ControlSocket, d.node.Agent, d.log)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	go srv.Serve(ctx)
-	if err := watchKeys(ctx, d.cfg.Trust.KeysDir, d.node.Keys, d.log); err != nil {
-		return err
-	}
 	d.log.Info("otad running", "version", d.version, "device", d.cfg.DeviceID, "booted", d.node.Booted,
 		"broker", d.cfg.MQTT.Broker, "bootloader", d.cfg.Bootloader.Type)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)

@@ -15,6 +15,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
@@ -316,6 +317,15 @@ func TestTrustDirReload(t *testing.T) {
 	go func() { done <- dmn.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; lock.Release() })
 	d := dmn.Node()
+	// The control socket answers once the trust directory is watched.
+	for i := 0; ; i++ {
+		if _, err := (control.Client{Path: tb.Cfg.ControlSocket}).Status(ctx); err == nil {
+			break
+		} else if i > 500 {
+			t.Fatalf("daemon not up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	keyFile := filepath.Join(tb.Cfg.Trust.KeysDir, "release.pub")
 	pub, err := os.ReadFile(keyFile)
 	devicetest.Must(t, err)

@@ -15,7 +15,7 @@ import (
 // publisher sends transitions and progress to MQTT once it is dialled.
 type publisher struct {
 	log *slog.Logger
-	m   atomic.Pointer[mqtt.Device]
+	m   atomic.Pointer[mqtt.Conn]
 }
 
 func (p *publisher) Publish(st ota.Status, ev ota.Event) {

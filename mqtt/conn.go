@@ -10,7 +10,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 var (
@@ -28,8 +27,10 @@ const (
 	maxBackoff   = time.Minute
 )
 
-// Device is a device's connection (SPEC §8).
-type Device struct {
+// Conn is a device's MQTT connection (SPEC §8): a persistent session that
+// takes offers from the desired topics and publishes status, events, progress
+// and presence.
+type Conn struct {
 	cfg     Config
 	topics  Topics
 	desired map[string]bool
@@ -60,7 +61,7 @@ type Device struct {
 // empty payload means the retained offer was cleared); it must not block. A persistent
 // session may deliver an offer twice (queued, then again as retained on resubscribe).
 // The error is only for a bad config.
-func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, error) {
+func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error) {
 	if onOffer == nil {
 		return nil, fmt.Errorf("%w: nil offer handler", ErrConfig)
 	}
@@ -77,7 +78,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, erro
 		return nil, err
 	}
 	t := Topics{Prefix: cfg.prefix(), Device: cfg.DeviceID}
-	d := &Device{
+	d := &Conn{
 		cfg:     cfg,
 		topics:  t,
 		desired: map[string]bool{t.Desired(): true},
@@ -112,7 +113,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Device, erro
 }
 
 // Topics returns the device's topic names.
-func (d *Device) Topics() Topics { return d.topics }
+func (d *Conn) Topics() Topics { return d.topics }
 
 // maxDropsPending bounds the record of dropped messages not yet handled.
 const maxDropsPending = 64
@@ -120,7 +121,7 @@ const maxDropsPending = 64
 // oversized runs on paho's reading goroutine when a message over MaxInbound
 // was dropped unread: paho gets it with an empty payload, which handle must
 // not take for a cleared offer.
-func (d *Device) oversized(topic string, _ byte, size int) {
+func (d *Conn) oversized(topic string, _ byte, size int) {
 	d.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", MaxInbound)
 	d.mu.Lock()
 	if len(d.dropped) >= maxDropsPending {
@@ -134,7 +135,7 @@ func (d *Device) oversized(topic string, _ byte, size int) {
 }
 
 // wasDropped reports (once) that an empty message stands for a dropped one.
-func (d *Device) wasDropped(topic string, payload []byte) bool {
+func (d *Conn) wasDropped(topic string, payload []byte) bool {
 	if len(payload) != 0 {
 		return false
 	}
@@ -148,7 +149,7 @@ func (d *Device) wasDropped(topic string, payload []byte) bool {
 }
 
 // handle runs on paho's goroutine; it only passes desired-topic messages on.
-func (d *Device) handle(_ paho.Client, m paho.Message) {
+func (d *Conn) handle(_ paho.Client, m paho.Message) {
 	if d.wasDropped(m.Topic(), m.Payload()) {
 		return
 	}
@@ -160,7 +161,7 @@ func (d *Device) handle(_ paho.Client, m paho.Message) {
 }
 
 // connectLoop makes the first connection; paho reconnects after that by itself.
-func (d *Device) connectLoop() {
+func (d *Conn) connectLoop() {
 	defer d.loopsDone.Done()
 	backoff := firstBackoff
 	for {
@@ -186,7 +187,7 @@ func (d *Device) connectLoop() {
 
 // onConnect runs (in its own goroutine) after every connect: renew the subscriptions
 // and have the sender publish presence and the latest status again.
-func (d *Device) onConnect(c paho.Client) {
+func (d *Conn) onConnect(c paho.Client) {
 	d.log.Info("mqtt: connected")
 	d.mu.Lock()
 	d.connected = true
@@ -211,145 +212,25 @@ func (d *Device) onConnect(c paho.Client) {
 	}
 }
 
-func (d *Device) onConnectionLost(_ paho.Client, err error) {
+func (d *Conn) onConnectionLost(_ paho.Client, err error) {
 	d.log.Warn("mqtt: connection lost", "err", err)
 	d.mu.Lock()
 	d.connected = false
 	d.mu.Unlock()
 }
 
-func (d *Device) kick() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
-
-// sendLoop is the only caller of Publish, so publishes keep their order and callers never
-// wait on the network.
-func (d *Device) sendLoop() {
-	defer d.loopsDone.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-d.ctx.Done():
-			d.flush() // what is queued goes out before Close's offline message
-			return
-		case <-d.wake:
-		case <-timer.C:
-		}
-		if wait := d.flush(); wait > 0 {
-			timer.Reset(wait)
-		}
-	}
-}
-
-// flush publishes what is pending if connected; it returns how long a held-back progress
-// message has to wait, or 0.
-func (d *Device) flush() time.Duration {
-	d.mu.Lock()
-	if !d.connected {
-		d.mu.Unlock()
-		return 0
-	}
-	online := d.onlinePending
-	d.onlinePending = false
-	var status []byte
-	if d.statusPending {
-		status, d.statusPending = d.status, false
-	}
-	events := d.events
-	d.events = nil
-	var progress []byte
-	var wait time.Duration
-	if d.progress != nil {
-		if since := time.Since(d.progressAt); since >= progressInterval {
-			progress, d.progress, d.progressAt = d.progress, nil, time.Now()
-		} else {
-			wait = progressInterval - since
-		}
-	}
-	d.mu.Unlock()
-
-	// QoS 1 messages handed over here are kept in paho's store if the connection drops.
-	if online {
-		d.publish(d.topics.Online(), 1, true, onlinePayload)
-	}
-	if status != nil {
-		d.publish(d.topics.Status(), 1, true, status)
-	}
-	for _, e := range events {
-		d.publish(d.topics.Events(), 1, false, e)
-	}
-	if progress != nil {
-		d.publish(d.topics.Progress(), 0, false, progress)
-	}
-	return wait
-}
-
-func (d *Device) publish(topic string, qos byte, retained bool, payload []byte) {
-	tok := d.client.Publish(topic, qos, retained, payload)
-	// Publish fails at once only when paho is not connecting at all; the delivery itself
-	// completes later and is paho's to retry.
-	select {
-	case <-tok.Done():
-		if err := tok.Error(); err != nil {
-			d.log.Warn("mqtt: publish failed", "topic", topic, "err", err)
-		}
-	default:
-	}
-}
-
-// PublishStatus publishes the retained status snapshot (QoS 1). Only the latest matters:
-// while disconnected it is kept and published on the next connect.
-func (d *Device) PublishStatus(payload []byte) {
-	d.mu.Lock()
-	d.status = append([]byte(nil), payload...)
-	d.statusPending = true
-	d.mu.Unlock()
-	d.kick()
-}
-
-// PublishEvent publishes one event (QoS 1, not retained). Events raised while
-// disconnected are queued (at most 1000, oldest dropped first).
-func (d *Device) PublishEvent(payload []byte) {
-	d.mu.Lock()
-	if len(d.events) >= maxQueuedEvents {
-		d.events = d.events[1:]
-		d.log.Warn("mqtt: event queue full, oldest event dropped")
-	}
-	d.events = append(d.events, append([]byte(nil), payload...))
-	d.mu.Unlock()
-	d.kick()
-}
-
-// PublishProgress publishes progress (QoS 0, not retained), at most 2 per second: a
-// newer message replaces one that is still held back, so the last of a burst goes out.
-// Progress raised while disconnected is dropped.
-func (d *Device) PublishProgress(payload []byte) {
-	d.mu.Lock()
-	if !d.connected {
-		d.mu.Unlock()
-		return
-	}
-	d.progress = append([]byte(nil), payload...)
-	d.mu.Unlock()
-	d.kick()
-}
-
 // Connected reports whether the connection to the broker is up now.
-func (d *Device) Connected() bool { return d.client.IsConnectionOpen() }
+func (d *Conn) Connected() bool { return d.client.IsConnectionOpen() }
 
 // Close flushes what is queued, publishes {"online":false} retained (a clean disconnect
 // does not fire the Last Will), waits for it bounded by ctx and disconnects.
-func (d *Device) Close(ctx context.Context) error {
+func (d *Conn) Close(ctx context.Context) error {
 	var err error
 	d.closeOnce.Do(func() { err = d.close(ctx) })
 	return err
 }
 
-func (d *Device) close(ctx context.Context) error {
+func (d *Conn) close(ctx context.Context) error {
 	d.stop()
 	done := make(chan struct{})
 	go func() { d.loopsDone.Wait(); close(done) }()
@@ -371,31 +252,3 @@ func (d *Device) close(ctx context.Context) error {
 
 // errTimeout is returned when a paho token does not complete in time.
 var errTimeout = errors.New("timed out")
-
-// waitToken waits for tok, at most timeout and not past ctx.
-func waitToken(ctx context.Context, tok paho.Token, timeout time.Duration) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-tok.Done():
-		return tok.Error()
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return fmt.Errorf("after %v: %w", timeout, errTimeout)
-	}
-}
-
-// copyingStore keeps its own copy of each outgoing PUBLISH. paho's resume() marks stored
-// packets Dup and resends them; without a copy, a publish made right after a connect (in
-// the window before resume() runs) is the very packet the network goroutine is writing,
-// a data race. The resend itself is a QoS 1 duplicate, which MQTT allows.
-type copyingStore struct{ paho.Store }
-
-func (s copyingStore) Put(key string, m packets.ControlPacket) {
-	if p, ok := m.(*packets.PublishPacket); ok {
-		cp := *p
-		m = &cp
-	}
-	s.Store.Put(key, m)
-}
