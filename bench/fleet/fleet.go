@@ -196,7 +196,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		return fmt.Errorf("%w%s", convErr, agentErrors(devs))
 	}
 	if b.Exited() {
-		return fmt.Errorf("mosquitto exited during the run: %s", b.log)
+		return fmt.Errorf("mosquitto exited during the run: %s", b.Log())
 	}
 
 	// What the issue asks for is the retained status: read it afresh, as a

@@ -47,11 +47,7 @@ import (
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
-func main() {
-	cli.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return cli.Program{Name: "fleetbench"}.Exit(stderr, "", run(ctx, args, stdout, stderr))
-	})
-}
+func main() { cli.Tool("fleetbench", run) }
 
 type options struct {
 	latency      latencyOptions

@@ -69,11 +69,7 @@ const (
 	maxOtadRSS          = 32 << 20
 )
 
-func main() {
-	cli.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return cli.Program{Name: "installbench"}.Exit(stderr, "", run(ctx, args, stdout))
-	})
-}
+func main() { cli.Tool("installbench", run) }
 
 type options struct {
 	otad       string
@@ -134,8 +130,8 @@ type phase struct {
 	run     func(ctx context.Context, round int) (sample, error)
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
-	o, err := parseFlags(args, out)
+func run(ctx context.Context, args []string, out, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}

@@ -272,7 +272,7 @@ func TestRunEndToEnd(t *testing.T) {
 			defer cancel()
 			var out bytes.Buffer
 			args := append([]string{"-otad", tt.otad, "-size", "4MiB", "-rounds", "2", "-dir", t.TempDir()}, tt.args...)
-			err := run(ctx, args, &out)
+			err := run(ctx, args, &out, &out)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("run: %v, want an error containing %q\n%s", err, tt.err, out.String())

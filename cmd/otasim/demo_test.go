@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -24,16 +23,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func otasim(t *testing.T, args ...string) result {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, &stdout, &stderr)
-	return result{code, stdout.String(), stderr.String()}
+// otasim runs the command line in this process.
+func otasim(args ...string) (code int, stdout, stderr string) {
+	var out, errOut strings.Builder
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
 }
 
 // The whole demo, in-process: five real agents, a good rollout, a broken one.
@@ -42,17 +36,16 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	r := result{}
-	var stdout, stderr strings.Builder
-	r.code = run(ctx, []string{"demo", "--dir", dir, "--timeout", "60s"}, &stdout, &stderr)
-	r.stdout, r.stderr = stdout.String(), stderr.String()
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"demo", "--dir", dir, "--timeout", "60s"}, &out, &errOut)
+	stdout, stderr := out.String(), errOut.String()
 	t.Logf("demo took %v", time.Since(start))
-	if r.code != ota.ExitOK {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if code != ota.ExitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	_, summary, ok := strings.Cut(r.stdout, "\nsummary\n")
+	_, summary, ok := strings.Cut(stdout, "\nsummary\n")
 	if !ok {
-		t.Fatalf("no summary in the output:\n%s", r.stdout)
+		t.Fatalf("no summary in the output:\n%s", stdout)
 	}
 	row := regexp.MustCompile(`(?m)^(gw-\d\d)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$`)
 	rows := row.FindAllStringSubmatch(summary, -1)
@@ -104,11 +97,11 @@ func TestDemo(t *testing.T) {
 		"$ otactl keygen release", "--compress zstd", "publishing rollout 2.0.0 to group \"demo\"",
 		"rolled back", "work directory kept: " + dir,
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "\x1b[") {
+	if strings.Contains(stdout, "\x1b[") {
 		t.Error("terminal escapes written to a non-terminal")
 	}
 }
@@ -116,16 +109,16 @@ func TestDemo(t *testing.T) {
 // A step that does not converge ends the demo with exit 1, a message naming
 // the devices' states, and the work directory kept for a look.
 func TestDemoTimeout(t *testing.T) {
-	r := otasim(t, "demo", "--devices", "1", "--timeout", "1ms")
-	if r.code != ota.ExitFailure {
-		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	code, stdout, stderr := otasim("demo", "--devices", "1", "--timeout", "1ms")
+	if code != ota.ExitFailure {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(r.stderr, "not done within 1ms") || !strings.Contains(r.stderr, "gw-01") {
-		t.Errorf("stderr: %s", r.stderr)
+	if !strings.Contains(stderr, "not done within 1ms") || !strings.Contains(stderr, "gw-01") {
+		t.Errorf("stderr: %s", stderr)
 	}
-	m := regexp.MustCompile(`work directory is kept for a look: (\S+)`).FindStringSubmatch(r.stdout)
+	m := regexp.MustCompile(`work directory is kept for a look: (\S+)`).FindStringSubmatch(stdout)
 	if m == nil {
-		t.Fatalf("work directory not reported:\n%s", r.stdout)
+		t.Fatalf("work directory not reported:\n%s", stdout)
 	}
 	defer os.RemoveAll(m[1])
 	if _, err := os.Stat(filepath.Join(m[1], "devices", "gw-01", "otad.toml")); err != nil {
@@ -153,13 +146,13 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"demo", "health-check", "--env", "x"}, "--slot-a"},
 	}
 	for _, tt := range tests {
-		r := otasim(t, tt.args...)
-		if r.code != ota.ExitUsage || !strings.Contains(r.stderr, tt.stderr) {
-			t.Errorf("otasim %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.stderr)
+		code, _, stderr := otasim(tt.args...)
+		if code != ota.ExitUsage || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("otasim %v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.stderr)
 		}
 	}
-	if r := otasim(t, "help"); !strings.Contains(r.stdout, "demo") {
-		t.Errorf("help does not list demo:\n%s", r.stdout)
+	if _, stdout, _ := otasim("help"); !strings.Contains(stdout, "demo") {
+		t.Errorf("help does not list demo:\n%s", stdout)
 	}
 }
 
@@ -189,9 +182,9 @@ func TestDemoHealthCheckCommand(t *testing.T) {
 		{filepath.Join(dir, "absent"), good, ota.ExitFailure, "no such file"},
 	}
 	for _, tt := range tests {
-		r := otasim(t, "demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)
-		if r.code != tt.code || !strings.Contains(r.stdout+r.stderr, tt.out) {
-			t.Errorf("slot A %s: exit %d, output %q%q; want %d and %q", tt.slotA, r.code, r.stdout, r.stderr, tt.code, tt.out)
+		code, stdout, stderr := otasim("demo", "health-check", "--env", env, "--slot-a", tt.slotA, "--slot-b", tt.slotB)
+		if code != tt.code || !strings.Contains(stdout+stderr, tt.out) {
+			t.Errorf("slot A %s: exit %d, output %q%q; want %d and %q", tt.slotA, code, stdout, stderr, tt.code, tt.out)
 		}
 	}
 }

@@ -10,15 +10,15 @@ import (
 	"github.com/otad/otad/internal/cli"
 )
 
-// commands is the subcommand table; a new subcommand is one more entry.
-func commands() map[string]cli.Command {
-	return map[string]cli.Command{
-		"demo": {Summary: "the whole flow on this machine: broker, image server, 5 simulated devices", Run: runDemo},
-	}
-}
-
 func main() { cli.Main(run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.Program{Name: "otasim", Commands: commands()}.Run(ctx, args, stdout, stderr)
+}
+
+// commands is the subcommand table.
+func commands() map[string]cli.Command {
+	return map[string]cli.Command{
+		"demo": {Summary: "the whole flow on this machine: broker, image server, 5 simulated devices", Run: runDemo},
+	}
 }

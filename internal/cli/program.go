@@ -39,6 +39,14 @@ func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer)
 	os.Exit(code)
 }
 
+// Tool is Main for a program without subcommands: run's error is printed
+// as "NAME: err" and mapped to an exit code.
+func Tool(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
+	Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return Program{Name: name}.Exit(stderr, "", run(ctx, args, stdout, stderr))
+	})
+}
+
 // Run dispatches args[0] to its subcommand and returns the exit code.
 func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

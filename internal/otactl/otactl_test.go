@@ -35,6 +35,20 @@ func otactl(t *testing.T, args ...string) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
+// expectExit runs otactl and checks its exit code and that stderr says
+// want; the result is there for further checks.
+func expectExit(t *testing.T, args []string, code int, want string) result {
+	t.Helper()
+	r := otactl(t, args...)
+	if r.code != code {
+		t.Fatalf("otactl %s: exit %d, want %d\nstderr: %s", strings.Join(args, " "), r.code, code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("otactl %s: stderr %q lacks %q", strings.Join(args, " "), r.stderr, want)
+	}
+	return r
+}
+
 func mustRun(t *testing.T, args ...string) result {
 	t.Helper()
 	r := otactl(t, args...)
@@ -259,13 +273,7 @@ func TestVerifyRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := otactl(t, tt.args...)
-			if r.code != tt.code {
-				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, tt.code, r.stderr)
-			}
-			if !strings.Contains(r.stderr, tt.err) {
-				t.Errorf("stderr %q lacks %q", r.stderr, tt.err)
-			}
+			r := expectExit(t, tt.args, tt.code, tt.err)
 			if tt.code != ota.ExitOK && r.stdout != "" {
 				t.Errorf("refused envelope printed %q", r.stdout)
 			}
@@ -344,13 +352,7 @@ func TestSignOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := otactl(t, tt.args...)
-			if r.code != tt.code {
-				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, tt.code, r.stderr)
-			}
-			if !strings.Contains(r.stderr, tt.err) {
-				t.Errorf("stderr %q lacks %q", r.stderr, tt.err)
-			}
+			r := expectExit(t, tt.args, tt.code, tt.err)
 			if r.stdout != "" {
 				t.Errorf("failed sign printed %q", r.stdout)
 			}
@@ -396,13 +398,7 @@ func TestKeygen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := os.ReadFile(name + ".key")
-			r := otactl(t, tt.args...)
-			if r.code != tt.code {
-				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, tt.code, r.stderr)
-			}
-			if !strings.Contains(r.stderr, tt.err) {
-				t.Errorf("stderr %q lacks %q", r.stderr, tt.err)
-			}
+			expectExit(t, tt.args, tt.code, tt.err)
 			if after, _ := os.ReadFile(name + ".key"); before != nil && !bytes.Equal(before, after) {
 				t.Error("an existing key was overwritten")
 			}

@@ -1,7 +1,7 @@
 // Package mosquittotest runs a real mosquitto broker for tests: its own process on a free
 // loopback port, with a generated config, persistence and log under t.TempDir(). It never
-// touches a system broker service. It also makes a throwaway PKI for TLS tests. Launch, the
-// process itself, serves the fleet benchmark too.
+// touches a system broker service. It also makes a throwaway PKI for TLS tests. Run starts
+// one outside a test, for the fleet benchmark.
 package mosquittotest
 
 import (
@@ -31,6 +31,10 @@ type Options struct {
 	ACL string
 	// Extra lines appended to the generated mosquitto.conf.
 	Extra []string
+	// Quiet logs errors and warnings only, not a line per client (a fleet's broker).
+	Quiet bool
+	// LogTail keeps only the log's last LogTail bytes; 0 keeps it all.
+	LogTail int
 }
 
 // Broker is a running (or stopped) mosquitto.
@@ -39,13 +43,13 @@ type Broker struct {
 	Port int
 	Dir  string // config, persistence and log live here
 
-	t    testing.TB
+	t    testing.TB // nil outside a test (Run)
 	bin  string
 	conf string
 	log  *testtool.Buffer
 
 	mu   sync.Mutex
-	proc *Process // nil when stopped
+	proc *process // nil when stopped
 }
 
 // Require returns the path of a Debian tool, or ends the test: t.Fatal when CI is set
@@ -69,13 +73,33 @@ func FreePort(t testing.TB) int {
 // test failed).
 func Start(t testing.TB, opts Options) *Broker {
 	t.Helper()
-	b := &Broker{
-		t:    t,
-		bin:  Require(t, "mosquitto", "mosquitto"),
-		Port: FreePort(t),
-		Dir:  t.TempDir(),
-		log:  &testtool.Buffer{},
+	Require(t, "mosquitto", "mosquitto")
+	b, err := Run(context.Background(), t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
 	}
+	b.t = t
+	t.Cleanup(func() {
+		b.Stop()
+		if t.Failed() {
+			t.Logf("mosquitto log (%s):\n%s", b.URL, b.Log())
+		}
+	})
+	return b
+}
+
+// Run starts a broker outside a test (the fleet benchmark), its config, persistence and
+// log in dir; Stop ends it.
+func Run(ctx context.Context, dir string, opts Options) (*Broker, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	port, err := Port()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{bin: bin, Port: port, Dir: dir, log: &testtool.Buffer{Max: opts.LogTail}}
 	scheme := "mqtt"
 	if opts.TLS != nil {
 		scheme = "mqtts"
@@ -83,21 +107,17 @@ func Start(t testing.TB, opts Options) *Broker {
 	b.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, b.Port)
 	b.conf = filepath.Join(b.Dir, "mosquitto.conf")
 	if err := os.WriteFile(b.conf, []byte(b.config(opts)), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("mosquitto config: %w", err)
 	}
 	if opts.ACL != "" {
 		if err := os.WriteFile(filepath.Join(b.Dir, "acl"), []byte(opts.ACL), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("mosquitto acl: %w", err)
 		}
 	}
-	t.Cleanup(func() {
-		b.Stop()
-		if t.Failed() {
-			t.Logf("mosquitto log (%s):\n%s", b.URL, b.Log())
-		}
-	})
-	b.start()
-	return b
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func (b *Broker) config(opts Options) string {
@@ -111,14 +131,15 @@ func (b *Broker) config(opts Options) string {
 		"log_dest stdout",
 		"log_type error",
 		"log_type warning",
-		"log_type notice",
-		"log_type information",
-		"log_type subscribe",
-		"connection_messages true",
 		"log_timestamp_format %H:%M:%S",
 	}
+	if opts.Quiet {
+		lines = append(lines, "connection_messages false")
+	} else {
+		lines = append(lines, "log_type notice", "log_type information", "log_type subscribe", "connection_messages true")
+	}
 	if os.Geteuid() == 0 {
-		// As root mosquitto drops to user "mosquitto", which cannot read t.TempDir().
+		// As root mosquitto drops to user "mosquitto", which cannot read the directory.
 		lines = append(lines, "user root")
 	}
 	if tc := opts.TLS; tc != nil {
@@ -133,18 +154,18 @@ func (b *Broker) config(opts Options) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-func (b *Broker) start() {
-	b.t.Helper()
+func (b *Broker) start(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(b.Dir, "data"), 0o700); err != nil {
-		b.t.Fatal(err)
+		return fmt.Errorf("mosquitto data: %w", err)
 	}
-	p, err := Launch(context.Background(), b.bin, b.conf, b.Port, b.log)
+	p, err := launch(ctx, b.bin, b.conf, b.Port, b.log)
 	if err != nil {
-		b.t.Fatal(err)
+		return err
 	}
 	b.mu.Lock()
 	b.proc = p
 	b.mu.Unlock()
+	return nil
 }
 
 // Stop ends the broker gracefully (it saves its persistence file); a no-op when stopped.
@@ -163,7 +184,9 @@ func (b *Broker) Stop() {
 func (b *Broker) Restart() {
 	b.t.Helper()
 	b.Stop()
-	b.start()
+	if err := b.start(context.Background()); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // Wipe deletes the saved state (retained messages, sessions); call it while stopped to
@@ -177,3 +200,20 @@ func (b *Broker) Wipe() {
 
 // Log returns what the broker logged so far.
 func (b *Broker) Log() string { return b.log.String() }
+
+// PID is mosquitto's process ID (0 when stopped), for its memory figures.
+func (b *Broker) PID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.proc == nil {
+		return 0
+	}
+	return b.proc.cmd.Process.Pid
+}
+
+// Exited reports whether mosquitto stopped without Stop.
+func (b *Broker) Exited() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.proc != nil && b.proc.exited()
+}

@@ -26,17 +26,16 @@ func Port() (int, error) {
 	return port, l.Close()
 }
 
-// Process is one mosquitto process of our own, on a loopback port. It never
-// touches a system broker service.
-type Process struct {
+// process is one mosquitto process of our own, on a loopback port.
+type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when mosquitto has exited
 }
 
-// Launch runs `bin -c conf` and waits (at most 10 s, and while ctx lasts)
+// launch runs `bin -c conf` and waits (at most 10 s, and while ctx lasts)
 // until it listens on 127.0.0.1:port; its output goes to out.
-func Launch(ctx context.Context, bin, conf string, port int, out io.Writer) (*Process, error) {
-	p := &Process{cmd: exec.Command(bin, "-c", conf), done: make(chan struct{})}
+func launch(ctx context.Context, bin, conf string, port int, out io.Writer) (*process, error) {
+	p := &process{cmd: exec.Command(bin, "-c", conf), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start mosquitto: %w", err)
@@ -63,11 +62,8 @@ func Launch(ctx context.Context, bin, conf string, port int, out io.Writer) (*Pr
 	}
 }
 
-// PID is mosquitto's process ID.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
-
-// Exited reports whether mosquitto has stopped.
-func (p *Process) Exited() bool {
+// exited reports whether mosquitto has stopped.
+func (p *process) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -78,7 +74,7 @@ func (p *Process) Exited() bool {
 
 // Stop ends mosquitto gracefully (it saves its persistence file), or kills
 // it after 10 s.
-func (p *Process) Stop() {
+func (p *process) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
