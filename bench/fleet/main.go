@@ -50,10 +50,11 @@ import (
 func main() { cli.Tool("fleetbench", run) }
 
 type options struct {
-	latency      latencyOptions
-	agents       []int
-	fleet        fleetOptions
-	dir          string
+	latency latencyOptions // the one-device run; n 0 skips it
+	agents  []int          // fleet sizes, growing; none skips the fleet runs
+	fleet   fleetOptions
+	dir     string // work directory; "" makes a temporary one
+	// raiseInotify lets root raise fs.inotify.max_user_instances for the run.
 	raiseInotify bool
 }
 

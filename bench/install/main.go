@@ -50,14 +50,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"time"
 
 	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
 )
@@ -153,11 +152,13 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 	fmt.Fprintf(out, "image: %.0f MiB, sha256 %s, generated in %v\n", mib(o.size), sum, time.Since(t0).Round(time.Millisecond))
 
-	url, stopServer, err := serve(image)
+	// The image is served from its directory at full speed, as the demo serves its images.
+	srv, err := demo.StartFileServer(work, 0)
 	if err != nil {
 		return err
 	}
-	defer stopServer()
+	defer srv.Close(context.Background())
+	url := srv.URL + "/" + filepath.Base(image)
 
 	dev, err := newTestDevice(work, url, o.size, sum)
 	if err != nil {
@@ -268,35 +269,6 @@ func measure(ctx context.Context, o options, dev *testDevice, image, sum string,
 		}
 	}
 	return s, nil
-}
-
-// serve serves the image at http://127.0.0.1:PORT/image.bin.
-func serve(image string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("http server: %w", err)
-	}
-	name := "/" + filepath.Base(image)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != name {
-			http.NotFound(w, r)
-			return
-		}
-		f, err := os.Open(image)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		http.ServeContent(w, r, name, st.ModTime(), f)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + name, func() { _ = srv.Close() }, nil
 }
 
 // startProfile profiles this process's CPU into dir/name.pprof; without a
