@@ -111,7 +111,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		return err
 	}
 	defer closeServer(srv)
-	sg, err := newSigner(www, srv.URL)
+	sg, err := newReleases(www, srv.URL)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	ids := make([]string, n)
 	for i := range devs {
 		ids[i] = fmt.Sprintf("%s%05d", devicePrefix, i)
-		if devs[i], err = newDevice(filepath.Join(dir, "devices"), ids[i], b.URL, []string{group}, o.imageSize+1<<20, sg.pubPEM); err != nil {
+		if devs[i], err = newDevice(filepath.Join(dir, "devices"), ids[i], b.URL, []string{group}, o.imageSize+1<<20, sg.PublicKeyPEM); err != nil {
 			return err
 		}
 	}

@@ -160,12 +160,12 @@ func runLatency(ctx context.Context, dir string, o latencyOptions, progress func
 		return res, err
 	}
 	defer closeServer(srv)
-	sg, err := newSigner(www, srv.URL)
+	sg, err := newReleases(www, srv.URL)
 	if err != nil {
 		return res, err
 	}
 	id := devicePrefix + "latency"
-	dev, err := newDevice(dir, id, b.URL, nil, o.imageSize+1<<20, sg.pubPEM)
+	dev, err := newDevice(dir, id, b.URL, nil, o.imageSize+1<<20, sg.PublicKeyPEM)
 	if err != nil {
 		return res, err
 	}

@@ -9,9 +9,7 @@ import (
 
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/simdevice"
-	"github.com/otad/otad/verify"
-
-	"github.com/otad/otad/ota"
+	"github.com/otad/otad/internal/testkit/signer"
 )
 
 // testDevice is a file-backed device for otad (internal/simdevice): a sim
@@ -35,16 +33,12 @@ const compatible = "otad,installbench"
 // `otad install` returns once the image is staged and the boot slot
 // flipped, without a (simulated) reboot in the timing.
 func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error) {
-	key, err := verify.GenerateKey(verify.KeyECDSAP256)
-	if err != nil {
-		return nil, err
-	}
-	pub, err := verify.MarshalPublicKeyPEM(key.Public())
+	rel, err := signer.New()
 	if err != nil {
 		return nil, err
 	}
 	spec := simdevice.Spec{
-		ID: "bench-0001", Dir: dir, Compatible: compatible, SlotSize: size, TrustedKey: pub, RebootPolicy: "manual",
+		ID: "bench-0001", Dir: dir, Compatible: compatible, SlotSize: size, TrustedKey: rel.PublicKeyPEM, RebootPolicy: "manual",
 		Download: config.Download{Retries: 1, Backoff: config.Duration{Duration: 100 * time.Millisecond}, MaxBackoff: config.Duration{Duration: time.Second}},
 	}
 	p, _, err := simdevice.Layout(spec)
@@ -65,13 +59,8 @@ func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error)
 	if err := os.WriteFile(d.cfg[false], noReadback, 0o600); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	issued := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
-	m := verify.Manifest{
-		Schema: 1, ID: "installbench", Version: "bench-1", SecurityVersion: 1, Compatible: []string{compatible},
-		IssuedAt: issued, ExpiresAt: issued.Add(24 * time.Hour),
-		Payload: verify.Payload{URL: url, Compression: ota.CompressionNone, Size: size, SHA256: sum},
-	}
-	env, err := verify.SignOffer(&m, key)
+	env, err := rel.Sign(signer.Offer{ID: "installbench", Version: "bench-1", SecurityVersion: 1, Compatible: compatible,
+		URL: url, Size: size, SHA256: sum})
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func TestDemoHealthCheckCommand(t *testing.T) {
 		good:   {Version: "2.0.0", Size: 4096},
 		broken: {Version: "2.1.0", Broken: true, Size: 4096},
 	} {
-		if err := demo.WriteImageFile(path, spec); err != nil {
+		if _, err := demo.WriteImageFile(path, spec); err != nil {
 			t.Fatal(err)
 		}
 	}

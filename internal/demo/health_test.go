@@ -17,10 +17,10 @@ func TestCheckHealth(t *testing.T) {
 	broken := filepath.Join(dir, "broken")
 	other := filepath.Join(dir, "other")
 	empty := filepath.Join(dir, "empty")
-	if err := WriteImageFile(good, ImageSpec{Version: "2.0.0", Size: 8192}); err != nil {
+	if _, err := WriteImageFile(good, ImageSpec{Version: "2.0.0", Size: 8192}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteImageFile(broken, ImageSpec{Version: "2.1.0", Broken: true, Size: 8192}); err != nil {
+	if _, err := WriteImageFile(broken, ImageSpec{Version: "2.1.0", Broken: true, Size: 8192}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(other, []byte("ELF something else entirely"), 0o600); err != nil {

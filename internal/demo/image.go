@@ -2,6 +2,8 @@ package demo
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -71,11 +73,12 @@ func WriteImage(w io.Writer, spec ImageSpec) error {
 	return nil
 }
 
-// WriteImageFile writes the image to a new file at path.
-func WriteImageFile(path string, spec ImageSpec) (err error) {
+// WriteImageFile writes the image to a new file at path and returns its
+// SHA-256 (hex), what an offer of it names.
+func WriteImageFile(path string, spec ImageSpec) (sum string, err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("demo image: %w", err)
+		return "", fmt.Errorf("demo image: %w", err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
@@ -85,5 +88,9 @@ func WriteImageFile(path string, spec ImageSpec) (err error) {
 			_ = os.Remove(path) // best effort: no half image left behind
 		}
 	}()
-	return WriteImage(f, spec)
+	h := sha256.New()
+	if err := WriteImage(io.MultiWriter(f, h), spec); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

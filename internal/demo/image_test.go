@@ -2,6 +2,8 @@ package demo
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,17 +69,19 @@ func TestWriteImageFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "img")
 	spec := ImageSpec{Version: "2.0.0", Size: 4096}
-	if err := WriteImageFile(path, spec); err != nil {
+	sum, err := WriteImageFile(path, spec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, image(t, spec)) {
-		t.Fatalf("file differs (err %v)", err)
+	want := sha256.Sum256(image(t, spec))
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, image(t, spec)) || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("file differs (err %v) or sum %s is not its SHA-256", err, sum)
 	}
-	if err := WriteImageFile(path, spec); err == nil {
+	if _, err := WriteImageFile(path, spec); err == nil {
 		t.Error("an existing file was overwritten")
 	}
 	bad := filepath.Join(dir, "bad")
-	if err := WriteImageFile(bad, ImageSpec{Version: "2.0.0", Size: 3}); err == nil {
+	if _, err := WriteImageFile(bad, ImageSpec{Version: "2.0.0", Size: 3}); err == nil {
 		t.Error("a too small image was written")
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {

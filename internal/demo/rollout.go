@@ -17,7 +17,7 @@ func (d *run) rollout(ctx context.Context, r rolloutSpec) error {
 	if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
 		return fmt.Errorf("images: %w", err)
 	}
-	if err := WriteImageFile(img, ImageSpec{Broken: r.broken, Version: r.version, Seed: r.secVer, Size: d.opt.ImageSize}); err != nil {
+	if _, err := WriteImageFile(img, ImageSpec{Broken: r.broken, Version: r.version, Seed: r.secVer, Size: d.opt.ImageSize}); err != nil {
 		return err
 	}
 	d.say("built %s (%s)", d.rel(img), humanSize(d.opt.ImageSize))

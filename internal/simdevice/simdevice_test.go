@@ -14,21 +14,17 @@ import (
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
+	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/mqtt"
-	"github.com/otad/otad/verify"
 )
 
 func pubKey(t *testing.T) []byte {
 	t.Helper()
-	k, err := verify.GenerateKey(verify.KeyECDSAP256)
+	s, err := signer.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := verify.MarshalPublicKeyPEM(k.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pub
+	return s.PublicKeyPEM
 }
 
 func TestLayout(t *testing.T) {

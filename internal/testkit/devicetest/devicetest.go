@@ -29,7 +29,7 @@ import (
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/internal/statelock"
-	"github.com/otad/otad/verify"
+	"github.com/otad/otad/internal/testkit/signer"
 
 	"github.com/otad/otad/ota"
 )
@@ -43,7 +43,8 @@ type Testbed struct {
 	T        *testing.T
 	Dir      string
 	Cfg      *config.Config
-	Key      crypto.Signer
+	Key      crypto.Signer // the release key the device trusts
+	signer   *signer.Signer
 	Srv      *httptest.Server
 	Fetched  atomic.Int64 // payload bytes served
 	Throttle atomic.Bool  // serve slowly, so a test can interrupt mid-write
@@ -75,16 +76,14 @@ func New(t *testing.T, opt Options) *Testbed {
 	dir := t.TempDir()
 	tb := &Testbed{T: t, Dir: dir, images: map[string][]byte{}}
 	tb.Factory = RandBytes(1, SlotSize)
-	key, err := verify.GenerateKey(verify.KeyECDSAP256)
+	rel, err := signer.New()
 	Must(t, err)
-	tb.Key = key
-	pub, err := verify.MarshalPublicKeyPEM(key.Public())
-	Must(t, err)
+	tb.signer, tb.Key = rel, rel.Key
 	tb.Srv = httptest.NewServer(http.HandlerFunc(tb.serve))
 	t.Cleanup(tb.Srv.Close)
 	spec := simdevice.Spec{
 		ID: "gw-0001", Dir: dir, Compatible: "acme,gw-v2", SlotSize: SlotSize, Factory: bytes.NewReader(tb.Factory),
-		TrustedKey: pub, Broker: opt.Broker, Groups: opt.Groups, RebootPolicy: opt.Policy, CommitWindow: window,
+		TrustedKey: rel.PublicKeyPEM, Broker: opt.Broker, Groups: opt.Groups, RebootPolicy: opt.Policy, CommitWindow: window,
 		Download: config.Download{Retries: 2, Backoff: config.Duration{Duration: 10 * time.Millisecond}, MaxBackoff: config.Duration{Duration: 50 * time.Millisecond}},
 	}
 	if opt.Health != nil {
@@ -158,14 +157,8 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 	tb.mu.Lock()
 	tb.images[name] = served
 	tb.mu.Unlock()
-	if o.Issued.IsZero() {
-		o.Issued = time.Now().UTC().Add(-time.Minute)
-	}
 	if o.Compat == "" {
 		o.Compat = "acme,gw-v2"
-	}
-	if o.Expires == 0 {
-		o.Expires = 24 * time.Hour
 	}
 	if o.Size == 0 {
 		o.Size = int64(len(img))
@@ -173,15 +166,12 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 	if o.URL == "" {
 		o.URL = tb.Srv.URL + "/" + name
 	}
-	m := verify.Manifest{
-		Schema: 1, ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: []string{o.Compat},
-		IssuedAt: o.Issued, ExpiresAt: o.Issued.Add(o.Expires),
-		Payload: verify.Payload{URL: o.URL, Compression: "none", Size: o.Size, SHA256: hex.EncodeToString(sum[:])},
-	}
+	var devices []string
 	if o.Device != "" {
-		m.Devices = []string{o.Device}
+		devices = []string{o.Device}
 	}
-	env, err := verify.SignOffer(&m, tb.Key)
+	env, err := tb.signer.Sign(signer.Offer{ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: o.Compat,
+		Devices: devices, URL: o.URL, Size: o.Size, SHA256: hex.EncodeToString(sum[:]), Issued: o.Issued, Expires: o.Expires})
 	Must(tb.T, err)
 	return env, hex.EncodeToString(sum[:])
 }

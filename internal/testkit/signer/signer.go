@@ -1,0 +1,62 @@
+// Package signer is a throwaway release key and the offers it signs, for
+// simulated devices in tests and benchmarks: the devices trust
+// PublicKeyPEM, and Sign makes a schema-1 offer of a whole image.
+package signer
+
+import (
+	"crypto"
+	"fmt"
+	"time"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
+)
+
+// Signer is a fresh ECDSA P-256 key.
+type Signer struct {
+	Key          crypto.Signer
+	PublicKeyPEM []byte // what the devices trust
+}
+
+// New makes a key.
+func New() (*Signer, error) {
+	k, err := verify.GenerateKey(verify.KeyECDSAP256)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	pub, err := verify.MarshalPublicKeyPEM(k.Public())
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	return &Signer{Key: k, PublicKeyPEM: pub}, nil
+}
+
+// Offer is what a signed offer says of an uncompressed image.
+type Offer struct {
+	ID, Version     string
+	SecurityVersion uint64
+	Compatible      string
+	Devices         []string
+	URL             string
+	Size            int64
+	SHA256          string
+	Issued          time.Time     // zero: a minute ago
+	Expires         time.Duration // after Issued; zero: a day
+}
+
+// Sign makes the envelope of o.
+func (s *Signer) Sign(o Offer) ([]byte, error) {
+	if o.Issued.IsZero() {
+		o.Issued = time.Now().Add(-time.Minute)
+	}
+	if o.Expires == 0 {
+		o.Expires = 24 * time.Hour
+	}
+	m := verify.Manifest{
+		Schema: 1, ID: o.ID, Version: o.Version, SecurityVersion: o.SecurityVersion,
+		Compatible: []string{o.Compatible}, Devices: o.Devices,
+		IssuedAt: o.Issued.UTC(), ExpiresAt: o.Issued.UTC().Add(o.Expires),
+		Payload: verify.Payload{URL: o.URL, Compression: ota.CompressionNone, Size: o.Size, SHA256: o.SHA256},
+	}
+	return verify.SignOffer(&m, s.Key)
+}
