@@ -33,6 +33,8 @@ type Config struct {
 	// OfferSettle gathers offers from the network this long before taking
 	// the newest (retained offers of several topics arrive together).
 	OfferSettle time.Duration
+	// BuildTime is when otad was built: the lowest the clock floor goes.
+	BuildTime time.Time
 }
 
 // Deps are the agent's edges.
@@ -72,6 +74,8 @@ type Agent struct {
 	lastBytes int64
 	lastAt    time.Time
 	fatal     error
+	recheck   bool      // the pending offer is due for its re-check
+	lastSeen  time.Time // the journal's LastSeen, as stamped
 }
 
 // New loads the journal and returns an agent ready to Run.
@@ -97,6 +101,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		inbox: newInbox(), cmds: make(chan func()), stopped: make(chan struct{}),
 		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
 	}
+	a.lastSeen = s.LastSeen
 	a.status = a.snapshot(s, d.Clock.Now())
 	return a, nil
 }

@@ -10,6 +10,7 @@ import (
 // under way, and which slot came up, decide what happens next.
 func (m *machine) boot(ev EvBoot) {
 	sameBoot := m.s.BootID == ev.BootID
+	m.s.Seq = max(m.s.Seq, m.s.SeqMark) // past seqs refusals used unjournaled
 	m.s.BootID, m.s.Booted = ev.BootID, ev.Booted
 	if m.s.Slots == nil {
 		m.s.Slots = map[ota.Slot]SlotInfo{}

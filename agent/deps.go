@@ -40,6 +40,8 @@ type Facts struct {
 	SecurityFloor  uint64
 	NewestIssuedAt time.Time
 	InactiveSlot   ota.Slot
+	// ClockFloor is the earliest the checks' clock may read (SPEC §5).
+	ClockFloor time.Time
 }
 
 // Rebooter reboots the device. ErrRebooted means the process must end now

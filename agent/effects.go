@@ -43,6 +43,10 @@ type CancelInstall struct{}
 // Reboot reboots the device.
 type Reboot struct{}
 
+// RecheckPending has the loop run the offer checks on the pending offer
+// again and step with the verdict (EvPendingOffer or EvRefused).
+type RecheckPending struct{}
+
 // StartHealth runs the health checks within the commit window.
 type StartHealth struct{}
 
@@ -62,7 +66,8 @@ func (StartInstall) isEffect() {}
 
 func (CancelInstall) isEffect() {}
 
-func (Reboot) isEffect() {}
+func (Reboot) isEffect()         {}
+func (RecheckPending) isEffect() {}
 
 func (StartHealth) isEffect() {}
 

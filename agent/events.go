@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/otad/otad/ota"
+import (
+	"time"
+
+	"github.com/otad/otad/ota"
+)
 
 // Event is an input to Step.
 type Event interface{ isEvent() }
@@ -17,9 +21,17 @@ type EvBoot struct {
 // EvOffer is an offer that passed every check of SPEC §5.
 type EvOffer struct{ Target Target }
 
+// EvPendingOffer is the pending offer, passed again as it is taken up.
+type EvPendingOffer struct{ Target Target }
+
 // EvRefused is an offer that failed a check. Outcome names the offer when
-// it is authentic, and says why it was refused.
-type EvRefused struct{ Outcome ota.Outcome }
+// it is authentic, and says why it was refused; Time is when. Pending says
+// it is the pending offer, refused by its re-check.
+type EvRefused struct {
+	Outcome ota.Outcome
+	Time    time.Time
+	Pending bool
+}
 
 // EvProgress reports the writer's progress; Phase "verifying" moves the state on.
 type EvProgress struct {
@@ -55,7 +67,8 @@ type EvEffectFailed struct {
 
 func (EvBoot) isEvent() {}
 
-func (EvOffer) isEvent() {}
+func (EvPendingOffer) isEvent() {}
+func (EvOffer) isEvent()        {}
 
 func (EvRefused) isEvent() {}
 

@@ -41,6 +41,10 @@ func (a *Agent) apply(ctx context.Context, ev Event) error {
 		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error()})
 	}
 	a.settleWaiters(events)
+	if a.recheck {
+		a.recheck = false
+		return a.recheckPending(ctx)
+	}
 	return nil
 }
 
@@ -49,6 +53,7 @@ var errJournal = errors.New("journal write failed")
 func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	switch e := e.(type) {
 	case Persist:
+		e.State = a.stampSeen(e.State)
 		if err := a.d.Store.Save(e.State); err != nil {
 			return fmt.Errorf("%w: %w", errJournal, err)
 		}
@@ -79,6 +84,8 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	case Reboot:
 		a.log.Info("rebooting")
 		return a.d.Rebooter.Reboot(ctx)
+	case RecheckPending:
+		a.recheck = true // once this batch's effects are done
 	case StartHealth:
 		a.startHealth()
 	case PublishProgress:

@@ -14,9 +14,10 @@ type inbox struct {
 }
 
 type item struct {
-	key   string
-	raw   []byte
-	reply chan ota.Outcome
+	key     string
+	raw     []byte
+	reply   chan ota.Outcome
+	refused error // set: refused before any check (dropped unread)
 }
 
 func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
@@ -27,6 +28,13 @@ func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
 const maxPerSource = 16
 
 func (q *inbox) put(key string, raw []byte, reply chan ota.Outcome) {
+	q.add(item{key: key, raw: raw, reply: reply})
+}
+
+func (q *inbox) putRefused(key string, err error) { q.add(item{key: key, refused: err}) }
+
+func (q *inbox) add(it item) {
+	key := it.key
 	q.mu.Lock()
 	if key != "" {
 		n, first := 0, -1
@@ -42,7 +50,7 @@ func (q *inbox) put(key string, raw []byte, reply chan ota.Outcome) {
 			q.items = append(q.items[:first], q.items[first+1:]...)
 		}
 	}
-	q.items = append(q.items, item{key: key, raw: raw, reply: reply})
+	q.items = append(q.items, it)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"context"
-
-	"github.com/otad/otad/ota"
-)
+import "context"
 
 // takeOffers checks every queued offer, reports the refused ones, and hands
 // the newest valid one to the machine: the older ones of the same batch are
@@ -16,8 +12,12 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 	// steps do not answer them before their offer is taken.
 	var waiting []*waiter
 	for i, it := range items {
-		facts := Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt, InactiveSlot: a.state.Booted.Other()}
-		t, err := a.d.Checker.Check(it.raw, facts)
+		var t Target
+		err := it.refused
+		if err == nil {
+			t, err = a.d.Checker.Check(it.raw, a.facts())
+			t.Envelope = it.raw
+		}
 		if err != nil {
 			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
 				a.inbox.requeue(items[i+1:])
@@ -50,16 +50,9 @@ func newer(a, b Target) bool {
 }
 
 func (a *Agent) refuse(ctx context.Context, it item, t Target, err error) error {
-	code := ota.CodeOf(err)
-	if code == "" {
-		code = ota.CodeBadEnvelope
-	}
-	a.log.Warn("offer refused", "code", code, "err", err, "source", it.key)
-	o := ota.Outcome{Result: ota.ResultRejected, Code: code, Message: err.Error()}
-	if t.Payload.SHA256 != "" {
-		o.ID, o.SHA256 = t.ID, t.SHA256()
-	}
-	aerr := a.apply(ctx, EvRefused{Outcome: o})
+	o := refusal(err, t)
+	a.log.Warn("offer refused", "code", o.Code, "err", err, "source", it.key)
+	aerr := a.apply(ctx, EvRefused{Outcome: o, Time: a.now()})
 	if it.reply != nil {
 		it.reply <- o
 	}

@@ -62,11 +62,11 @@ func (m *machine) step(ev Event) {
 		m.boot(ev)
 	case EvOffer:
 		m.offer(ev.Target)
+	case EvPendingOffer:
+		m.s.Pending = nil
+		m.offer(ev.Target)
 	case EvRefused:
-		r := ev.Outcome
-		r.Result = ota.ResultRejected
-		m.s.LastResult = &r
-		m.emit(m.s.Phase, &r, "")
+		m.refused(ev)
 	case EvProgress:
 		m.progress(ev)
 	case EvInstallDone:
@@ -97,7 +97,9 @@ func (m *machine) step(ev Event) {
 	}
 }
 
+// result is t's outcome; t has ended and never starts again.
 func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string) *ota.Outcome {
+	m.recordEnd(t, result)
 	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg}
 }
 
@@ -105,6 +107,7 @@ func (m *machine) startInstall(t Target, msg string) {
 	slot := m.s.Booted.Other()
 	t.Slot = slot
 	t.BytesDone = 0
+	t.Envelope = nil // checked for this install; only a pending offer keeps it
 	m.s.Target = &t
 	m.s.InstallGen++
 	// The journal forgets the slot's contents before the first byte is written

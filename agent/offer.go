@@ -18,15 +18,18 @@ func (m *machine) offer(t Target) {
 		// The install in progress already converges there: nothing changes.
 		if m.s.Pending != nil && !m.s.Pending.IssuedAt.After(t.IssuedAt) {
 			m.s.Pending = nil // the desired state went back to this image
+			m.emit(m.s.Phase, nil, "offer "+t.ID+" is the install in progress")
+			return
 		}
-		m.emit(m.s.Phase, nil, "offer "+t.ID+" is the install in progress")
+		m.notice(nil, "offer "+t.ID+" is the install in progress")
 		return
 	case m.s.Pending != nil && m.s.Pending.SHA256() == sha:
-		m.emit(m.s.Phase, nil, "offer "+t.ID+" is already pending")
+		m.notice(nil, "offer "+t.ID+" is already pending")
 		return
-	case m.finished(t):
-		// The same image was tried and failed; only a newer offer tries again.
-		m.emit(m.s.Phase, nil, "offer "+t.ID+" already ended "+string(m.s.LastResult.Result))
+	}
+	if e, ok := m.ended(&t); ok {
+		// What ends stays ended; only a newer offer tries the image again.
+		m.notice(nil, "offer "+t.ID+" already ended "+string(e.Result))
 		return
 	}
 	switch m.s.Phase {
@@ -57,22 +60,4 @@ func (m *machine) offer(t Target) {
 		m.s.Pending = &t
 		m.emit(m.s.Phase, nil, "offer "+t.ID+" waits until "+cur.ID+" is settled")
 	}
-}
-
-// finished reports whether t is the offer the agent last finished with; a
-// duplicate delivery of it (retained MQTT message, retry) changes nothing:
-// a failure is final for that offer, and a success stays reported as such.
-func (m *machine) finished(t Target) bool {
-	r := m.s.LastResult
-	if r == nil || r.SHA256 != t.SHA256() || t.IssuedAt.After(r.IssuedAt) {
-		return false
-	}
-	switch r.Result {
-	case ota.ResultFailed, ota.ResultRolledBack:
-		return true
-	case ota.ResultSuccess, ota.ResultUpToDate:
-		b := m.s.Slots[m.s.Booted]
-		return b.Status == ota.SlotGood && b.SHA256 == t.SHA256()
-	}
-	return false
 }

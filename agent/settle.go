@@ -47,8 +47,15 @@ func (m *machine) fellBack() {
 	m.startPending()
 }
 
+// startPending has the loop check the pending offer again (SPEC §6) now
+// that the install before it is settled; it stays pending until then. An
+// offer journaled without its envelope (older otad) is taken as it is.
 func (m *machine) startPending() {
 	if m.s.Pending == nil {
+		return
+	}
+	if len(m.s.Pending.Envelope) > 0 {
+		m.do(RecheckPending{})
 		return
 	}
 	p := *m.s.Pending

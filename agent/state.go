@@ -2,6 +2,7 @@ package agent
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/otad/otad/ota"
@@ -34,6 +35,11 @@ type Target struct {
 	Payload         Payload   `json:"payload"`
 	Slot            ota.Slot  `json:"slot,omitempty"` // set when the install starts
 	BytesDone       int64     `json:"bytes_done"`
+	// ManifestSHA256 identifies the offer (SPEC §6): an ended one never starts again.
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	// Envelope is the offer as received, kept while it is pending: it is
+	// checked again when it is taken up.
+	Envelope []byte `json:"envelope,omitempty"`
 }
 
 // SHA256 is the image digest; it identifies an image for idempotency.
@@ -57,6 +63,16 @@ type State struct {
 	// InstallGen tells apart the completions of successive installs, so a
 	// late report from a cancelled writer is never taken for the new one's.
 	InstallGen uint64 `json:"install_gen"`
+	// Ended are the latest offers that came to an outcome (ended.go).
+	Ended []Ended `json:"ended,omitempty"`
+	// LastRefusal is the latest refused offer; refusals never replace LastResult.
+	LastRefusal *ota.Refusal `json:"last_refusal,omitempty"`
+	// SeqMark is a seq no event has used yet, journaled ahead: refusals take
+	// seqs below it without a journal write each (flash wear).
+	SeqMark uint64 `json:"seq_mark,omitempty"`
+	// LastSeen is the latest time the agent saw, stamped at each journal
+	// write; part of the clock floor (SPEC §5).
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Clone returns a deep copy, so a snapshot handed to an effect never changes.
@@ -78,5 +94,10 @@ func (s State) Clone() State {
 		r := *s.LastResult
 		c.LastResult = &r
 	}
+	if s.LastRefusal != nil {
+		r := *s.LastRefusal
+		c.LastRefusal = &r
+	}
+	c.Ended = slices.Clone(s.Ended)
 	return c
 }

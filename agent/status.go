@@ -30,6 +30,10 @@ func Snapshot(device, agentVersion string, s State, now time.Time) ota.Status {
 		lr.IssuedAt = time.Time{} // the journal's, for telling redeliveries apart
 		st.LastResult = &lr
 	}
+	if r := s.LastRefusal; r != nil {
+		lr := *r
+		st.LastRefusal = &lr
+	}
 	return st
 }
 

@@ -5,18 +5,31 @@ import "time"
 // Status is the status snapshot a device publishes (retained) and
 // `otad status --json` prints; operator tools decode it with this same type.
 type Status struct {
-	Device       string              `json:"device"`
-	Seq          uint64              `json:"seq"`
-	BootID       string              `json:"boot_id"`
-	State        Phase               `json:"state"`
-	BootedSlot   Slot                `json:"booted_slot"`
-	Groups       []string            `json:"groups,omitempty"` // the device's [mqtt] groups: how a rollout finds a group
-	Slots        map[Slot]SlotStatus `json:"slots"`
-	Target       *TargetStatus       `json:"target,omitempty"`
-	Pending      *TargetStatus       `json:"pending,omitempty"`
-	LastResult   *Outcome            `json:"last_result,omitempty"`
-	AgentVersion string              `json:"agent_version"`
-	Time         time.Time           `json:"time"`
+	Device     string              `json:"device"`
+	Seq        uint64              `json:"seq"`
+	BootID     string              `json:"boot_id"`
+	State      Phase               `json:"state"`
+	BootedSlot Slot                `json:"booted_slot"`
+	Groups     []string            `json:"groups,omitempty"` // the device's [mqtt] groups: how a rollout finds a group
+	Slots      map[Slot]SlotStatus `json:"slots"`
+	Target     *TargetStatus       `json:"target,omitempty"`
+	Pending    *TargetStatus       `json:"pending,omitempty"`
+	LastResult *Outcome            `json:"last_result,omitempty"`
+	// LastRefusal is the latest offer refused by the checks; refusals
+	// never replace LastResult.
+	LastRefusal  *Refusal  `json:"last_refusal,omitempty"`
+	AgentVersion string    `json:"agent_version"`
+	Time         time.Time `json:"time"`
+}
+
+// Refusal is an offer the checks refused. ID and SHA256 (the image's) are
+// set when the offer was authentic enough to be named.
+type Refusal struct {
+	ID      string    `json:"id,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
+	Code    Code      `json:"code"`
+	Message string    `json:"message,omitempty"`
+	Time    time.Time `json:"time"`
 }
 
 // SlotStatus is what a slot holds.

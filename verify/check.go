@@ -18,7 +18,9 @@ type Policy struct {
 	Compatible string
 	Threshold  int           // distinct trusted keys required; < 1 means 1
 	ClockSkew  time.Duration // grace after expires_at
-	Schemes    []string      // allowed payload URL schemes; default ["https"] when empty
+	// SkewAllowance is how far issued_at may be ahead of the clock; 0 means 24h.
+	SkewAllowance time.Duration
+	Schemes       []string // allowed payload URL schemes; default ["https"] when empty
 	// Chunked says the device installs chunked payloads (schema 2, SPEC §12); without
 	// it a schema-2 manifest is refused with bad_manifest, as by an agent that knows
 	// only schema 1.
@@ -74,6 +76,16 @@ func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	return off, checkPolicy(m, p, f) // 5-11
 }
 
+// DefaultSkewAllowance is how far issued_at may be ahead of the clock (SPEC §5).
+const DefaultSkewAllowance = 24 * time.Hour
+
+func (p Policy) skewAllowance() time.Duration {
+	if p.SkewAllowance <= 0 {
+		return DefaultSkewAllowance
+	}
+	return p.SkewAllowance
+}
+
 // checkPolicy runs checks 5 to 11 on a parsed manifest.
 func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	if p.Compatible == "" || !slices.Contains(m.Compatible, p.Compatible) {
@@ -85,6 +97,10 @@ func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	if !m.ExpiresAt.Add(p.ClockSkew).After(f.Now) {
 		return refuse(ota.CodeExpired, "expires_at", fmt.Sprintf("expired at %s (now %s, skew allowance %s)",
 			m.ExpiresAt.Format(time.RFC3339), f.Now.UTC().Format(time.RFC3339), p.ClockSkew))
+	}
+	if ahead := p.skewAllowance(); m.IssuedAt.After(f.Now.Add(ahead)) {
+		return refuse(ota.CodeNotYetValid, "issued_at", fmt.Sprintf("%s is more than %s ahead of the clock (%s)",
+			m.IssuedAt.Format(time.RFC3339), ahead, f.Now.UTC().Format(time.RFC3339)))
 	}
 	if m.SecurityVersion < f.SecurityFloor {
 		return refuse(ota.CodeDowngrade, "security_version", fmt.Sprintf("%d is below the device floor %d", m.SecurityVersion, f.SecurityFloor))

@@ -45,6 +45,9 @@ func ParseEnvelope(raw []byte) (*Envelope, error) {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, refuseErr(ota.CodeBadEnvelope, jsonErrorField(err), "", err)
 	}
+	if dup := duplicateKey(raw); dup != "" {
+		return nil, refuse(ota.CodeBadEnvelope, dup, "key given twice (keys differing only in case count as one)")
+	}
 	if in.Manifest == nil || *in.Manifest == "" {
 		return nil, refuse(ota.CodeBadEnvelope, "manifest", "missing or empty")
 	}

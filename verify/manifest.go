@@ -78,6 +78,9 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, refuseErr(ota.CodeBadManifest, jsonErrorField(err), "", err)
 	}
+	if dup := duplicateKey(b); dup != "" {
+		return nil, refuse(ota.CodeBadManifest, dup, "key given twice (keys differing only in case count as one)")
+	}
 	var m Manifest
 	for _, step := range []func(*rawManifest, *Manifest) error{parseIdentity, parseAudience, parseValidity, parsePayload} {
 		if err := step(&r, &m); err != nil {

@@ -54,6 +54,8 @@ type Trust struct {
 	KeysDir   string   `toml:"keys_dir"`
 	Threshold int      `toml:"threshold"`
 	ClockSkew Duration `toml:"clock_skew"`
+	// SkewAllowance is how far an offer's issued_at may be ahead of the clock.
+	SkewAllowance Duration `toml:"skew_allowance"`
 }
 
 // Slots is the [slots] table.
@@ -199,6 +201,9 @@ func (c *Config) defaults() {
 		c.Trust.Threshold = 1
 	}
 	def(&c.Trust.KeysDir, "/etc/otad/keys.d")
+	if c.Trust.SkewAllowance.Duration == 0 {
+		c.Trust.SkewAllowance.Duration = 24 * time.Hour
+	}
 	if c.Trust.ClockSkew.Duration == 0 {
 		c.Trust.ClockSkew.Duration = 5 * time.Minute
 	}

@@ -104,6 +104,7 @@ func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 		Broker: cfg.MQTT.Broker, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
 		CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile,
 		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password, Logger: log,
+		OnOversized: d.node.Agent.Dropped,
 	}, func(topic string, payload []byte) {
 		if len(payload) == 0 {
 			// A cleared desired topic withdraws nothing already accepted:

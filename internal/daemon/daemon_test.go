@@ -285,7 +285,7 @@ func TestRefusedOfferIsReported(t *testing.T) {
 	for _, c := range cases {
 		mosquittoPub(t, b, c.topic, c.raw, true)
 		obs.waitStatus(t, string(c.code), func(s ota.Status) bool {
-			return s.LastResult != nil && s.LastResult.Result == ota.ResultRejected && s.LastResult.Code == c.code
+			return s.LastResult == nil && s.LastRefusal != nil && s.LastRefusal.Code == c.code
 		})
 		// The event follows the status on its own topic.
 		for i := 0; ; i++ {
@@ -342,6 +342,13 @@ func TestTrustDirReload(t *testing.T) {
 		o, err := d.Agent.Install(context.Background(), env)
 		devicetest.Must(t, err)
 		return o
+	}
+	// The agent runs once the watch is set: wait for it before changing the directory.
+	for i := 0; d.Agent.Status().Seq == 0; i++ {
+		if i > 500 {
+			t.Fatal("daemon did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	devicetest.Must(t, os.Remove(keyFile))
 	waitKeys(0)

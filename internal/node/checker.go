@@ -22,6 +22,9 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if c.clock != nil {
 		now = c.clock.Now()
 	}
+	if now.Before(f.ClockFloor) {
+		now = f.ClockFloor // no RTC, booted at 1970: expired offers stay expired
+	}
 	dev := c.devices[f.InactiveSlot]
 	size, err := slots.Capacity(dev)
 	if err != nil {
@@ -34,6 +37,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if off != nil {
 		// Authentic and well formed, even when refused: the status names it.
 		t = target(&off.Manifest)
+		t.ManifestSHA256 = off.Digest()
 	}
 	if err != nil && ota.CodeOf(err) == "" {
 		err = ota.Wrap(ota.CodeBadEnvelope, err)

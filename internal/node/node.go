@@ -98,7 +98,7 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 				client: slots.NewHTTPClient(tc), schemes: dl.Schemes},
 			Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
 				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
-				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes,
+				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
 			}},
 			Rebooter:   reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
@@ -120,6 +120,7 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 		Logger:       opt.logger(),
 		OfferSettle:  OfferSettle,
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
+		BuildTime: BuildTime(),
 	}, p.Deps)
 	if err != nil {
 		return nil, err

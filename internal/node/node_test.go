@@ -131,8 +131,8 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 		if o.Result != ota.ResultRejected || o.Code != c.code {
 			t.Errorf("want rejected %s, got %+v", c.code, o)
 		}
-		if st := in.D.Agent.Status(); st.LastResult == nil || st.LastResult.Code != c.code {
-			t.Errorf("status does not show %s: %+v", c.code, st.LastResult)
+		if st := in.D.Agent.Status(); st.LastResult != nil || st.LastRefusal == nil || st.LastRefusal.Code != c.code {
+			t.Errorf("status does not show %s in last_refusal only: %+v %+v", c.code, st.LastResult, st.LastRefusal)
 		}
 	}
 	if n := tb.Fetched.Load(); n != 0 {

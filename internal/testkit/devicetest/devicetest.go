@@ -50,6 +50,7 @@ type Testbed struct {
 	Throttle atomic.Bool  // serve slowly, so a test can interrupt mid-write
 	Factory  []byte       // what slot A holds at first
 	images   map[string][]byte
+	hits     map[string]int // requests per image name
 	mu       sync.Mutex
 }
 
@@ -110,7 +111,12 @@ func RandBytes(seed uint64, n int) []byte {
 
 func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 	tb.mu.Lock()
-	img, ok := tb.images[strings.TrimPrefix(r.URL.Path, "/")]
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	img, ok := tb.images[name]
+	if tb.hits == nil {
+		tb.hits = map[string]int{}
+	}
+	tb.hits[name]++
 	tb.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
@@ -131,6 +137,13 @@ func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Hits is how many requests the image name was asked for.
+func (tb *Testbed) Hits(name string) int {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return tb.hits[name]
 }
 
 type OfferOpts struct {

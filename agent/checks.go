@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// seenAhead bounds how far past the newest trusted time (build time, newest
+// accepted issued_at) a clock reading may push LastSeen: a clock that jumped
+// to 2099 once must not make every offer expired for good.
+const seenAhead = 366 * 24 * time.Hour
+
+// clockFloor is the earliest the checks' clock can be (SPEC §5): the newest
+// of the build time, the newest accepted issued_at and the last time seen.
+func (a *Agent) clockFloor() time.Time {
+	f := a.cfg.BuildTime
+	for _, t := range []time.Time{a.state.NewestIssuedAt, a.lastSeen} {
+		if t.After(f) {
+			f = t
+		}
+	}
+	return f
+}
+
+// now is the clock, never earlier than the floor.
+func (a *Agent) now() time.Time {
+	now, floor := a.d.Clock.Now(), a.clockFloor()
+	if now.Before(floor) {
+		return floor
+	}
+	return now
+}
+
+// facts are what the offer checks judge an offer against, now.
+func (a *Agent) facts() Facts {
+	return Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt,
+		InactiveSlot: a.state.Booted.Other(), ClockFloor: a.clockFloor()}
+}
+
+// stampSeen sets the journal's LastSeen to now, bounded by seenAhead.
+func (a *Agent) stampSeen(s State) State {
+	now := a.now()
+	trusted := a.cfg.BuildTime
+	if s.NewestIssuedAt.After(trusted) {
+		trusted = s.NewestIssuedAt
+	}
+	if limit := trusted.Add(seenAhead); now.After(limit) {
+		now = limit
+	}
+	if now.After(a.lastSeen) {
+		a.lastSeen = now
+	}
+	s.LastSeen = a.lastSeen
+	return s
+}
+
+// recheckPending runs the offer checks on the pending offer again, with the
+// keys, floor and clock of this moment, and steps with the verdict.
+func (a *Agent) recheckPending(ctx context.Context) error {
+	p := a.state.Pending
+	if p == nil || a.state.Phase != ota.Idle {
+		return nil
+	}
+	t, err := a.d.Checker.Check(p.Envelope, a.facts())
+	if err != nil {
+		a.log.Warn("pending offer refused on its re-check", "id", p.ID, "err", err)
+		return a.apply(ctx, EvRefused{Outcome: refusal(err, *p), Time: a.now(), Pending: true})
+	}
+	t.Envelope = p.Envelope
+	return a.apply(ctx, EvPendingOffer{Target: t})
+}
+
+// refusal is the outcome of an offer refused with err; t names the offer
+// when it could be read.
+func refusal(err error, t Target) ota.Outcome {
+	code := ota.CodeOf(err)
+	if code == "" {
+		code = ota.CodeBadEnvelope
+	}
+	o := ota.Outcome{Result: ota.ResultRejected, Code: code, Message: err.Error()}
+	if t.Payload.SHA256 != "" {
+		o.ID, o.SHA256 = t.ID, t.SHA256()
+	}
+	return o
+}
+
+// Dropped reports a message on the network source key that was dropped
+// unread for being over the envelope limit: a too_large refusal.
+func (a *Agent) Dropped(key string, size int) {
+	a.inbox.putRefused(key, ota.Errorf(ota.CodeTooLarge, "message of %d bytes on %s dropped unread (limit %d)", size, key, maxEnvelope))
+}
+
+// maxEnvelope is SPEC §4's envelope limit, for messages.
+const maxEnvelope = 256 << 10

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// maxEnded is how many ended offers the journal remembers (SPEC §6: at least 32).
+const maxEnded = 64
+
+// seqBatch is how many seqs one journal write reserves for refusals.
+const seqBatch = 64
+
+// Ended is an offer that came to an outcome.
+type Ended struct {
+	Key    string     `json:"key"` // endedKey
+	ID     string     `json:"id"`
+	Result ota.Result `json:"result"`
+}
+
+// endedKey identifies an offer: the SHA-256 of its manifest bytes, or for
+// offers journaled before it was kept, the image and issued_at.
+func endedKey(t *Target) string {
+	if t.ManifestSHA256 != "" {
+		return t.ManifestSHA256
+	}
+	return t.SHA256() + "@" + t.IssuedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// recordEnd remembers that t came to result: it never starts again.
+func (m *machine) recordEnd(t *Target, result ota.Result) {
+	key := endedKey(t)
+	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result})
+	if over := len(m.s.Ended) - maxEnded; over > 0 {
+		m.s.Ended = append(m.s.Ended[:0], m.s.Ended[over:]...)
+	}
+}
+
+// ended returns how t ended, if it did: a redelivery changes nothing.
+func (m *machine) ended(t *Target) (Ended, bool) {
+	key := endedKey(t)
+	for i := len(m.s.Ended) - 1; i >= 0; i-- {
+		if m.s.Ended[i].Key == key {
+			return m.s.Ended[i], true
+		}
+	}
+	return Ended{}, false
+}
+
+// notice announces what changed nothing (a refusal, a redelivery) without
+// writing the journal for it: its seq comes from a block reserved by one
+// journal write, so seqs still only grow across restarts.
+func (m *machine) notice(r *ota.Outcome, msg string) {
+	m.s.Seq++
+	if m.s.Seq >= m.s.SeqMark {
+		m.s.SeqMark = m.s.Seq + seqBatch
+		m.persist()
+	}
+	ev := ota.Event{Seq: m.s.Seq, From: m.s.Phase, To: m.s.Phase, Message: msg}
+	if r != nil {
+		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Message = r.ID, r.SHA256, r.Result, r.Code, r.Message
+	}
+	m.do(Emit{Event: ev, State: m.s.Clone()})
+}
+
+// refused records a refusal in last_refusal and the events; last_result, the
+// outcome of the last accepted offer, stays. A refused pending offer (its
+// re-check failed) leaves the pending place, and that is journaled.
+func (m *machine) refused(ev EvRefused) {
+	r := ev.Outcome
+	r.Result = ota.ResultRejected
+	m.s.LastRefusal = &ota.Refusal{ID: r.ID, SHA256: r.SHA256, Code: r.Code, Message: r.Message, Time: ev.Time}
+	if ev.Pending && m.s.Pending != nil {
+		m.s.Pending = nil
+		m.persist()
+	}
+	m.notice(&r, "")
+}
