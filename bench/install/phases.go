@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
 )
@@ -96,14 +96,14 @@ func selfPeakRSS() int64 {
 // its wall time from exec to exit and its resource use from wait4.
 func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error) {
 	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &testtool.Buffer{Max: 2000} // the end of its output, for an error
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	err := cmd.Run()
 	dur := time.Since(start)
 	if err != nil {
-		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, tail(out.Bytes()))
+		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, strings.TrimSpace(out.String()))
 	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
@@ -115,13 +115,4 @@ func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error)
 		rss:         ru.Maxrss << 10, // KiB on Linux
 		fromStorage: ru.Inblock * 512,
 	}, nil
-}
-
-// tail keeps the end of a failed command's output.
-func tail(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
 }

@@ -13,10 +13,7 @@ import (
 
 func TestCheckHealth(t *testing.T) {
 	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	broken := filepath.Join(dir, "broken")
-	other := filepath.Join(dir, "other")
-	empty := filepath.Join(dir, "empty")
+	good, broken, other, empty := filepath.Join(dir, "good"), filepath.Join(dir, "broken"), filepath.Join(dir, "other"), filepath.Join(dir, "empty")
 	if _, err := WriteImageFile(good, ImageSpec{Version: "2.0.0", Size: 8192}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,24 @@ func otactl(t *testing.T, args ...string) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
-// expectExit runs otactl and checks its exit code and that stderr says
-// want; the result is there for further checks.
-func expectExit(t *testing.T, args []string, code int, want string) result {
+// exitCase is a command line and the exit code and stderr it should give.
+type exitCase struct {
+	name string
+	args []string
+	code int
+	err  string // in stderr
+}
+
+// expectExit runs c's command line and checks its exit code and stderr;
+// the result is there for further checks.
+func expectExit(t *testing.T, c exitCase) result {
 	t.Helper()
-	r := otactl(t, args...)
-	if r.code != code {
-		t.Fatalf("otactl %s: exit %d, want %d\nstderr: %s", strings.Join(args, " "), r.code, code, r.stderr)
+	r := otactl(t, c.args...)
+	if r.code != c.code {
+		t.Fatalf("otactl %s: exit %d, want %d\nstderr: %s", strings.Join(c.args, " "), r.code, c.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, want) {
-		t.Errorf("otactl %s: stderr %q lacks %q", strings.Join(args, " "), r.stderr, want)
+	if !strings.Contains(r.stderr, c.err) {
+		t.Errorf("otactl %s: stderr %q lacks %q", strings.Join(c.args, " "), r.stderr, c.err)
 	}
 	return r
 }
@@ -74,31 +82,25 @@ func makeImage(t *testing.T, path string, size int) []byte {
 	return b
 }
 
+// decoders read each compression back, as a device would.
+var decoders = map[string]func(io.Reader) (io.Reader, error){
+	"none": func(r io.Reader) (io.Reader, error) { return r, nil },
+	"gzip": func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) },
+	"zstd": func(r io.Reader) (io.Reader, error) {
+		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		return d.IOReadCloser(), err
+	},
+	"xz": func(r io.Reader) (io.Reader, error) { return xz.NewReader(r) },
+}
+
 func decompress(t *testing.T, compression string, r io.Reader) []byte {
 	t.Helper()
-	var dr io.Reader
-	switch compression {
-	case "none":
-		dr = r
-	case "gzip":
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dr = zr
-	case "zstd":
-		zr, err := zstd.NewReader(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer zr.Close()
-		dr = zr
-	case "xz":
-		zr, err := xz.NewReader(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dr = zr
+	dr, err := decoders[compression](r)
+	if err != nil {
+		t.Fatalf("decompress %s: %v", compression, err)
+	}
+	if c, ok := dr.(io.Closer); ok {
+		defer c.Close()
 	}
 	b, err := io.ReadAll(dr)
 	if err != nil {
@@ -249,12 +251,7 @@ func TestVerifyRefusals(t *testing.T) {
 		}
 	}
 	p := func(n string) string { return filepath.Join(dir, n) }
-	tests := []struct {
-		name string
-		args []string
-		code int
-		err  string // in stderr
-	}{
+	tests := []exitCase{
 		{"good", []string{"verify", "--pub", p("a.pub"), p("one.json")}, ota.ExitOK, ""},
 		{"flags after file", []string{"verify", p("one.json"), "--pub", p("a.pub")}, ota.ExitOK, ""},
 		{"tampered", []string{"verify", "--pub", p("a.pub"), p("tampered.json")}, ota.ExitRefused, "bad_signature"},
@@ -273,7 +270,7 @@ func TestVerifyRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := expectExit(t, tt.args, tt.code, tt.err)
+			r := expectExit(t, tt)
 			if tt.code != ota.ExitOK && r.stdout != "" {
 				t.Errorf("refused envelope printed %q", r.stdout)
 			}
@@ -331,12 +328,7 @@ func TestSignOptions(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		args []string
-		code int
-		err  string
-	}{
+	tests := []exitCase{
 		{"missing everything", []string{"sign"}, ota.ExitUsage, "missing --key, --image, --version, --compatible, --url"},
 		{"compress without out-payload", append(base, "--version", "1", "--compress", "zstd"), ota.ExitUsage, "--out-payload"},
 		{"unknown compression", append(base, "--version", "1", "--compress", "lz4", "--out-payload", "x"), ota.ExitUsage, "lz4"},
@@ -352,7 +344,7 @@ func TestSignOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := expectExit(t, tt.args, tt.code, tt.err)
+			r := expectExit(t, tt)
 			if r.stdout != "" {
 				t.Errorf("failed sign printed %q", r.stdout)
 			}
@@ -382,12 +374,7 @@ func TestSignCancelled(t *testing.T) {
 func TestKeygen(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "k")
-	tests := []struct {
-		name string
-		args []string
-		code int
-		err  string
-	}{
+	tests := []exitCase{
 		{"no name", []string{"keygen"}, ota.ExitUsage, "NAME"},
 		{"two names", []string{"keygen", "a", "b"}, ota.ExitUsage, "NAME"},
 		{"bad type", []string{"keygen", "--type", "dsa", name}, ota.ExitUsage, "dsa"},
@@ -398,7 +385,7 @@ func TestKeygen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := os.ReadFile(name + ".key")
-			expectExit(t, tt.args, tt.code, tt.err)
+			expectExit(t, tt)
 			if after, _ := os.ReadFile(name + ".key"); before != nil && !bytes.Equal(before, after) {
 				t.Error("an existing key was overwritten")
 			}
