@@ -42,9 +42,9 @@ func (v *View) Begin(id string) {
 	v.rollout = &rollout{id: id, start: v.now()}
 	for _, d := range v.devices {
 		d.baseline = nil
-		if d.status != nil && d.status.LastResult != nil {
-			r := *d.status.LastResult
-			d.baseline = &r
+		if r := lastRefusal(d); r != nil {
+			c := *r
+			d.baseline = &c
 		}
 	}
 }
@@ -79,9 +79,9 @@ func (v *View) Check(ids []string, want ota.Outcome) Verdict {
 			}
 			continue
 		}
-		// A refusal of a forged or garbled offer names no rollout: it still
-		// ends this one on that device.
-		if r := lastResult(d); r != nil && r.Result == ota.ResultRejected && !sameResult(r, d.baseline) {
+		// A refusal of a forged or garbled offer may name no rollout: one
+		// newer than the rollout still ends it on that device.
+		if r := lastRefusal(d); r != nil && (d.baseline == nil || *r != *d.baseline) {
 			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
 			continue
 		}
@@ -90,18 +90,11 @@ func (v *View) Check(ids []string, want ota.Outcome) Verdict {
 	return out
 }
 
-func lastResult(d *device) *ota.Outcome {
+func lastRefusal(d *device) *ota.Refusal {
 	if d.status == nil {
 		return nil
 	}
-	return d.status.LastResult
-}
-
-func sameResult(a, b *ota.Outcome) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
+	return d.status.LastRefusal
 }
 
 // Finished is how rollout id ended on the device.

@@ -21,6 +21,16 @@ func snap(dev string, seq uint64, state ota.Phase, booted ota.Slot, slots map[st
 	return b
 }
 
+// refused is a snapshot of an idle device on slot A whose checks refused an
+// offer at the given time.
+func refused(dev string, seq uint64, code ota.Code, at time.Time) []byte {
+	st := ota.Status{Device: dev, Seq: seq, BootID: "boot", State: ota.Idle, BootedSlot: "A",
+		Slots:       map[ota.Slot]ota.SlotStatus{"A": {Version: "1.0.0", Status: ota.SlotGood}},
+		LastRefusal: &ota.Refusal{Code: code, Time: at}}
+	b, _ := json.Marshal(st)
+	return b
+}
+
 func res(id string, result ota.Result, code ota.Code) *ota.Outcome {
 	return &ota.Outcome{ID: id, Result: result, Code: code}
 }
@@ -42,6 +52,7 @@ func TestRolloutCheck(t *testing.T) {
 	ok := ota.Outcome{Result: ota.ResultSuccess}
 	hc := ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
 	devs := []string{"d1", "d2"}
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name    string
 		before  []msg // before Begin("r")
@@ -74,10 +85,10 @@ func TestRolloutCheck(t *testing.T) {
 			status("d2", snap("d2", 5, ota.Idle, "B", good, res("r", "failed", "health_check_failed"))),
 		}, hc, nil, 1},
 		{"forged offer refused", []msg{
-			status("d1", snap("d1", 2, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d1", refused("d1", 2, ota.CodeBadSignature, t0)),
 		}, []msg{
-			status("d1", snap("d1", 3, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
-			status("d2", snap("d2", 3, ota.Idle, "A", good, res("", "rejected", "bad_signature"))),
+			status("d1", refused("d1", 3, ota.CodeBadSignature, t0)),
+			status("d2", refused("d2", 3, ota.CodeBadSignature, t0.Add(time.Second))),
 		}, ok, []string{"d1"}, 1}, // d1's refusal is older than the rollout
 		{"late older snapshot ignored", nil, []msg{
 			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "success", ""))),

@@ -29,7 +29,7 @@ type device struct {
 	statusErr  error // the last status did not decode
 	progress   *ota.Progress
 	progressAt time.Time
-	baseline   *ota.Outcome      // the last result when the current rollout began
+	baseline   *ota.Refusal      // the last refusal when the current rollout began
 	finish     map[string]Finish // by rollout ID
 }
 
