@@ -143,6 +143,10 @@ func cmdRun(e *env, args []string) int {
 	}
 	defer lock.Release()
 	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: version, Logger: e.logger()}); err != nil {
+		var envErr *node.BootEnvError
+		if errors.As(err, &envErr) {
+			return e.fail(ota.ExitNeedsOperator, "%v", err)
+		}
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	return ota.ExitOK

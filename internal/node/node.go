@@ -79,6 +79,9 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkBootEnv(cfg, bl, booted); err != nil {
+		return nil, err
+	}
 	keys, err := LoadKeys(cfg.Trust.KeysDir, log)
 	if err != nil {
 		return nil, err
