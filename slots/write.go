@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,78 +14,6 @@ import (
 
 	"github.com/otad/otad/ota"
 )
-
-// Progress phases.
-const (
-	PhaseDownloading = "downloading"
-	PhaseVerifying   = "verifying"
-)
-
-// Progress reports how far a Write has got. While downloading, BytesDone
-// counts decompressed bytes written to the slot and Downloaded the bytes
-// fetched; while verifying, BytesDone counts bytes read back.
-type Progress struct {
-	Phase      string
-	BytesDone  int64
-	BytesTotal int64
-	Downloaded int64
-}
-
-// Job describes one payload (SPEC §3) and where it goes.
-type Job struct {
-	URL          string
-	Compression  ota.Compression
-	Size         int64
-	SHA256       string
-	DownloadSize int64
-
-	// Target is the inactive slot: a block device, or a regular file in tests.
-	Target string
-	// Booted is the booted slot; Write refuses to write it.
-	Booted string
-	// Readback reads the slot back from storage (not the page cache) and
-	// hashes it again.
-	Readback bool
-	Retry    Retry
-	// Schemes are the URL schemes every redirect may use ([download]
-	// schemes); empty allows the payload URL's own scheme and https.
-	Schemes []string
-	// HTTPClient nil uses a client with connect, TLS and header timeouts and
-	// no overall timeout.
-	HTTPClient *http.Client
-	// Progress, when set, is called from Write's goroutine at most every
-	// 250 ms and at the end of each phase; it must not block.
-	Progress func(Progress)
-}
-
-// tuning holds the pipeline's knobs. Write uses defaultTuning; tests and
-// benchmarks try others.
-type tuning struct {
-	chunk         int           // bytes per pipeline buffer, per decode and per write
-	buffers       int           // pipeline buffers between the decoder and the writer
-	syncLag       int64         // the writer waits for writeback this far behind its head
-	readChunk     int           // bytes per readback read
-	readBufs      int           // readback reads in flight
-	stall         time.Duration // a body delivering nothing this long is resumed
-	progressEvery time.Duration
-	mountinfo     string
-
-	noDirect       bool                            // force the readback's buffered fallback
-	beforeReadback func(off, n int64, direct bool) // called before each readback read
-}
-
-func defaultTuning() tuning {
-	return tuning{
-		chunk:         2 << 20,
-		buffers:       4,
-		syncLag:       16 << 20,
-		readChunk:     2 << 20,
-		readBufs:      2,
-		stall:         60 * time.Second,
-		progressEvery: 250 * time.Millisecond,
-		mountinfo:     "/proc/self/mountinfo",
-	}
-}
 
 // Write streams the job's payload into the target slot: download (resuming
 // after transient failures), decompress, hash and write in large aligned
@@ -148,30 +74,6 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
 	}
 	return err
-}
-
-// check validates the job's fields and returns the decoded sha256.
-func (j *Job) check() ([]byte, error) {
-	if j.Target == "" {
-		return nil, ota.Wrap(ota.CodeWriteFailed, errors.New("job: no target slot"))
-	}
-	if j.URL == "" {
-		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target))
-	}
-	if j.Compression != "" && !j.Compression.Valid() {
-		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", j.URL, j.Compression))
-	}
-	if j.Size <= 0 {
-		return nil, ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("payload %s: size %d is not positive", j.URL, j.Size))
-	}
-	if j.DownloadSize < 0 {
-		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: download_size %d is negative", j.URL, j.DownloadSize))
-	}
-	sum, err := hex.DecodeString(j.SHA256)
-	if err != nil || len(sum) != sha256.Size {
-		return nil, ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
-	}
-	return sum, nil
 }
 
 type chunk struct {

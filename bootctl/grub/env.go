@@ -18,10 +18,8 @@ type Env struct {
 	path string
 	log  *slog.Logger
 
-	mu sync.Mutex
-	// writeAt and sync write the block; tests replace them to cut the power.
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
-	sync    func(f *os.File) error
+	mu   sync.Mutex
+	disk bootctl.Disk
 }
 
 // Snapshot is one read of the block.
@@ -36,7 +34,7 @@ type Snapshot struct {
 // symmetry with the other backends; GRUB's scheme has one try per slot.
 func Open(envFile string, attempts int) (*Env, error) {
 	_ = attempts
-	e := &Env{path: envFile, log: slog.Default(), writeAt: (*os.File).WriteAt, sync: (*os.File).Sync}
+	e := &Env{path: envFile, log: slog.Default(), disk: bootctl.OSDisk()}
 	if _, err := e.read(); err != nil {
 		return nil, err
 	}
@@ -139,10 +137,10 @@ func (e *Env) update(ctx context.Context, fn func(cur map[string]string) map[str
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("grubenv %s: %w", e.path, err)
 	}
-	if _, err := e.writeAt(f, buf, 0); err != nil {
+	if _, err := e.disk.WriteAt(f, buf, 0); err != nil {
 		return fmt.Errorf("grubenv %s: write: %w", e.path, err)
 	}
-	if err := e.sync(f); err != nil {
+	if err := e.disk.Sync(f); err != nil {
 		return fmt.Errorf("grubenv %s: fsync: %w", e.path, err)
 	}
 	return nil

@@ -70,13 +70,7 @@ func iterate(buf []byte) (entries []entry, broken int, err error) {
 		nameEnd := p
 		p++
 		valStart := p
-		for p < pend && buf[p] != '\n' {
-			if buf[p] == '\\' {
-				p += 2
-			} else {
-				p++
-			}
-		}
+		p = valueEnd(buf, p)
 		if p >= pend {
 			return entries, start, nil
 		}
@@ -192,13 +186,7 @@ func freeSpace(buf []byte) int {
 		for q < pend && buf[q] != '=' {
 			q++
 		}
-		for q < pend && buf[q] != '\n' {
-			if buf[q] == '\\' {
-				q += 2
-			} else {
-				q++
-			}
-		}
+		q = valueEnd(buf, q)
 		if q >= pend {
 			return p
 		}
@@ -248,4 +236,17 @@ func updateBlock(buf []byte, vars map[string]string) ([]byte, error) {
 		}
 	}
 	return pad(content)
+}
+
+// valueEnd returns the index of the newline ending the value that starts at
+// p (a backslash escapes the next byte), or len(buf) and beyond when none does.
+func valueEnd(buf []byte, p int) int {
+	for p < len(buf) && buf[p] != '\n' {
+		if buf[p] == '\\' {
+			p += 2
+		} else {
+			p++
+		}
+	}
+	return p
 }

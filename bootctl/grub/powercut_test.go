@@ -117,7 +117,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				}
 				ctx := context.Background()
 				e := open(t, file)
-				e.sync = func(*os.File) error { return nil }
+				e.disk.Sync = func(*os.File) error { return nil }
 				for _, s := range sc[:cut] {
 					if s.mark == "boot" {
 						if got := grubBoot(t, file); got != "B" {
@@ -148,7 +148,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 					name := fmt.Sprintf("%s/%s/%s/%d", startName, scName, sc[cut].name, n)
 					restore()
 					cutAt := n
-					e.writeAt = func(f *os.File, b []byte, off int64) (int, error) {
+					e.disk.WriteAt = func(f *os.File, b []byte, off int64) (int, error) {
 						w, err := f.WriteAt(b[:cutAt], off)
 						if err != nil {
 							return w, err
@@ -169,7 +169,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 						t.Fatalf("%s: GRUB would boot %q, verified are %v\nblock %q\nvars %v", name, slot, sc[cut].verified, raw[:200], snap)
 					}
 					// Reboot into the running system; the agent repeats the mark.
-					e.writeAt = (*os.File).WriteAt
+					e.disk.WriteAt = (*os.File).WriteAt
 					if err := e.mark(ctx, sc[cut].mark, sc[cut].slot); err != nil {
 						t.Fatalf("%s: retry: %v", name, err)
 					}

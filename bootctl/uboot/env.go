@@ -29,11 +29,8 @@ type Env struct {
 	lockFile string
 	log      *slog.Logger
 
-	mu sync.Mutex
-	// writeAt writes one copy and sync flushes it; tests replace them to cut the
-	// power mid-write (and to skip thousands of fsyncs).
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
-	sync    func(f *os.File) error
+	mu   sync.Mutex
+	disk bootctl.Disk // tests also skip thousands of fsyncs with it
 }
 
 // Snapshot is one read of the environment.
@@ -71,8 +68,7 @@ func Open(configPath string, attempts int) (*Env, error) {
 		attempts: attempts,
 		lockFile: DefaultLockFile,
 		log:      slog.Default(),
-		writeAt:  (*os.File).WriteAt,
-		sync:     (*os.File).Sync,
+		disk:     bootctl.OSDisk(),
 	}, nil
 }
 
@@ -269,10 +265,10 @@ func (e *Env) writeCopy(i int, buf []byte) error {
 	}
 	off, err := resolveOffset(f, d.Offset)
 	if err == nil {
-		_, err = e.writeAt(f, buf, off)
+		_, err = e.disk.WriteAt(f, buf, off)
 	}
 	if err == nil {
-		err = e.sync(f)
+		err = e.disk.Sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -187,7 +187,7 @@ func TestNoOpMarkDoesNotWrite(t *testing.T) {
 	cfg, _ := setup(t, layouts[1], base)
 	e := testOpen(t, cfg)
 	writes := 0
-	e.writeAt = func(f *os.File, b []byte, off int64) (int, error) { writes++; return f.WriteAt(b, off) }
+	e.disk.WriteAt = func(f *os.File, b []byte, off int64) (int, error) { writes++; return f.WriteAt(b, off) }
 	ctx := context.Background()
 	if err := e.MarkBad(ctx, "B"); err != nil {
 		t.Fatal(err)

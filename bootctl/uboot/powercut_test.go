@@ -103,7 +103,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				ctx := context.Background()
 				cfg, copies := setup(t, l, initial)
 				e := testOpen(t, cfg).WithLockFile("")
-				e.sync = func(*os.File) error { return nil }
+				e.disk.Sync = func(*os.File) error { return nil }
 				for _, s := range sc[:cut] {
 					if s.mark == "boot" {
 						if got := ubootBoot(t, e); got != "B" {
@@ -133,7 +133,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 						t.Fatal(err)
 					}
 					cutAfter := n
-					e.writeAt = func(f *os.File, b []byte, off int64) (int, error) {
+					e.disk.WriteAt = func(f *os.File, b []byte, off int64) (int, error) {
 						w, err := f.WriteAt(b[:cutAfter], off)
 						if err != nil {
 							return w, err
@@ -145,7 +145,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 					}
 					// Power back on: a fresh reader, as U-Boot and then otad would have.
 					e2 := testOpen(t, cfg).WithLockFile("")
-					e2.sync = e.sync
+					e2.disk.Sync = e.disk.Sync
 					snap, err := e2.Load(ctx)
 					if !l.redundant {
 						if err != nil {
@@ -171,7 +171,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 						t.Fatalf("%s: boot would pick %q, verified are %v (env %v)", name, slot, sc[cut].verified, snap.Vars)
 					}
 					// The agent retries the mark after the reboot: then it holds.
-					e2.writeAt = (*os.File).WriteAt
+					e2.disk.WriteAt = (*os.File).WriteAt
 					if err := doMark(ctx, e2, sc[cut]); err != nil {
 						t.Fatalf("%s: retry: %v", name, err)
 					}

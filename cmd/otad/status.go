@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/control"
+
+	"github.com/otad/otad/ota"
+)
+
+func cmdStatus(e *env, args []string) int {
+	var asJSON bool
+	_, cfg, code := e.setup(args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the status snapshot as JSON") })
+	if cfg == nil {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	st, err := control.Client{Path: cfg.ControlSocket}.Status(ctx)
+	if errors.Is(err, control.ErrNoDaemon) {
+		// No daemon: the journal is replaced atomically, so reading it without
+		// the lock is safe.
+		s, _, jerr := agent.Journal{Dir: cfg.StateDir}.Load()
+		if jerr != nil {
+			return e.fail(ota.ExitFailure, "%v", jerr)
+		}
+		st, err = agent.Snapshot(cfg.DeviceID, version, s, time.Now()), nil
+		st.Groups = cfg.MQTT.Groups
+	}
+	if err != nil {
+		return e.fail(ota.ExitFailure, "%v", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return ota.ExitOK
+	}
+	printStatus(e.stdout, st)
+	return ota.ExitOK
+}
+
+func printStatus(w io.Writer, st ota.Status) {
+	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(string(st.BootedSlot)))
+	for _, n := range slices.Sorted(maps.Keys(st.Slots)) {
+		s := st.Slots[n]
+		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(string(s.Status)), short(s.SHA256), s.SecurityVersion)
+	}
+	if t := st.Target; t != nil {
+		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes\n", t.ID, t.Version, t.BytesDone, t.BytesTotal)
+	}
+	if p := st.Pending; p != nil {
+		fmt.Fprintf(w, "pending:     %s (%s)\n", p.ID, p.Version)
+	}
+	if r := st.LastResult; r != nil {
+		fmt.Fprintf(w, "last result: %s %s %s", r.ID, r.Result, r.Code)
+		if r.Message != "" {
+			fmt.Fprintf(w, " (%s)", r.Message)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return orDash(sha)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
