@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -18,9 +18,8 @@ import (
 
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/testkit/testtool"
-	"github.com/otad/otad/verify"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 // requireTool ends the test when a Debian tool is missing: t.Fatal under CI

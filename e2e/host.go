@@ -19,9 +19,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/mqtt"
-	"github.com/otad/otad/verify"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 // PayloadServer serves image files over HTTP on the host's loopback; the guest

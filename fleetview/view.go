@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/otad/otad/mqtt"
-
 	"github.com/otad/otad/ota"
 )
 

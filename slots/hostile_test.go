@@ -18,9 +18,8 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
-	"github.com/otad/otad/tlsfiles"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/tlsfiles"
 )
 
 // Issue 9 (8): a server without Range support makes a resume download the

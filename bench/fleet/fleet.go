@@ -16,7 +16,6 @@ import (
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/mqtt"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -139,14 +139,10 @@ func checkVar(name, value string) error {
 // EncodeEnv builds a fresh 1024-byte block: the signature, the variables sorted by
 // name, '#' padding. It fails when they do not fit.
 func EncodeEnv(vars map[string]string) ([]byte, error) {
-	names := make([]string, 0, len(vars))
-	for k, v := range vars {
-		if err := checkVar(k, v); err != nil {
-			return nil, err
-		}
-		names = append(names, k)
+	names, err := checkedNames(vars)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(names)
 	content := []byte(Signature)
 	for _, k := range names {
 		content = append(content, k+"="+escape(vars[k])+"\n"...)
@@ -207,14 +203,10 @@ func updateBlock(buf []byte, vars map[string]string) ([]byte, error) {
 		return nil, err
 	}
 	content := slices.Clone(buf[:freeSpace(buf)])
-	names := make([]string, 0, len(vars))
-	for k, v := range vars {
-		if err := checkVar(k, v); err != nil {
-			return nil, err
-		}
-		names = append(names, k)
+	names, err := checkedNames(vars)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(names)
 	for _, k := range names {
 		val := escape(vars[k])
 		found := false
@@ -249,4 +241,18 @@ func valueEnd(buf []byte, p int) int {
 		}
 	}
 	return p
+}
+
+// checkedNames checks every variable and returns the names sorted, the order
+// they are written in.
+func checkedNames(vars map[string]string) ([]string, error) {
+	names := make([]string, 0, len(vars))
+	for k, v := range vars {
+		if err := checkVar(k, v); err != nil {
+			return nil, err
+		}
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names, nil
 }

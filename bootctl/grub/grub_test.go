@@ -16,7 +16,6 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/internal/testkit/testtool"
-
 	"github.com/otad/otad/ota"
 )
 

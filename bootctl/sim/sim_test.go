@@ -11,7 +11,6 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/bootctl/uboot"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/bootctl"
-	"golang.org/x/sys/unix"
-
 	"github.com/otad/otad/ota"
+	"golang.org/x/sys/unix"
 )
 
 // rawEnv builds a copy by hand, independent of EncodeEnv.

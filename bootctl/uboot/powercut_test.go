@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -7,9 +7,8 @@ import (
 
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/node"
-	"github.com/otad/otad/verify"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 func cmdInstall(e *env, args []string) int {

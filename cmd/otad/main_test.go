@@ -15,7 +15,6 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
-
 	"github.com/otad/otad/ota"
 )
 

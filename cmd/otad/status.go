@@ -13,7 +13,6 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/control"
-
 	"github.com/otad/otad/ota"
 )
 

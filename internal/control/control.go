@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otad/otad/agent"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -20,7 +20,6 @@ import (
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
-
 	"github.com/otad/otad/ota"
 )
 

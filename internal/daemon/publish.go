@@ -8,7 +8,6 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/otad/otad/mqtt"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/otad/otad/fleetview"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -14,9 +14,8 @@ import (
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/slots"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
 )
 
 // BootIDFile is where Linux exposes the current boot's random ID.

@@ -4,10 +4,9 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
-
-	"github.com/otad/otad/ota"
 )
 
 type checker struct {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/devicetest"
-
 	"github.com/otad/otad/ota"
 )
 

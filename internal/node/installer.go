@@ -5,9 +5,8 @@ import (
 	"net/http"
 
 	"github.com/otad/otad/agent"
-	"github.com/otad/otad/slots"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
 )
 
 type installer struct {

@@ -10,11 +10,10 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/tlsfiles"
 	"github.com/otad/otad/verify"
-
-	"github.com/otad/otad/ota"
 )
 
 // OfferSettle is how long network offers gather before the newest is taken:

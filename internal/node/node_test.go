@@ -18,9 +18,8 @@ import (
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
-	"github.com/otad/otad/verify"
-
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 func TestGoodUpdateCommitsAfterReboot(t *testing.T) {

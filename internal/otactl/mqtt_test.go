@@ -14,7 +14,6 @@ import (
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/mqtt"
-
 	"github.com/otad/otad/ota"
 )
 

@@ -17,10 +17,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"
 	"github.com/ulikunitz/xz"
-
-	"github.com/otad/otad/ota"
 )
 
 type result struct {
