@@ -6,18 +6,28 @@ import "github.com/otad/otad/ota"
 // fails stops the rest of its batch and comes back as EvEffectFailed.
 type Effect interface{ isEffect() }
 
+// effect is embedded in every Effect type; it makes them, and only them, Effects.
+type effect struct{}
+
+func (effect) isEffect() {}
+
 // Persist writes the journal; the loop stops (and the process exits) if it cannot.
-type Persist struct{ State State }
+type Persist struct {
+	effect
+	State State
+}
 
 // Emit publishes a transition: the status snapshot of State, and Event,
 // which the loop stamps with device, boot and time (Step reads no clock).
 type Emit struct {
+	effect
 	Event ota.Event
 	State State // the state after the transition
 }
 
 // Mark changes the bootloader's view of a slot.
 type Mark struct {
+	effect
 	Op   MarkOp
 	Slot ota.Slot
 }
@@ -33,42 +43,27 @@ const (
 
 // StartInstall starts the streaming writer for Target into Target.Slot.
 type StartInstall struct {
+	effect
 	Gen    uint64
 	Target Target
 }
 
 // CancelInstall stops the running writer and waits for it to stop.
-type CancelInstall struct{}
+type CancelInstall struct{ effect }
 
 // Reboot reboots the device.
-type Reboot struct{}
+type Reboot struct{ effect }
 
 // RecheckPending has the loop run the offer checks on the pending offer
 // again and step with the verdict (EvPendingOffer or EvRefused).
-type RecheckPending struct{}
+type RecheckPending struct{ effect }
 
 // StartHealth runs the health checks within the commit window.
-type StartHealth struct{}
+type StartHealth struct{ effect }
 
 // PublishProgress reports bytes done (not journaled).
 type PublishProgress struct {
+	effect
 	Target           Target
 	BytesDone, Total int64
 }
-
-func (Persist) isEffect() {}
-
-func (Emit) isEffect() {}
-
-func (Mark) isEffect() {}
-
-func (StartInstall) isEffect() {}
-
-func (CancelInstall) isEffect() {}
-
-func (Reboot) isEffect()         {}
-func (RecheckPending) isEffect() {}
-
-func (StartHealth) isEffect() {}
-
-func (PublishProgress) isEffect() {}

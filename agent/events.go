@@ -6,11 +6,17 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Event is an input to Step.
+// Event is an input to Step: one of the Ev types below.
 type Event interface{ isEvent() }
+
+// event is embedded in every Ev type; it makes them, and only them, Events.
+type event struct{}
+
+func (event) isEvent() {}
 
 // EvBoot is the first event of every agent start: which slot runs and which boot this is.
 type EvBoot struct {
+	event
 	Booted ota.Slot
 	BootID string
 	// FirstInOrder is the slot the bootloader's order names first, read
@@ -19,15 +25,22 @@ type EvBoot struct {
 }
 
 // EvOffer is an offer that passed every check of SPEC §5.
-type EvOffer struct{ Target Target }
+type EvOffer struct {
+	event
+	Target Target
+}
 
 // EvPendingOffer is the pending offer, passed again as it is taken up.
-type EvPendingOffer struct{ Target Target }
+type EvPendingOffer struct {
+	event
+	Target Target
+}
 
 // EvRefused is an offer that failed a check. Outcome names the offer when
 // it is authentic, and says why it was refused; Time is when. Pending says
 // it is the pending offer, refused by its re-check.
 type EvRefused struct {
+	event
 	Outcome ota.Outcome
 	Time    time.Time
 	Pending bool
@@ -35,6 +48,7 @@ type EvRefused struct {
 
 // EvProgress reports the writer's progress; Phase "verifying" moves the state on.
 type EvProgress struct {
+	event
 	Gen              uint64
 	Verifying        bool
 	BytesDone, Total int64
@@ -42,6 +56,7 @@ type EvProgress struct {
 
 // EvInstallDone ends a write: Code is empty on success.
 type EvInstallDone struct {
+	event
 	Gen     uint64
 	Code    ota.Code
 	Message string
@@ -49,37 +64,20 @@ type EvInstallDone struct {
 
 // EvHealth is the health check's verdict during confirming.
 type EvHealth struct {
+	event
 	OK      bool
 	Message string
 }
 
 // EvMarkGood and EvMarkBad are the operator's manual commit and rollback.
 type (
-	EvMarkGood struct{}
-	EvMarkBad  struct{}
+	EvMarkGood struct{ event }
+	EvMarkBad  struct{ event }
 )
 
 // EvEffectFailed reports that a bootloader effect could not be carried out.
 type EvEffectFailed struct {
+	event
 	Effect  Effect
 	Message string
 }
-
-func (EvBoot) isEvent() {}
-
-func (EvPendingOffer) isEvent() {}
-func (EvOffer) isEvent()        {}
-
-func (EvRefused) isEvent() {}
-
-func (EvProgress) isEvent() {}
-
-func (EvInstallDone) isEvent() {}
-
-func (EvHealth) isEvent() {}
-
-func (EvMarkGood) isEvent() {}
-
-func (EvMarkBad) isEvent() {}
-
-func (EvEffectFailed) isEvent() {}

@@ -24,7 +24,7 @@ func named(name string, minute int) Target {
 func failedX(t *testing.T) State {
 	t.Helper()
 	imm := Policy{RebootImmediately: true, MaxRestarts: 2}
-	s, _ := run(t, fresh(), imm, EvOffer{named("x", 1)}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{Message: "unhealthy"})
+	s, _ := run(t, fresh(), imm, EvOffer{Target: named("x", 1)}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{Message: "unhealthy"})
 	s, _ = run(t, s, imm, EvBoot{Booted: "A", BootID: "b3"})
 	if s.LastResult == nil || s.LastResult.Result != ota.ResultFailed || s.Phase != ota.Idle {
 		t.Fatalf("setup: %+v", s.LastResult)
@@ -43,25 +43,25 @@ func TestEndedOffersStayEnded(t *testing.T) {
 	if s.LastResult.Result != ota.ResultFailed || s.LastRefusal == nil || s.LastRefusal.Code != ota.CodeStale {
 		t.Fatalf("after refusals: last_result %+v last_refusal %+v", s.LastResult, s.LastRefusal)
 	}
-	if _, eff := run(t, s, imm, EvOffer{named("x", 1)}); strings.Contains(eff, "install") {
+	if _, eff := run(t, s, imm, EvOffer{Target: named("x", 1)}); strings.Contains(eff, "install") {
 		t.Fatalf("failed offer redelivered after a refusal: %s", eff)
 	}
 
 	// 32 other offers end after x; x is still remembered.
 	for i := range 32 {
 		gen := s.InstallGen + 1
-		s, _ = run(t, s, imm, EvOffer{named(fmt.Sprintf("y%02d", i), 2+i)}, done(gen, ota.CodeHashMismatch))
+		s, _ = run(t, s, imm, EvOffer{Target: named(fmt.Sprintf("y%02d", i), 2+i)}, done(gen, ota.CodeHashMismatch))
 	}
-	if _, eff := run(t, s, imm, EvOffer{named("x", 1)}); strings.Contains(eff, "install") {
+	if _, eff := run(t, s, imm, EvOffer{Target: named("x", 1)}); strings.Contains(eff, "install") {
 		t.Fatalf("x forgotten after 32 other offers ended: %s", eff)
 	}
 	// A new manifest for the same image tries again.
-	if _, eff := run(t, s, imm, EvOffer{named("x2", 100)}); eff != "persist emit(idle>downloading) mark(bad,B) install(rel-x2>B)" {
+	if _, eff := run(t, s, imm, EvOffer{Target: named("x2", 100)}); eff != "persist emit(idle>downloading) mark(bad,B) install(rel-x2>B)" {
 		t.Fatalf("a newer offer did not start: %s", eff)
 	}
 
 	// A committed success stays success in the status after a stale refusal.
-	ok, _ := run(t, fresh(), imm, EvOffer{named("n", 1)}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}, stale)
+	ok, _ := run(t, fresh(), imm, EvOffer{Target: named("n", 1)}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}, stale)
 	if st := Snapshot("d", "v", ok, t0); st.LastResult.Result != ota.ResultSuccess || st.LastRefusal.Code != ota.CodeStale {
 		t.Fatalf("status after a stale refusal: last_result %+v last_refusal %+v", st.LastResult, st.LastRefusal)
 	}

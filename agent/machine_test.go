@@ -79,7 +79,7 @@ func TestStep(t *testing.T) {
 	manual := Policy{MaxRestarts: 2}
 	n, m, o := tgt("n", 1), tgt("m", 2), tgt("o", 3)
 	atRebooting := func() State {
-		s, _ := run(t, fresh(), imm, EvOffer{n}, done(1, ""))
+		s, _ := run(t, fresh(), imm, EvOffer{Target: n}, done(1, ""))
 		return s
 	}
 	tests := []struct {
@@ -96,7 +96,7 @@ func TestStep(t *testing.T) {
 		checkState func(t *testing.T, s State)
 	}{
 		{name: "idle offer starts install into inactive slot after marking it bad",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}}, phase: ota.Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}}, phase: ota.Downloading,
 			effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)", targetID: "rel-n",
 			checkState: func(t *testing.T, s State) {
 				if s.Slots["B"] != (SlotInfo{}) {
@@ -104,30 +104,30 @@ func TestStep(t *testing.T) {
 				}
 			}},
 		{name: "offer equal to the booted committed image is up to date",
-			start: fresh(), policy: imm, events: []Event{EvOffer{o}}, phase: ota.Idle, result: ota.ResultUpToDate,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: o}}, phase: ota.Idle, result: ota.ResultUpToDate,
 			effects: "persist emit(idle>idle,up_to_date)"},
 		{name: "duplicate of the install in progress changes nothing",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{n}}, phase: ota.Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: n}}, phase: ota.Downloading,
 			effects: "persist emit(downloading>downloading)", targetID: "rel-n"},
 		{name: "newer offer while downloading supersedes",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}}, phase: ota.Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: m}}, phase: ota.Downloading,
 			result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "newer offer while verifying supersedes",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 100, Total: 100}, EvOffer{m}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 100, Total: 100}, EvOffer{Target: m}},
 			phase: ota.Downloading, result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(verifying>verifying,superseded) persist emit(verifying>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "offer for the booted image while downloading cancels and is up to date",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{o}}, phase: ota.Idle, result: ota.ResultUpToDate,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: o}}, phase: ota.Idle, result: ota.ResultUpToDate,
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>idle,up_to_date)"},
 		{name: "progress moves to verifying once",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 50, Total: 100}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 50, Total: 100}},
 			phase: ota.Verifying, effects: "persist emit(downloading>verifying) progress", targetID: "rel-n"},
 		{name: "progress of an old writer is ignored",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, EvProgress{Gen: 1, Verifying: true}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: m}, EvProgress{Gen: 1, Verifying: true}},
 			phase: ota.Downloading, effects: "none", targetID: "rel-m"},
 		{name: "verified write stages, flips and reboots (immediate)",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting) reboot",
 			checkState: func(t *testing.T, s State) {
 				if s.Slots["B"].Status != ota.SlotStaged || s.Slots["B"].SHA256 != n.SHA256() {
@@ -135,25 +135,25 @@ func TestStep(t *testing.T) {
 				}
 			}},
 		{name: "manual policy flips but does not reboot",
-			start: fresh(), policy: manual, events: []Event{EvOffer{n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
+			start: fresh(), policy: manual, events: []Event{EvOffer{Target: n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist emit(downloading>staged) mark(active,B) persist emit(staged>rebooting)"},
 		{name: "failed write is final and leaves the slot marked bad",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch")}, phase: ota.Idle,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, done(1, "hash_mismatch")}, phase: ota.Idle,
 			result: ota.ResultFailed, code: "hash_mismatch", effects: "persist emit(downloading>idle,failed,hash_mismatch)"},
 		{name: "late completion of a cancelled writer is ignored",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvOffer{m}, done(1, "")}, phase: ota.Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: m}, done(1, "")}, phase: ota.Downloading,
 			targetID: "rel-m", effects: "none", result: ota.ResultSuperseded},
 		{name: "redelivery of a failed offer does not retry",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{n}}, phase: ota.Idle,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, done(1, "hash_mismatch"), EvOffer{Target: n}}, phase: ota.Idle,
 			result: ota.ResultFailed, code: "hash_mismatch", effects: "persist emit(idle>idle)"},
 		{name: "a newer offer of the same image tries again",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, done(1, "hash_mismatch"), EvOffer{func() Target { x := n; x.IssuedAt = x.IssuedAt.Add(time.Hour); return x }()}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, done(1, "hash_mismatch"), EvOffer{Target: func() Target { x := n; x.IssuedAt = x.IssuedAt.Add(time.Hour); return x }()}},
 			phase: ota.Downloading, targetID: "rel-n", result: ota.ResultFailed, effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)"},
 		{name: "newer offer while rebooting waits in the pending place",
-			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-m",
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{Target: m}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-m",
 			effects: "persist emit(rebooting>rebooting)"},
 		{name: "pending place keeps the newest",
-			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvOffer{tgt("p", 9)}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-p"},
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{Target: m}, EvOffer{Target: tgt("p", 9)}}, phase: ota.Rebooting, targetID: "rel-n", pendingID: "rel-p"},
 		{name: "agent restart while rebooting (same boot) reboots again",
 			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Rebooting, effects: "persist emit(rebooting>rebooting) reboot", targetID: "rel-n"},
 		{name: "new boot on the target confirms",
@@ -182,11 +182,11 @@ func TestStep(t *testing.T) {
 			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: false}, EvBoot{Booted: "B", BootID: "b2"}},
 			phase: ota.Idle, effects: "persist mark(bad,B) reboot"},
 		{name: "success starts the pending offer into the now inactive slot",
-			start: atRebooting(), policy: imm, events: []Event{EvOffer{m}, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}},
+			start: atRebooting(), policy: imm, events: []Event{EvOffer{Target: m}, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}},
 			phase: ota.Downloading, targetID: "rel-m", result: ota.ResultSuccess,
 			effects: "mark(good,B) persist emit(confirming>idle,success) persist emit(idle>downloading) mark(bad,A) install(rel-m>A)"},
 		{name: "interrupted download restarts from scratch after a restart",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Downloading, targetID: "rel-n",
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Downloading, targetID: "rel-n",
 			effects: "persist mark(good,A) persist emit(downloading>downloading) mark(bad,B) install(rel-n>B)",
 			checkState: func(t *testing.T, s State) {
 				if s.Restarts != 1 {
@@ -194,30 +194,30 @@ func TestStep(t *testing.T) {
 				}
 			}},
 		{name: "an install interrupted too often is given up",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvBoot{Booted: "A", BootID: "b1"}, EvBoot{Booted: "A", BootID: "b2"}, EvBoot{Booted: "A", BootID: "b3"}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvBoot{Booted: "A", BootID: "b1"}, EvBoot{Booted: "A", BootID: "b2"}, EvBoot{Booted: "A", BootID: "b3"}},
 			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled},
 		{name: "staged, flipped, new boot on the old slot: fell back",
 			start: func() State {
-				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s, _ := run(t, fresh(), imm, EvOffer{Target: n})
 				s.Phase = ota.Staged
 				return s
 			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "B"}}, phase: ota.Idle, result: ota.ResultRolledBack},
 		{name: "staged, power cut before the flip: flip now and reboot",
 			start: func() State {
-				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s, _ := run(t, fresh(), imm, EvOffer{Target: n})
 				s.Phase = ota.Staged
 				return s
 			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b9", FirstInOrder: "A"}}, phase: ota.Rebooting, targetID: "rel-n",
 			effects: "persist mark(good,A) mark(active,B) persist emit(staged>rebooting) reboot"},
 		{name: "staged, same boot: flip again and reboot",
 			start: func() State {
-				s, _ := run(t, fresh(), imm, EvOffer{n})
+				s, _ := run(t, fresh(), imm, EvOffer{Target: n})
 				s.Phase = ota.Staged
 				return s
 			}(), policy: imm, events: []Event{EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Rebooting,
 			effects: "mark(active,B) persist emit(staged>rebooting) reboot", targetID: "rel-n"},
 		{name: "refused offer is an event and last_refusal, and changes nothing else",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvRefused{Outcome: ota.Outcome{Code: "bad_signature", Message: "x"}}}, phase: ota.Downloading,
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvRefused{Outcome: ota.Outcome{Code: "bad_signature", Message: "x"}}}, phase: ota.Downloading,
 			targetID: "rel-n", effects: "persist emit(downloading>downloading,rejected,bad_signature)"},
 		{name: "manual mark-bad with a good other slot returns to it",
 			start: func() State {
@@ -230,7 +230,7 @@ func TestStep(t *testing.T) {
 		{name: "manual mark-good while confirming commits",
 			start: atRebooting(), policy: imm, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvMarkGood{}}, phase: ota.Idle, result: ota.ResultSuccess},
 		{name: "bootloader failure while marking bad fails the install",
-			start: fresh(), policy: imm, events: []Event{EvOffer{n}, EvEffectFailed{Effect: Mark{Op: MarkBad, Slot: "B"}, Message: "env"}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvEffectFailed{Effect: Mark{Op: MarkBad, Slot: "B"}, Message: "env"}},
 			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeWriteFailed, effects: "cancel persist emit(downloading>idle,failed,write_failed)"},
 	}
 	for _, tc := range tests {
@@ -277,7 +277,7 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 	s := fresh()
 	p := Policy{RebootImmediately: true, MaxRestarts: 2}
 	var persistedSeq, lastSeq uint64
-	evs := []Event{EvOffer{tgt("n", 1)}, EvProgress{Gen: 1, Verifying: true}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
+	evs := []Event{EvOffer{Target: tgt("n", 1)}, EvProgress{Gen: 1, Verifying: true}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
 	for _, ev := range evs {
 		var effects []Effect
 		s, effects = Step(s, p, ev)
@@ -302,7 +302,7 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 func TestStepDoesNotMutateInput(t *testing.T) {
 	s := fresh()
 	before := fmt.Sprintf("%+v", s.Slots)
-	Step(s, Policy{}, EvOffer{tgt("n", 1)})
+	Step(s, Policy{}, EvOffer{Target: tgt("n", 1)})
 	if after := fmt.Sprintf("%+v", s.Slots); after != before {
 		t.Fatalf("input slots changed: %s -> %s", before, after)
 	}

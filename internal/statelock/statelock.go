@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -46,7 +45,7 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	// The pid is only for the busy message; the flock is what counts.
 	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
 	return &Lock{f: f}, nil
 }
 
