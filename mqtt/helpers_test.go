@@ -54,31 +54,26 @@ func observe(t *testing.T, cfg Config, clientID, filter string) <-chan received 
 // next returns the next message on topic (others are skipped), failing after timeout.
 func next(t *testing.T, ch <-chan received, topic string, timeout time.Duration) received {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case m := <-ch:
-			if m.topic == topic {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("no message on %s within %v", topic, timeout)
-		}
-	}
+	return nextMatching(t, ch, topic, timeout, func(received) bool { return true }, "")
 }
 
 // nextWith waits for a message on topic with payload want, skipping others.
 func nextWith(t *testing.T, ch <-chan received, topic, want string, timeout time.Duration) received {
 	t.Helper()
+	return nextMatching(t, ch, topic, timeout, func(m received) bool { return m.payload == want }, fmt.Sprintf(" %q", want))
+}
+
+func nextMatching(t *testing.T, ch <-chan received, topic string, timeout time.Duration, ok func(received) bool, what string) received {
+	t.Helper()
 	deadline := time.After(timeout)
 	for {
 		select {
 		case m := <-ch:
-			if m.topic == topic && m.payload == want {
+			if m.topic == topic && ok(m) {
 				return m
 			}
 		case <-deadline:
-			t.Fatalf("no message %q on %s within %v", want, topic, timeout)
+			t.Fatalf("no message%s on %s within %v", what, topic, timeout)
 		}
 	}
 }

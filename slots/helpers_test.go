@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -40,41 +41,28 @@ func sha(b []byte) string {
 func compressed(t testing.TB, data []byte, compression ota.Compression) []byte {
 	t.Helper()
 	var buf bytes.Buffer
+	var w io.WriteCloser
+	var err error
 	switch compression {
 	case "none", "":
 		return data
 	case "gzip":
-		w := gzip.NewWriter(&buf)
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		w = gzip.NewWriter(&buf)
 	case "zstd":
-		w, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		w, err = zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	case "xz":
-		w, err := xz.NewWriter(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		w, err = xz.NewWriter(&buf)
 	default:
 		t.Fatalf("unknown compression %q", compression)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 	return buf.Bytes()
 }

@@ -401,16 +401,10 @@ func TestSecondProcessIsBusy(t *testing.T) {
 // reports rolled_back and never marks the new slot good.
 func TestSlotThatNeverBootsIsAbandoned(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "immediate"})
-	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
-	in := tb.Start(nil)
-	o, err := in.D.Agent.Install(context.Background(), env)
-	devicetest.Must(t, err)
-	if o.Result != ota.ResultStaged {
-		t.Fatalf("outcome %+v", o)
-	}
-	in.Wait(t) // rebooted into B
+	sum := stageAndReboot(t, tb)
 	s := tb.Sim()
 	booted, _ := s.Booted()
+	var err error
 	for i := 0; booted == "B"; i++ {
 		if i > tb.Cfg.Bootloader.Attempts {
 			t.Fatal("the bootloader never gave up on B")
