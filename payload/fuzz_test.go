@@ -117,3 +117,30 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseKept: a kept index from the state directory never panics, and what it
+// accepts is an index ParseIndex accepts with the values it read from it.
+func FuzzParseKept(f *testing.F) {
+	var store bytes.Buffer
+	res, err := Build(f.Context(), bytes.NewReader(testImage(40<<10+7, 5000, 2)), &store, Options{ChunkSize: 4 << 10})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(res.Index)
+	data, _ := sampleIndex()
+	f.Add(data)
+	f.Add(data[:HeaderSize])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x, err := ParseKept(data)
+		if err != nil {
+			return
+		}
+		if x.Count() == 0 || x.ImageSize() <= 0 || int64(len(data)) != IndexSize(int64(x.Count())) {
+			t.Fatalf("accepted %d chunks, image %d, from %d bytes", x.Count(), x.ImageSize(), len(data))
+		}
+		last := x.Chunk(x.Count() - 1)
+		if last.StoreOffset+int64(last.StoreLength) != x.StoreSize() {
+			t.Fatalf("store lengths end at %d, store size %d", last.StoreOffset+int64(last.StoreLength), x.StoreSize())
+		}
+	})
+}

@@ -29,6 +29,7 @@ type Index struct {
 	imageSize   int64
 	storeSize   int64
 	compression ota.Compression
+	data        []byte  // the whole index
 	records     []byte  // the index after its header
 	offsets     []int64 // store offset of each chunk
 }
@@ -56,6 +57,9 @@ func (x *Index) StoreSize() int64 { return x.storeSize }
 
 // Compression is the store's compression, ota.CompressionZstd or ota.CompressionNone.
 func (x *Index) Compression() ota.Compression { return x.compression }
+
+// Bytes is the index file as parsed; the caller must not change it.
+func (x *Index) Bytes() []byte { return x.data }
 
 // Count is the number of chunks.
 func (x *Index) Count() int { return len(x.offsets) }
@@ -97,6 +101,7 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 		imageSize:   want.ImageSize,
 		storeSize:   want.StoreSize,
 		compression: want.Compression,
+		data:        data,
 		records:     data[HeaderSize:],
 		offsets:     make([]int64, want.ChunkCount),
 	}

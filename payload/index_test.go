@@ -166,3 +166,33 @@ func TestIndexLayoutMatchesDoc(t *testing.T) {
 		t.Errorf("record 2 ends % x, want 10 07 00 01", rec(2)[32:])
 	}
 }
+
+// TestParseKept: a kept index parses back to the same chunks without a manifest, and a
+// damaged one is refused.
+func TestParseKept(t *testing.T) {
+	b := build(t, testImage(5*MinChunkSize+100, MinChunkSize, 7), Options{ChunkSize: MinChunkSize})
+	x, err := ParseKept(b.res.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := b.parse(t)
+	if x.Count() != want.Count() || x.ImageSize() != want.ImageSize() || x.StoreSize() != want.StoreSize() {
+		t.Fatalf("kept index: %d chunks, image %d, store %d; want %d, %d, %d", x.Count(), x.ImageSize(), x.StoreSize(), want.Count(), want.ImageSize(), want.StoreSize())
+	}
+	for i := range x.Count() {
+		if x.Chunk(i) != want.Chunk(i) {
+			t.Fatalf("chunk %d: %+v, want %+v", i, x.Chunk(i), want.Chunk(i))
+		}
+	}
+	for name, damage := range map[string]func([]byte) []byte{
+		"truncated":    func(b []byte) []byte { return b[:len(b)-1] },
+		"short header": func(b []byte) []byte { return b[:10] },
+		"bad magic":    func(b []byte) []byte { b[0] ^= 1; return b },
+		"huge count":   func(b []byte) []byte { b[23] = 0xff; return b },
+		"bad kind":     func(b []byte) []byte { b[HeaderSize+35] = 9; return b },
+	} {
+		if _, err := ParseKept(damage(append([]byte(nil), b.res.Index...))); ota.CodeOf(err) != ota.CodeIndexMismatch {
+			t.Errorf("%s: %v, want index_mismatch", name, err)
+		}
+	}
+}

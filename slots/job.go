@@ -19,12 +19,14 @@ const (
 
 // Progress reports how far a Write has got. While downloading, BytesDone
 // counts decompressed bytes written to the slot and Downloaded the bytes
-// fetched; while verifying, BytesDone counts bytes read back.
+// fetched; while verifying, BytesDone counts bytes read back. Reused counts
+// image bytes a chunked install took from the slots on the device.
 type Progress struct {
 	Phase      string
 	BytesDone  int64
 	BytesTotal int64
 	Downloaded int64
+	Reused     int64
 }
 
 // Job describes one payload (SPEC §3) and where it goes.

@@ -11,18 +11,9 @@ import (
 	"github.com/otad/otad/payload"
 )
 
-// Chunks describes a chunked payload (SPEC §12, manifest schema 2): where its index and
-// store are, and the values that authenticate the index.
-type Chunks struct {
-	Size        int64           `json:"size"`
-	Count       int64           `json:"count"`
-	IndexURL    string          `json:"index_url"`
-	IndexSize   int64           `json:"index_size"`
-	IndexSHA256 string          `json:"index_sha256"`
-	StoreURL    string          `json:"store_url"`
-	StoreSize   int64           `json:"store_size"`
-	Compression ota.Compression `json:"compression"`
-}
+// Chunks describes a chunked payload (SPEC §12, manifest schema 2); the type is
+// the vocabulary's, so the agent's journal keeps it as the manifest says it.
+type Chunks = ota.Chunks
 
 type rawChunks struct {
 	Size        *int64  `json:"size"`

@@ -1,0 +1,95 @@
+package slots
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// reporter rate-limits progress reports; counts include what runs before a
+// restart did, as the checkpoint recorded it.
+type reporter struct {
+	fn       func(Progress)
+	every    time.Duration
+	total    int64
+	last     time.Time
+	fetched0 int64 // bytes fetched before this run
+}
+
+func newReporter(fn func(Progress), every time.Duration, total int64, cp *checkpoint) *reporter {
+	r := &reporter{fn: fn, every: every, total: total}
+	if cp != nil {
+		r.fetched0 = cp.Fetched
+	}
+	return r
+}
+
+func (r *reporter) report(phase string, done, fetched, reused int64, force bool) {
+	if r.fn == nil {
+		return
+	}
+	now := time.Now()
+	if !force && now.Sub(r.last) < r.every {
+		return
+	}
+	r.last = now
+	r.fn(Progress{Phase: phase, BytesDone: done, BytesTotal: r.total, Downloaded: fetched, Reused: reused})
+}
+
+// readBack reads the whole image back from the slot's storage (O_DIRECT
+// where it works) and checks every chunk against the index and the whole
+// against sha256: readback_mismatch otherwise. Two reads are in flight, each
+// into half of block, while the other is hashed.
+func (in *chunkInstall) readBack(ctx context.Context, block []byte, fetched, reused int64) error {
+	cs := in.x.ChunkSize()
+	half := max(cs, int64(len(block))/2/cs*cs)
+	free := [][]byte{block[:half], block[half : 2*half]}
+	size := in.job.Size
+	h := sha256.New()
+	var queue []*readReq
+	defer func() {
+		for _, r := range queue {
+			<-r.done
+		}
+	}()
+	for issued, hashed := int64(0), int64(0); hashed < size; {
+		for len(free) > 0 && issued < size {
+			r := &readReq{off: issued, n: min(int64(len(free[0])), size-issued), buf: free[0], done: make(chan struct{})}
+			free = free[1:]
+			queue = append(queue, r)
+			issued += r.n
+			go readRegion(in.rd, in.direct, r)
+		}
+		r := queue[0]
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		queue = queue[1:]
+		if int64(r.got) < r.n {
+			err := r.err
+			if err == nil {
+				err = fmt.Errorf("short read (%d of %d bytes)", r.got, r.n)
+			}
+			return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", in.job.Target, r.off, err))
+		}
+		for off := int64(0); off < r.n; off += cs {
+			c := in.x.Chunk(int((r.off + off) / cs))
+			if sha256.Sum256(r.buf[off:off+int64(c.Length)]) != c.SHA256 {
+				return ota.FieldErrorf(ota.CodeReadbackMismatch, fmt.Sprintf("slot.chunk[%d]", c.Num), "slot %s at offset %d does not hold the chunk the index lists", in.job.Target, c.Offset)
+			}
+		}
+		h.Write(r.buf[:r.n])
+		hashed += r.n
+		free = append(free, r.buf)
+		in.progress.report(PhaseVerifying, hashed, fetched, reused, hashed == size)
+	}
+	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
+		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %x", in.job.Target, sum, in.expected))
+	}
+	return nil
+}

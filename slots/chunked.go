@@ -1,0 +1,285 @@
+package slots
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// ChunkedJob describes a chunked payload (SPEC §12) and where it goes. The
+// embedded Job gives the target, the image's Size and SHA256, read-back,
+// retries, schemes, client and progress; its URL is the store's. Its
+// Compression and DownloadSize are not used: the index says how each chunk
+// is stored, and store_size bounds what is fetched.
+type ChunkedJob struct {
+	Job
+	IndexURL string
+	// Expect is what the signed manifest says of the index and the store.
+	Expect payload.Expect
+	// Offer identifies the offer (the manifest's sha256): only the same offer
+	// resumes from a checkpoint.
+	Offer string
+	// StateDir keeps the checkpoint, the indexes of the images written and
+	// the booted slot's chunk list (in its subdirectory "chunked").
+	StateDir string
+	// BootedImage is the sha256 of the image the booted slot holds, as the
+	// journal says; empty when unknown (a factory image): the booted slot is
+	// then hashed once, chunk by chunk.
+	BootedImage string
+}
+
+// maxIndexSize bounds the index a device holds in memory: 8 MiB lists about
+// 233000 chunks, a 14 GiB image in 64 KiB chunks.
+const maxIndexSize = 8 << 20
+
+// chunkTuning holds the chunked install's knobs; tests try others.
+type chunkTuning struct {
+	lanes           int   // range requests in flight
+	laneBytes       int   // decoded chunks buffered per lane
+	localBytes      int   // buffers for chunks read from the slots
+	batchBytes      int   // bytes per vectored write
+	maxSpan         int64 // bytes per range request
+	checkpointBytes int64 // checkpoint after this many image bytes...
+	checkpointEvery time.Duration
+	// beforeCheckpoint runs after the slot is synced and before the
+	// checkpoint file is replaced; an error stops the install there, as a
+	// power cut would (tests).
+	beforeCheckpoint func(next int) error
+}
+
+func defaultChunkTuning() chunkTuning {
+	return chunkTuning{
+		lanes:           3,
+		laneBytes:       1 << 20,
+		localBytes:      512 << 10,
+		batchBytes:      1 << 20,
+		maxSpan:         1 << 20,
+		checkpointBytes: 8 << 20,
+		checkpointEvery: 2 * time.Second,
+	}
+}
+
+// window is how far past the checkpoint a restart looks for chunks the
+// target already holds: what was written before the crash but after the
+// last checkpoint (at most a few intervals, see committer).
+func (ct *chunkTuning) window() int64 { return 4 * ct.checkpointBytes }
+
+// WriteChunked installs a chunked payload into the target slot: it fetches
+// and checks the index, then takes every chunk from the checkpoint on from
+// the first source that has it (the target slot, zeros, the booted slot, the
+// network), checks its hash before writing it, records a durable checkpoint
+// every few MiB or seconds, and ends with the image's sha256 and, with
+// Readback, a read-back of the slot against the index and sha256. A restart
+// of the same offer resumes at the checkpoint. It returns nil only when all
+// of that succeeded, otherwise an *ota.Error with a SPEC §6 code.
+func WriteChunked(ctx context.Context, job ChunkedJob) error {
+	return writeChunked(ctx, job, defaultTuning(), defaultChunkTuning())
+}
+
+func writeChunked(ctx context.Context, job ChunkedJob, tun tuning, ct chunkTuning) error {
+	in := &chunkInstall{job: &job, tun: &tun, ct: &ct}
+	err := in.run(ctx)
+	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {
+		// The caller's cancellation caused whatever failed.
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
+	}
+	return err
+}
+
+// chunkInstall is one run of a chunked install.
+type chunkInstall struct {
+	job      *ChunkedJob
+	tun      *tuning
+	ct       *chunkTuning
+	expected []byte
+	x        *payload.Index
+	tgt      *target
+	rd       *os.File // the target opened again for reading
+	direct   bool     // rd uses O_DIRECT
+	booted   *os.File // the booted slot, nil without one
+	state    chunkState
+	key      string
+	plan     *payload.Plan
+	resumed  *checkpoint // where this run starts; nil: from chunk 0
+
+	fetched  atomic.Int64 // store and index bytes from the network, this run
+	progress *reporter
+	counts   checkpoint // the totals once written
+}
+
+func (in *chunkInstall) run(ctx context.Context) error {
+	job := in.job
+	var err error
+	if in.expected, err = job.check(); err != nil {
+		return err
+	}
+	if err := job.checkChunks(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
+	}
+	// The index first: a hostile one is refused before the slot is opened.
+	if in.x, err = fetchIndex(ctx, job, in.tun, &in.fetched); err != nil {
+		return err
+	}
+	if in.tgt, err = openTarget(job.Target, job.Booted, in.tun.mountinfo); err != nil {
+		return err
+	}
+	defer in.tgt.close()
+	if in.tgt.size < job.Size {
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, in.tgt.size, job.URL, job.Size))
+	}
+	in.state = chunkState{dir: filepath.Join(job.StateDir, chunkDirName)}
+	if err := in.state.init(); err != nil {
+		return err
+	}
+	in.key = job.checkpointKey(in.tgt.f.Name())
+	in.resumed = in.state.loadCheckpoint(in.key)
+	bufs, release, err := in.buffers()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if in.rd, in.direct, err = (&pipeline{job: &job.Job, tun: in.tun, tgt: in.tgt, readBufs: [][]byte{bufs.scratch}}).openReadback(); err != nil {
+		return err
+	}
+	defer in.rd.Close()
+	if err := in.makePlan(ctx, bufs.scratch); err != nil {
+		return err
+	}
+	if in.resumed == nil {
+		// Written before the first byte: a crash from here on resumes, and a
+		// restart knows the target may hold chunks of this install.
+		if err := in.state.saveCheckpoint(&checkpoint{Key: in.key, Offer: job.Offer}); err != nil {
+			return err
+		}
+	}
+	in.progress = newReporter(job.Progress, in.tun.progressEvery, job.Size, in.resumed)
+	if err := in.write(ctx, bufs); err != nil {
+		return err
+	}
+	if job.Readback {
+		if err := in.readBack(ctx, bufs.block, in.counts.Fetched, in.counts.Reused); err != nil {
+			return err
+		}
+	}
+	if err := in.state.keepIndex(job.SHA256, in.x, job.BootedImage); err != nil {
+		return err
+	}
+	return in.state.removeCheckpoint()
+}
+
+// checkChunks checks what Job.check does not: the manifest's chunk values.
+func (j *ChunkedJob) checkChunks() error {
+	if err := j.Expect.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case j.Expect.ImageSize != j.Size:
+		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.size", "%d, the index expectation says %d", j.Size, j.Expect.ImageSize)
+	case j.Expect.IndexSize > maxIndexSize:
+		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.chunks.index_size", "%d bytes, more than this device holds (%d)", j.Expect.IndexSize, maxIndexSize)
+	case j.IndexURL == "":
+		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no index url", j.Target))
+	case j.StateDir == "":
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("job for %s: no state directory for the checkpoint", j.Target))
+	}
+	return nil
+}
+
+// checkpointKey names what a checkpoint is valid for: this offer's image,
+// chunked by this index, into this slot. Anything else starts over.
+func (j *ChunkedJob) checkpointKey(target string) string {
+	h := sha256.New()
+	for _, s := range []string{"otad chunked checkpoint 1", j.Offer, j.SHA256, j.Expect.IndexSHA256,
+		strconv.FormatInt(j.Expect.ChunkSize, 10), strconv.FormatInt(j.Size, 10), target} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fetchIndex downloads the index, at most index_size bytes of it, and checks
+// it against the manifest (payload.ParseIndex): index_mismatch otherwise.
+func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64) (*payload.Index, error) {
+	n := job.Expect.IndexSize
+	src, err := openSource(ctx, &Job{URL: job.IndexURL, Size: n, Retry: job.Retry, Schemes: job.Schemes, HTTPClient: job.HTTPClient}, tun, fetched)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	// One byte more tells a longer index from one of the right size.
+	buf := make([]byte, n+1)
+	got, err := io.ReadFull(src, buf)
+	switch {
+	case err == nil:
+		return nil, ota.FieldErrorf(ota.CodeIndexMismatch, "index", "longer than payload.chunks.index_size %d", n)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case ota.CodeOf(err) != "":
+		return nil, err
+	default:
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("index %s: %w", job.IndexURL, err))
+	}
+	return payload.ParseIndex(buf[:got], job.Expect)
+}
+
+// makePlan decides each chunk's source from the checkpoint on. After a
+// restart, chunks within the window past the checkpoint are read from the
+// target and count as written when their hash matches.
+func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
+	have, err := in.bootedChunks(ctx)
+	if err != nil {
+		return err
+	}
+	pi := payload.PlanInput{Booted: have, MaxSpan: in.ct.maxSpan}
+	if cp := in.resumed; cp != nil {
+		if cp.Next < 0 || cp.Next > in.x.Count() {
+			in.resumed = nil
+		} else {
+			pi.Next = cp.Next
+			end := int64(cp.Next)*in.x.ChunkSize() + in.ct.window()
+			pi.TargetHas = func(i int) bool {
+				c := in.x.Chunk(i)
+				return c.Offset < end && ctx.Err() == nil && in.targetHolds(c, scratch)
+			}
+		}
+	}
+	in.plan, err = payload.MakePlan(in.x, pi)
+	if err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	return ctx.Err()
+}
+
+// targetHolds reports whether the target's bytes of c hash as the index says.
+func (in *chunkInstall) targetHolds(c payload.Chunk, buf []byte) bool {
+	b, err := readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
+	return err == nil && sha256.Sum256(b) == c.SHA256
+}
+
+// readChunk reads n bytes at off into buf (page-aligned, n rounded up to the
+// alignment fits), dropping cached pages around a buffered read as the
+// read-back does, so that what is read comes from storage.
+func readChunk(f *os.File, direct bool, off int64, n int, buf []byte) ([]byte, error) {
+	r := &readReq{off: off, n: int64(n), buf: buf, done: make(chan struct{})}
+	readRegion(f, direct, r)
+	if r.got < n {
+		if r.err == nil {
+			r.err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read %d bytes at offset %d of %s: %w", n, off, f.Name(), r.err)
+	}
+	return buf[:n], nil
+}

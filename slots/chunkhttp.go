@@ -1,0 +1,259 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// storeRanges reads byte ranges of a chunked payload's store.
+type storeRanges interface {
+	// open returns a reader over exactly the store bytes [off, off+n). Its
+	// errors, and open's, are *ota.Error when final, errNoRanges when the
+	// server does not answer range requests as asked, and transient otherwise.
+	open(ctx context.Context, off, n int64) (io.ReadCloser, error)
+	close()
+}
+
+// errNoRanges: the server ignored Range (200), answered with several parts,
+// or with another range than asked. The store is then read from its start,
+// skipping what is not needed, as a plain static server allows.
+var errNoRanges = errors.New("the server does not answer single-range requests as asked")
+
+// transientErr is a failure worth retrying; after is the server's Retry-After.
+type transientErr struct {
+	err   error
+	after time.Duration
+}
+
+func (e *transientErr) Error() string { return e.err.Error() }
+func (e *transientErr) Unwrap() error { return e.err }
+
+// openStore returns the store's ranges for its URL: HTTP(S) or a local file.
+func openStore(job *ChunkedJob, tun *tuning, fetched *atomic.Int64) (storeRanges, error) {
+	u, err := url.Parse(job.URL)
+	if err != nil {
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: %w", job.URL, err))
+	}
+	size := job.Expect.StoreSize
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		client := job.HTTPClient
+		if client == nil {
+			client = newDefaultClient()
+		}
+		return &httpRanges{client: withRedirectPolicy(client, job.allowedSchemes(u.Scheme)), own: job.HTTPClient == nil,
+			url: job.URL, size: size, stall: tun.stall, fetched: fetched}, nil
+	case "file":
+		src, err := openSource(context.Background(), &job.Job, tun, fetched)
+		if err != nil {
+			return nil, err
+		}
+		f := src.(*fileSource).f
+		if n, err := fileSize(f); err != nil || n != size {
+			f.Close()
+			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, payload.chunks.store_size says %d (%v)", job.URL, n, size, err)
+		}
+		return &fileRanges{f: f, fetched: fetched}, nil
+	}
+	return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: unsupported scheme %q", job.URL, u.Scheme))
+}
+
+// httpRanges asks for one range per request and takes exactly that range.
+type httpRanges struct {
+	client  *http.Client
+	own     bool
+	url     string
+	size    int64 // store_size
+	stall   time.Duration
+	fetched *atomic.Int64
+}
+
+func (h *httpRanges) close() {
+	if h.own {
+		h.client.CloseIdleConnections()
+	}
+}
+
+func (h *httpRanges) open(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+	reqCtx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, h.url, nil)
+	if err != nil {
+		cancel()
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: %w", h.url, err))
+	}
+	asked := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+n-1, 10)
+	req.Header.Set("Range", asked)
+	// identity: a transparently gunzipped body would make the offsets wrong.
+	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.Set("User-Agent", "otad")
+	// The stall timer cancels a request whose headers or body stop coming.
+	stalled := new(atomic.Bool)
+	timer := time.AfterFunc(h.stall, func() { stalled.Store(true); cancel() })
+	resp, err := h.client.Do(req)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		err = fmt.Errorf("GET %s (%s): %w", h.url, asked, stallErr(stalled, h.stall, err))
+		if isPermanentTransportError(err) {
+			return nil, ota.Wrap(ota.CodeDownloadFailed, err)
+		}
+		return nil, &transientErr{err: err}
+	}
+	if err := h.accept(resp, off, n, asked); err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, err
+	}
+	return &rangeBody{r: resp.Body, left: n, timer: timer, stall: h.stall, stalled: stalled, cancel: cancel, fetched: h.fetched}, nil
+}
+
+// accept judges the answer to a request for [off, off+n).
+func (h *httpRanges) accept(resp *http.Response, off, n int64, asked string) error {
+	status := fmt.Errorf("GET %s (%s): HTTP %s", h.url, asked, resp.Status)
+	cr := resp.Header.Get("Content-Range")
+	start, end, total, ok := parseContentRange(cr)
+	switch code := resp.StatusCode; {
+	case code == http.StatusPartialContent:
+		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(strings.ToLower(ct), "multipart/") {
+			return fmt.Errorf("%w: a %s answer to %s", errNoRanges, ct, asked)
+		}
+		if total >= 0 && total != h.size {
+			return h.sizeChanged(total, asked)
+		}
+		if !ok || start != off || end != off+n-1 || (resp.ContentLength >= 0 && resp.ContentLength != n) {
+			return fmt.Errorf("%w: Content-Range %q (Content-Length %d) for %s", errNoRanges, cr, resp.ContentLength, asked)
+		}
+		return nil
+	case code == http.StatusOK:
+		if resp.ContentLength >= 0 && resp.ContentLength != h.size {
+			return h.sizeChanged(resp.ContentLength, asked)
+		}
+		return fmt.Errorf("%w: HTTP 200 to %s", errNoRanges, asked)
+	case code == http.StatusRequestedRangeNotSatisfiable:
+		// The range lies inside store_size: the store is shorter than that.
+		return h.sizeChanged(total, asked)
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		return &transientErr{err: status, after: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	}
+	return ota.Wrap(ota.CodeDownloadFailed, status)
+}
+
+func (h *httpRanges) sizeChanged(total int64, asked string) error {
+	have := "of unknown size"
+	if total >= 0 {
+		have = strconv.FormatInt(total, 10) + " bytes"
+	}
+	return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s is %s (asked %s): it changed or is not this index's", h.size, h.url, have, asked)
+}
+
+// rangeBody is one range's body: exactly left bytes, then io.EOF; a body
+// that ends early is io.ErrUnexpectedEOF. The stall timer runs only while a
+// read waits, so a consumer that is slow to read is not taken for a stall.
+type rangeBody struct {
+	r       io.ReadCloser
+	left    int64
+	timer   *time.Timer
+	stall   time.Duration
+	stalled *atomic.Bool
+	cancel  context.CancelFunc
+	fetched *atomic.Int64
+}
+
+// stallErr says so when the stall timer ended a request.
+func stallErr(stalled *atomic.Bool, stall time.Duration, err error) error {
+	if stalled.Load() {
+		return fmt.Errorf("no data for %s (stalled): %w", stall, err)
+	}
+	return err
+}
+
+func (b *rangeBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	b.timer.Reset(b.stall)
+	n, err := b.r.Read(p)
+	b.timer.Stop()
+	b.left -= int64(n)
+	b.fetched.Add(int64(n))
+	switch {
+	case err == io.EOF && b.left > 0:
+		return n, &transientErr{err: fmt.Errorf("body ended with %d bytes of the range missing: %w", b.left, io.ErrUnexpectedEOF)}
+	case err != nil && err != io.EOF:
+		return n, &transientErr{err: stallErr(b.stalled, b.stall, err)}
+	}
+	return n, err
+}
+
+func (b *rangeBody) Close() error {
+	b.timer.Stop()
+	err := b.r.Close()
+	b.cancel()
+	return err
+}
+
+// fileRanges reads a store from a local file (file:// URLs).
+type fileRanges struct {
+	f       *os.File
+	fetched *atomic.Int64
+}
+
+func (s *fileRanges) open(_ context.Context, off, n int64) (io.ReadCloser, error) {
+	return io.NopCloser(&countingReader{r: io.NewSectionReader(s.f, off, n), n: s.fetched}), nil
+}
+
+func (s *fileRanges) close() { s.f.Close() }
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// openSequential opens the whole store from its start, positioned at off:
+// what a server that does not serve ranges allows. The stream resumes by
+// itself after transient failures (httpSource); its errors are final.
+func openSequential(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64, off int64) (io.ReadCloser, error) {
+	j := job.Job
+	j.DownloadSize = job.Expect.StoreSize
+	src, err := openSource(ctx, &j, tun, fetched)
+	if err != nil {
+		return nil, err
+	}
+	if err := skipStore(src, off, job); err != nil {
+		src.Close()
+		return nil, err
+	}
+	return src, nil
+}
+
+// skipStore discards n bytes of a sequential store stream.
+func skipStore(r io.Reader, n int64, job *ChunkedJob) error {
+	if n <= 0 {
+		return nil
+	}
+	got, err := io.CopyN(io.Discard, r, n)
+	if errors.Is(err, io.EOF) {
+		return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends after %d bytes", job.Expect.StoreSize, job.URL, got)
+	}
+	return err
+}

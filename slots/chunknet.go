@@ -1,0 +1,300 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// network brings the plan's network chunks, decoded and checked, in chunk
+// order. Fetch k of the plan goes to lane k mod lanes, so that a few range
+// requests are in flight while the consumer takes the chunks in order: it
+// only ever waits for the lane of the earliest fetch, whose buffers are its
+// own, so no lane can hold the buffers another one needs.
+type network struct {
+	in      *chunkInstall
+	src     storeRanges
+	retry   Retry
+	fetches []payload.Fetch
+	lanes   []*lane
+	cur     int // the fetch the consumer is in
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	// seq is the whole store read from its start, once ranges failed.
+	seq    io.ReadCloser
+	seqPos int64
+	// The consumer's decoder, for the sequential stream and refetches.
+	mine *lane
+}
+
+// lane is one fetcher's decoder, buffers and queue of decoded chunks.
+type lane struct {
+	out    chan piece
+	pool   chan []byte
+	stored []byte // a compressed chunk as it arrives
+	dec    *payload.Decoder
+}
+
+func newLane(x *payload.Index, bufs [][]byte, stored []byte) (*lane, error) {
+	dec, err := payload.NewDecoder(x)
+	if err != nil {
+		return nil, ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	l := &lane{out: make(chan piece, len(bufs)), pool: make(chan []byte, len(bufs)), stored: stored, dec: dec}
+	for _, b := range bufs {
+		l.pool <- b
+	}
+	return l, nil
+}
+
+// start runs the lanes until they have fetched everything or ctx ends.
+func (n *network) start(ctx context.Context) {
+	ctx, n.stop = context.WithCancel(ctx)
+	for i, l := range n.lanes {
+		n.wg.Go(func() { n.runLane(ctx, l, i) })
+	}
+}
+
+// close stops the lanes and waits for them.
+func (n *network) close() {
+	if n.stop != nil {
+		n.stop()
+	}
+	n.wg.Wait()
+	if n.seq != nil {
+		n.seq.Close()
+	}
+	for _, l := range append(n.lanes, n.mine) {
+		l.dec.Close()
+	}
+	n.src.close()
+}
+
+func (n *network) runLane(ctx context.Context, l *lane, first int) {
+	for k := first; k < len(n.fetches); k += len(n.lanes) {
+		if at, err := n.fetch(ctx, l, n.fetches[k]); err != nil {
+			if ctx.Err() == nil {
+				select {
+				case l.out <- piece{chunk: at, err: err}:
+				case <-ctx.Done():
+				}
+			}
+			return
+		}
+	}
+}
+
+// fetch brings the network chunks of f into l.out, retrying transient
+// failures from the first chunk not yet delivered. On failure it returns
+// the chunk it failed at.
+func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch) (int, error) {
+	i, fails := f.First, 0
+	for {
+		for i < f.End && !n.fromNetwork(i) {
+			i++
+		}
+		if i == f.End {
+			return i, nil
+		}
+		start := n.in.x.Chunk(i).StoreOffset
+		body, err := n.src.open(ctx, start, f.Offset+f.Length-start)
+		if err == nil {
+			before := i
+			i, err = n.stream(ctx, l, body, i, f.End)
+			body.Close()
+			if err == nil {
+				return i, nil
+			}
+			if i > before {
+				fails = 0 // it delivered: the count starts again
+			}
+		}
+		if err = n.retryWait(ctx, &fails, err); err != nil {
+			return i, err
+		}
+	}
+}
+
+// retryWait counts a failure and sleeps the backoff delay when it is
+// transient and attempts are left; otherwise it returns the final error.
+func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
+	var t *transientErr
+	if !errors.As(err, &t) || ctx.Err() != nil {
+		return err
+	}
+	*fails++
+	if *fails >= n.retry.Attempts {
+		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store %s: giving up after %d attempts: %w", n.in.job.URL, *fails, err))
+	}
+	d := n.retry.policy().Delay(*fails-1, n.retry.Rand())
+	// The server's Retry-After is a floor, within the cap.
+	if ra := min(t.after, n.retry.Max); ra > d {
+		d = ra
+	}
+	return n.retry.Sleep(ctx, d)
+}
+
+// stream reads chunks i.. of a fetch from body and queues the network ones;
+// it returns the first chunk not delivered.
+func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end int) (int, error) {
+	for ; i < end; i++ {
+		c := n.in.x.Chunk(i)
+		if !n.fromNetwork(i) {
+			// Inside a merged range, not needed: skipped.
+			if _, err := io.CopyN(io.Discard, body, int64(c.StoreLength)); err != nil {
+				return i, err
+			}
+			continue
+		}
+		var buf []byte
+		select {
+		case buf = <-l.pool:
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
+		b, err := l.read(body, c, buf)
+		if ota.CodeOf(err) == ota.CodeChunkMismatch {
+			// The bytes arrived whole and are wrong: fetched once more.
+			b, err = n.fetchOne(ctx, l, c, buf)
+		}
+		if err != nil {
+			l.pool <- buf
+			return i, err
+		}
+		select {
+		case l.out <- piece{chunk: i, buf: b, write: true, pool: l.pool}:
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
+	}
+	return i, nil
+}
+
+func (n *network) fromNetwork(i int) bool {
+	return n.in.plan.Steps[i-n.in.plan.Steps[0].Chunk].Source == payload.FromNetwork
+}
+
+// read reads chunk c's stored bytes from r and decodes them into buf,
+// checked against the index before anyone sees them.
+func (l *lane) read(r io.Reader, c payload.Chunk, buf []byte) ([]byte, error) {
+	dst := l.stored[:c.StoreLength]
+	if c.Kind == payload.KindRaw {
+		dst = buf[:c.StoreLength] // already the chunk's bytes: no copy
+	}
+	if _, err := io.ReadFull(r, dst); err != nil {
+		return nil, err
+	}
+	out, err := l.dec.Decode(c.Num, dst)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:copy(buf[:c.Length], out)], nil
+}
+
+// fetchOne fetches chunk c alone into buf, retrying transient failures: the
+// refetch of a chunk that arrived wrong, and a chunk a slot did not hold
+// after all. A second wrong arrival is final: chunk_mismatch.
+func (n *network) fetchOne(ctx context.Context, l *lane, c payload.Chunk, buf []byte) ([]byte, error) {
+	fails := 0
+	for {
+		body, err := n.src.open(ctx, c.StoreOffset, int64(c.StoreLength))
+		if errors.Is(err, errNoRanges) {
+			body, err = openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
+		}
+		if err == nil {
+			var b []byte
+			b, err = l.read(body, c, buf)
+			body.Close()
+			if err == nil {
+				return b, nil
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				err = &transientErr{err: fmt.Errorf("store %s: chunk %d cut short: %w", n.in.job.URL, c.Num, err)}
+			}
+		}
+		if err = n.retryWait(ctx, &fails, err); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// next returns chunk c, the next network chunk in order.
+func (n *network) next(ctx context.Context, c payload.Chunk) (piece, error) {
+	if n.seq == nil {
+		for n.cur < len(n.fetches) && c.Num >= n.fetches[n.cur].End {
+			n.cur++
+		}
+		if n.cur == len(n.fetches) {
+			return piece{}, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("chunk %d is in no fetch of the plan", c.Num))
+		}
+		var p piece
+		select {
+		case p = <-n.lanes[n.cur%len(n.lanes)].out:
+		case <-ctx.Done():
+			return piece{}, ctx.Err()
+		}
+		if p.err == nil && p.chunk != c.Num {
+			return piece{}, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("lane delivered chunk %d, chunk %d is next", p.chunk, c.Num))
+		}
+		if !errors.Is(p.err, errNoRanges) {
+			return p, p.err
+		}
+		if err := n.sequential(ctx, c); err != nil {
+			return piece{}, err
+		}
+	}
+	return n.nextSequential(ctx, c)
+}
+
+// sequential gives up on ranges from chunk c on: the lanes stop, and the
+// store is read from its start, skipping to c.
+func (n *network) sequential(ctx context.Context, c payload.Chunk) error {
+	n.stop()
+	n.wg.Wait()
+	n.stop = nil
+	// Chunks the lanes fetched ahead are dropped; their buffers go back.
+	for _, l := range n.lanes {
+		for len(l.out) > 0 {
+			if p := <-l.out; p.buf != nil {
+				p.pool <- p.buf
+			}
+		}
+	}
+	seq, err := openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
+	if err != nil {
+		return err
+	}
+	n.seq, n.seqPos = seq, c.StoreOffset
+	return nil
+}
+
+func (n *network) nextSequential(ctx context.Context, c payload.Chunk) (piece, error) {
+	l := n.lanes[0]
+	if err := skipStore(n.seq, c.StoreOffset-n.seqPos, n.in.job); err != nil {
+		return piece{}, err
+	}
+	n.seqPos = c.StoreOffset + int64(c.StoreLength)
+	var buf []byte
+	select {
+	case buf = <-l.pool:
+	case <-ctx.Done():
+		return piece{}, ctx.Err()
+	}
+	b, err := l.read(n.seq, c, buf)
+	switch {
+	case ota.CodeOf(err) == ota.CodeChunkMismatch:
+		b, err = n.fetchOne(ctx, n.mine, c, buf)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		err = ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends inside chunk %d", n.in.job.Expect.StoreSize, n.in.job.URL, c.Num)
+	}
+	if err != nil {
+		l.pool <- buf
+		return piece{}, err
+	}
+	return piece{chunk: c.Num, buf: b, write: true, pool: l.pool}, nil
+}

@@ -1,0 +1,398 @@
+package slots
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// piece is one chunk on its way to the slot, in chunk order.
+type piece struct {
+	chunk  int
+	buf    []byte
+	write  bool        // false: the target holds it already
+	reused bool        // taken from a slot on the device
+	pool   chan []byte // where buf goes back; nil for the shared zeros
+	err    error
+}
+
+func (p piece) release() {
+	if p.pool != nil {
+		p.pool <- p.buf
+	}
+}
+
+// chunkBufs are the install's buffers, all one chunk long and page aligned,
+// outside the Go heap (mapBuffers): the lanes' decoded chunks and compressed
+// arrivals, the chunks read from the slots, one scratch buffer, and a
+// buffer of zeros that is never written, so it costs no memory.
+type chunkBufs struct {
+	lanes   [][][]byte
+	stored  [][]byte
+	local   [][]byte
+	block   []byte // local, as one block for the read-back
+	scratch []byte
+	zeros   []byte
+}
+
+func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
+	cs := int(in.x.ChunkSize())
+	ct := in.ct
+	perLane := max(2, ct.laneBytes/cs)
+	local := max(2, ct.localBytes/cs)
+	all, release, err := mapBuffers(ct.lanes*perLane+ct.lanes+3, cs)
+	if err != nil {
+		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	block, releaseBlock, err := mapBuffers(1, local*cs)
+	if err != nil {
+		release()
+		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	b := &chunkBufs{block: block[0]}
+	for range ct.lanes {
+		b.lanes, all = append(b.lanes, all[:perLane]), all[perLane:]
+	}
+	b.stored, all = all[:ct.lanes+1], all[ct.lanes+1:]
+	b.scratch, b.zeros = all[0], all[1]
+	for i := range local {
+		b.local = append(b.local, b.block[i*cs:(i+1)*cs:(i+1)*cs])
+	}
+	return b, func() { releaseBlock(); release() }, nil
+}
+
+// write runs the install from the checkpoint on:
+//
+//	assembler: each chunk from its source (lanes for the network), checked → pieces
+//	writer:    pieces → vectored pwrite, writeback started as it goes
+//	hasher:    the image's sha256 over the pieces, buffers back, checkpoints due
+//	committer: fdatasync the slot, then replace the checkpoint file
+func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	net, err := in.network(bufs)
+	if err != nil {
+		return err
+	}
+	defer net.close()
+	net.start(ctx)
+	local := make(chan []byte, len(bufs.local))
+	for _, b := range bufs.local {
+		local <- b
+	}
+	pieces := make(chan piece, len(bufs.local))
+	written := make(chan piece, len(bufs.local)+in.ct.batchBytes/len(bufs.scratch))
+	due := make(chan checkpoint, 1)
+	var wg sync.WaitGroup
+	fail := func(err error) {
+		if err != nil {
+			cancel(err)
+		}
+	}
+	wg.Go(func() {
+		defer close(pieces)
+		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
+	})
+	wg.Go(func() {
+		defer close(written)
+		fail(in.writeLoop(ctx, pieces, written))
+	})
+	wg.Go(func() {
+		defer close(due)
+		fail(in.hashLoop(ctx, written, due))
+	})
+	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return in.classify(err)
+	}
+	return nil
+}
+
+func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
+	src, err := openStore(in.job, in.tun, &in.fetched)
+	if err != nil {
+		return nil, err
+	}
+	n := &network{in: in, src: src, retry: in.job.Retry.withDefaults(), fetches: in.plan.Fetches}
+	for i := range in.ct.lanes + 1 {
+		var l *lane
+		if i < in.ct.lanes {
+			l, err = newLane(in.x, bufs.lanes[i], bufs.stored[i])
+			n.lanes = append(n.lanes, l)
+		} else {
+			l, err = newLane(in.x, nil, bufs.stored[i])
+			n.mine = l
+		}
+		if err != nil {
+			n.close()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (in *chunkInstall) classify(err error) error {
+	var e *ota.Error
+	switch {
+	case errors.As(err, &e):
+		return err
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.Target, err))
+	}
+	return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.Target, err))
+}
+
+// assemble takes every chunk of the plan from its source, checked against
+// the index, and hands them on in order.
+func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan []byte, zeros []byte, out chan<- piece) error {
+	for _, st := range in.plan.Steps {
+		c := in.x.Chunk(st.Chunk)
+		var p piece
+		var err error
+		switch st.Source {
+		case payload.FromZero:
+			p = piece{chunk: c.Num, buf: zeros[:c.Length], write: true}
+		case payload.FromNetwork:
+			p, err = net.next(ctx, c)
+		default:
+			p, err = in.fromSlot(ctx, net, st, c, local)
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			p.release()
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// fromSlot reads a chunk from the target (written before a restart) or the
+// booted slot and checks it; a slot that does not hold it after all (a
+// booted slot mounted writable) leaves it to the network.
+func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.Step, c payload.Chunk, local chan []byte) (piece, error) {
+	var buf []byte
+	select {
+	case buf = <-local:
+	case <-ctx.Done():
+		return piece{}, context.Cause(ctx)
+	}
+	var b []byte
+	var err error
+	if st.Source == payload.FromTarget {
+		b, err = readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
+	} else {
+		b, err = readBooted(in.booted, st.BootedOffset, c.Length, buf)
+	}
+	if err == nil && sha256.Sum256(b) == c.SHA256 {
+		return piece{chunk: c.Num, buf: b, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
+	}
+	if b, err = net.fetchOne(ctx, net.mine, c, buf); err != nil {
+		local <- buf
+		return piece{}, err
+	}
+	return piece{chunk: c.Num, buf: b, write: true, pool: local}, nil
+}
+
+func readBooted(f *os.File, off int64, n int, buf []byte) ([]byte, error) {
+	if _, err := f.ReadAt(buf[:n], off); err != nil {
+		return nil, fmt.Errorf("read booted slot %s at offset %d: %w", f.Name(), off, err)
+	}
+	return buf[:n], nil
+}
+
+// writeLoop writes pieces in order, as many neighbours as are waiting in
+// one vectored write, and passes them on to the hasher.
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, out chan<- piece) error {
+	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.Target, lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
+	maxBatch := max(1, in.ct.batchBytes/int(in.x.ChunkSize()))
+	batch := make([]piece, 0, maxBatch)
+	iov := make([][]byte, 0, maxBatch)
+	for open := true; open; {
+		batch = batch[:0]
+		select {
+		case p, ok := <-pieces:
+			if !ok {
+				return s.finish(in.job.Size)
+			}
+			batch = append(batch, p)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case p, ok := <-pieces:
+				if !ok {
+					open = false
+					break gather
+				}
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		// Nothing more is written once the install has failed.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err := in.writeBatch(batch, iov); err != nil {
+			return err
+		}
+		last := in.x.Chunk(batch[len(batch)-1].chunk)
+		if err := s.advance(last.Offset + int64(last.Length)); err != nil {
+			return err
+		}
+		for _, p := range batch {
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	}
+	return s.finish(in.job.Size)
+}
+
+// writeBatch writes the runs of consecutive pieces that need writing.
+func (in *chunkInstall) writeBatch(batch []piece, iov [][]byte) error {
+	for i := 0; i < len(batch); {
+		if !batch[i].write {
+			i++
+			continue
+		}
+		off := in.x.Chunk(batch[i].chunk).Offset
+		iov = iov[:0]
+		for ; i < len(batch) && batch[i].write; i++ {
+			iov = append(iov, batch[i].buf)
+		}
+		if err := pwritev(in.tgt.f, iov, off); err != nil {
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write at offset %d of %s: %w", off, in.job.Target, err))
+		}
+	}
+	return nil
+}
+
+// pwritev writes all of iov at off, continuing after short writes.
+func pwritev(f *os.File, iov [][]byte, off int64) error {
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(int(f.Fd()), iov, off)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return err
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if n < len(iov[0]) {
+				iov[0] = iov[0][n:]
+				n = 0
+			} else {
+				n -= len(iov[0])
+				iov = iov[1:]
+			}
+		}
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+	}
+	return nil
+}
+
+// hashLoop hashes the image as it is written, gives the buffers back,
+// reports progress and hands the committer a checkpoint every few MiB or
+// seconds. At most one checkpoint waits while another is written, so what
+// is written past the last durable checkpoint stays within a few intervals
+// (chunkTuning.window).
+func (in *chunkInstall) hashLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
+	h, err := in.imageHash()
+	if err != nil {
+		return err
+	}
+	cp := checkpoint{Key: in.key, Offer: in.job.Offer}
+	if r := in.resumed; r != nil {
+		cp = *r
+	}
+	lastAt, lastDone := time.Now(), cp.Done
+	for p := range pieces {
+		h.Write(p.buf)
+		n := int64(len(p.buf))
+		p.release()
+		cp.Next, cp.Done = p.chunk+1, cp.Done+n
+		if p.reused {
+			cp.Reused += n
+		}
+		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+		in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, false)
+		if cp.Done-lastDone >= in.ct.checkpointBytes || time.Since(lastAt) >= in.ct.checkpointEvery {
+			if cp.Hash, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+				return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+			}
+			select {
+			case due <- cp:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			lastAt, lastDone = time.Now(), cp.Done
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+	in.counts = cp
+	in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, true)
+	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
+		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("image written to %s from %s has sha256 %x, manifest says %x", in.job.Target, in.job.URL, sum, in.expected))
+	}
+	return nil
+}
+
+// imageHash is the image's sha256 so far: restored from the checkpoint.
+func (in *chunkInstall) imageHash() (hash.Hash, error) {
+	h := sha256.New()
+	if r := in.resumed; r != nil && r.Next > 0 {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(r.Hash); err != nil {
+			return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: image hash state: %w", err))
+		}
+	}
+	return h, nil
+}
+
+// commitLoop makes checkpoints durable: the slot first, then the file that
+// says how far it is written.
+func (in *chunkInstall) commitLoop(ctx context.Context, due <-chan checkpoint) error {
+	for cp := range due {
+		if ctx.Err() != nil {
+			continue
+		}
+		if err := unix.Fdatasync(int(in.tgt.f.Fd())); err != nil {
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", in.job.Target, err))
+		}
+		if hook := in.ct.beforeCheckpoint; hook != nil {
+			if err := hook(cp.Next); err != nil {
+				return err
+			}
+		}
+		if err := in.state.saveCheckpoint(&cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}

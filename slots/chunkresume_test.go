@@ -1,0 +1,145 @@
+package slots
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var errPowerCut = errors.New("simulated power cut")
+
+func resumeTuning() chunkTuning {
+	ct := chunkTestTuning()
+	// More than the lanes hold and have asked for (3 × (64 KiB + 128 KiB)),
+	// so that an interruption loses at most one interval.
+	ct.checkpointBytes = 1 << 20
+	return ct
+}
+
+func readCheckpoint(t *testing.T, d *chunkDevice) checkpoint {
+	t.Helper()
+	var cp checkpoint
+	if err := json.Unmarshal(readFile(t, filepath.Join(d.state, chunkDirName, checkpointName)), &cp); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// TestChunkedPowerCut: power is lost after the slot was synced for the third
+// checkpoint and before its file replaced the second's. The restart resumes
+// from the second, finds what was written after it in the target, and
+// fetches in all no more than the store and one checkpoint interval.
+func TestChunkedPowerCut(t *testing.T) {
+	img := chunkImage(520, 13)
+	c, s, d, job := rig(t, img)
+	ct := resumeTuning()
+	calls, cutAt := 0, 0
+	ct.beforeCheckpoint = func(next int) error {
+		if calls++; calls == 3 {
+			cutAt = next
+			return errPowerCut
+		}
+		return nil
+	}
+	if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
+		t.Fatalf("first run: %v, want the power cut", err)
+	}
+	cp := readCheckpoint(t, d)
+	first := s.served.Load()
+	t.Logf("cut before the checkpoint at chunk %d; the file says chunk %d; %d of %d store bytes served", cutAt, cp.Next, first, len(c.store))
+	if cp.Next == 0 || cp.Next >= cutAt || first < int64(len(c.store))/4 {
+		t.Fatalf("checkpoint at chunk %d, cut at %d, %d bytes served: the test does not test a resume", cp.Next, cutAt, first)
+	}
+	var last Progress
+	job.Progress = func(p Progress) { last = p }
+	if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
+		t.Fatal(err)
+	}
+	checkSlot(t, d.target, img, d.slotSize)
+	if total, limit := s.served.Load(), int64(len(c.store))+ct.checkpointBytes; total > limit {
+		t.Fatalf("served %d store bytes in all, more than the store and one checkpoint interval (%d)", total, limit)
+	}
+	if last.Reused == 0 {
+		t.Fatal("nothing written after the checkpoint was taken from the target")
+	}
+}
+
+// TestChunkedCrashResumes: an install stopped without any cleanup at 10%,
+// 50% and 90% of the store resumes each time and succeeds; in all it fetches
+// at most the store and one checkpoint interval per interruption.
+func TestChunkedCrashResumes(t *testing.T) {
+	img := chunkImage(520, 17)
+	c, s, d, job := rig(t, img)
+	ct := resumeTuning()
+	for _, pct := range []int64{10, 50, 90} {
+		ctx, cancel := context.WithCancel(t.Context())
+		at := int64(len(c.store)) * pct / 100
+		// The server stops answering at the mark: the crash comes there.
+		s.setHandler(func(w http.ResponseWriter, r *http.Request, data []byte) {
+			if s.served.Load() >= at {
+				cancel()
+				<-r.Context().Done()
+				return
+			}
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+		})
+		err := writeChunked(ctx, job, testTuning(), ct)
+		cancel()
+		wantCode(t, err, "cancelled")
+		t.Logf("stopped at %d%%: checkpoint at chunk %d, %d store bytes served so far", pct, readCheckpoint(t, d).Next, s.served.Load())
+	}
+	s.setHandler(nil)
+	if err := writeChunked(t.Context(), job, testTuning(), ct); err != nil {
+		t.Fatal(err)
+	}
+	checkSlot(t, d.target, img, d.slotSize)
+	if total, limit := s.served.Load(), int64(len(c.store))+3*ct.checkpointBytes; total > limit {
+		t.Fatalf("served %d store bytes in all, more than the store and three checkpoint intervals (%d)", total, limit)
+	}
+}
+
+// TestChunkedCheckpointOfAnother: a checkpoint of another offer, or one
+// that cannot be read, is not resumed from: the install starts over.
+func TestChunkedCheckpointOfAnother(t *testing.T) {
+	img := chunkImage(200, 19)
+	for _, tc := range []struct {
+		name   string
+		change func(j *ChunkedJob, d *chunkDevice)
+	}{
+		{"another offer", func(j *ChunkedJob, _ *chunkDevice) { j.Offer = "another" }},
+		{"unreadable", func(_ *ChunkedJob, d *chunkDevice) {
+			os.WriteFile(filepath.Join(d.state, chunkDirName, checkpointName), []byte("{garbage"), 0o600)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s, d, job := rig(t, img)
+			ct := resumeTuning()
+			ct.checkpointBytes = 256 << 10
+			ct.beforeCheckpoint = func(int) error {
+				if readCheckpoint(t, d).Next > 0 {
+					return errPowerCut
+				}
+				return nil
+			}
+			if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
+				t.Fatalf("first run: %v", err)
+			}
+			tc.change(&job, d)
+			before := s.served.Load()
+			if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+			// At least: a request of the first run may still be sending.
+			if again := s.served.Load() - before; again < int64(len(s.c.store)) {
+				t.Fatalf("served %d store bytes after the restart, want the whole store (%d)", again, len(s.c.store))
+			}
+		})
+	}
+}

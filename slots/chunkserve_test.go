@@ -1,0 +1,186 @@
+package slots
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/ota"
+)
+
+// answer writes a 206 for [start, end] of data with the given Content-Range,
+// or the whole of data with 200 when start < 0; cut > 0 stops after that many
+// bytes (the connection is dropped), stall > 0 then waits that long first.
+type answer struct {
+	start, end   int64
+	contentRange string
+	cut          int
+	stall        time.Duration
+	contentType  string
+}
+
+func (a answer) write(w http.ResponseWriter, r *http.Request, data []byte) {
+	body := data
+	if a.start >= 0 {
+		body = data[a.start : a.end+1]
+		w.Header().Set("Content-Range", a.contentRange)
+	}
+	if a.contentType != "" {
+		w.Header().Set("Content-Type", a.contentType)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if a.start >= 0 {
+		w.WriteHeader(http.StatusPartialContent)
+	}
+	if a.cut <= 0 || a.cut >= len(body) {
+		w.Write(body)
+		return
+	}
+	w.Write(body[:a.cut])
+	w.(http.Flusher).Flush()
+	if a.stall > 0 {
+		select {
+		case <-time.After(a.stall):
+		case <-r.Context().Done():
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// asked is the single range of a request, or ok false.
+func asked(r *http.Request) (start, end int64, ok bool) {
+	_, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &start, &end)
+	return start, end, err == nil
+}
+
+func exact(start, end, total int64) answer {
+	return answer{start: start, end: end, contentRange: fmt.Sprintf("bytes %d-%d/%d", start, end, total)}
+}
+
+// TestChunkedServers: how the install meets servers that do not answer as
+// asked. Ranges ignored or botched fall back to reading the store from its
+// start; a store of another size is size_mismatch; cuts and stalls are
+// retried and, when they go on, download_failed. The slot never holds a
+// byte that is not the image's.
+func TestChunkedServers(t *testing.T) {
+	img := chunkImage(60, 11)
+	c := makeChunked(t, img)
+	total := int64(len(c.store))
+	for _, tc := range []struct {
+		name   string
+		handle func(n int64, w http.ResponseWriter, r *http.Request, data []byte) // n counts requests from 1
+		code   ota.Code
+	}{
+		{"200 to a range request: read from the start", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			answer{start: -1}.write(w, r, d)
+		}, ""},
+		{"multipart answer", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			if s, e, ok := asked(r); ok {
+				body := fmt.Sprintf("--B\r\nContent-Range: bytes %d-%d/%d\r\n\r\n%s\r\n--B--\r\n", s, e, total, d[s:e+1])
+				w.Header().Set("Content-Type", "multipart/byteranges; boundary=B")
+				w.WriteHeader(http.StatusPartialContent)
+				w.Write([]byte(body))
+				return
+			}
+			answer{start: -1}.write(w, r, d)
+		}, ""},
+		{"wrong Content-Range", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			if s, e, ok := asked(r); ok && e+1 < total {
+				exact(s+1, e+1, total).write(w, r, d)
+				return
+			}
+			answer{start: -1}.write(w, r, d)
+		}, ""},
+		{"Content-Range naming the asked range but other bytes count", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			if s, e, ok := asked(r); ok {
+				a := exact(s, e, total)
+				a.end = max(s, e-1) // one byte short of what it claims
+				a.write(w, r, d)
+				return
+			}
+			answer{start: -1}.write(w, r, d)
+		}, ""},
+		{"416", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", total-100))
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+		}, ota.CodeSizeMismatch},
+		{"store changes size mid-install", func(n int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			s, e, _ := asked(r)
+			if n > 3 {
+				exact(s, e, total+4096).write(w, r, d)
+				return
+			}
+			exact(s, e, total).write(w, r, d)
+		}, ota.CodeSizeMismatch},
+		{"store changes size, server ignores ranges", func(n int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			if n > 1 {
+				d = d[:len(d)-5000]
+			}
+			answer{start: -1}.write(w, r, d)
+		}, ota.CodeSizeMismatch},
+		{"truncated once", func(n int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			s, e, _ := asked(r)
+			a := exact(s, e, total)
+			if n == 2 {
+				a.cut = int(e-s) / 2
+			}
+			a.write(w, r, d)
+		}, ""},
+		{"always truncated", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			s, e, _ := asked(r)
+			a := exact(s, e, total)
+			a.cut = 10
+			a.write(w, r, d)
+		}, ota.CodeDownloadFailed},
+		{"stalled once", func(n int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			s, e, _ := asked(r)
+			a := exact(s, e, total)
+			if n == 2 {
+				a.cut, a.stall = int(e-s)/2, 5*time.Second
+			}
+			a.write(w, r, d)
+		}, ""},
+		{"always stalled", func(_ int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			s, e, _ := asked(r)
+			a := exact(s, e, total)
+			a.cut, a.stall = 1, 5*time.Second
+			a.write(w, r, d)
+		}, ota.CodeDownloadFailed},
+		{"503 once", func(n int64, w http.ResponseWriter, r *http.Request, d []byte) {
+			if n == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			s, e, _ := asked(r)
+			exact(s, e, total).write(w, r, d)
+		}, ""},
+		{"404", func(_ int64, w http.ResponseWriter, r *http.Request, _ []byte) {
+			http.NotFound(w, r)
+		}, ota.CodeDownloadFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStoreServer(t, c)
+			var n atomic.Int64
+			s.setHandler(func(w http.ResponseWriter, r *http.Request, d []byte) { tc.handle(n.Add(1), w, r, d) })
+			d := newChunkDevice(t, len(img)+50000, testImage(len(img), 99))
+			tun := testTuning()
+			tun.stall = 200 * time.Millisecond
+			job := d.job(s, fastRetry(&sleepRecorder{}))
+			job.Readback = true
+			err := writeChunked(t.Context(), job, tun, chunkTestTuning())
+			if tc.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSlot(t, d.target, img, d.slotSize)
+				return
+			}
+			wantCode(t, err, tc.code)
+			t.Log(err)
+			checkNotCorrupt(t, d, c)
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package slots
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/otad/otad/durable"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// chunkDirName is the chunked installs' subdirectory of the state directory.
+const chunkDirName = "chunked"
+
+const (
+	checkpointName = "checkpoint.json"
+	indexSuffix    = ".idx"
+	scanName       = "booted.scan"
+)
+
+// checkpoint is how far an install got: chunks before Next are on storage
+// (the slot was synced before the file was replaced), and Hash is the state
+// of the image's sha256 after them.
+type checkpoint struct {
+	Key     string `json:"key"`
+	Offer   string `json:"offer"`
+	Next    int    `json:"next_chunk"`
+	Hash    []byte `json:"image_sha256_state,omitempty"`
+	Done    int64  `json:"bytes_done"`
+	Fetched int64  `json:"bytes_fetched"`
+	Reused  int64  `json:"bytes_reused"`
+}
+
+// chunkState is <state_dir>/chunked: the checkpoint of the install under
+// way, the index of each image written (<sha256>.idx), and the chunk list of
+// a booted slot without one (booted.scan).
+type chunkState struct{ dir string }
+
+func (s chunkState) init() error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("chunked state: %w", err))
+	}
+	return nil
+}
+
+func (s chunkState) path(name string) string { return filepath.Join(s.dir, name) }
+
+// loadCheckpoint returns the checkpoint when it is this install's (key);
+// otherwise, and when it is unreadable, nil: the install starts over, which
+// is always safe.
+func (s chunkState) loadCheckpoint(key string) *checkpoint {
+	b, err := readSmall(s.path(checkpointName), 1<<20)
+	if err != nil {
+		return nil
+	}
+	var cp checkpoint
+	if json.Unmarshal(b, &cp) != nil || cp.Key != key {
+		return nil
+	}
+	return &cp
+}
+
+func (s chunkState) saveCheckpoint(cp *checkpoint) error {
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+	}
+	if err := durable.WriteFile(s.path(checkpointName), b, 0o600); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+	}
+	return nil
+}
+
+func (s chunkState) removeCheckpoint() error {
+	if err := durable.Remove(s.path(checkpointName)); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+	}
+	return nil
+}
+
+// keepIndex keeps the index of the image just written, so that the next
+// update knows what this slot holds once it is booted, and forgets every
+// other but the booted image's: indexes of images no slot holds any more.
+func (s chunkState) keepIndex(image string, x *payload.Index, booted string) error {
+	image, booted = strings.ToLower(image), strings.ToLower(booted)
+	if err := durable.WriteFile(s.path(image+indexSuffix), x.Bytes(), 0o600); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("keep index: %w", err))
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("keep index: %w", err))
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), indexSuffix)
+		if ok && name != image && name != booted {
+			_ = os.Remove(s.path(e.Name()))
+		}
+	}
+	return nil
+}
+
+// keptIndex returns the kept index of image with chunks of chunkSize, or nil.
+func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
+	image = strings.ToLower(image)
+	if !isHexSHA256(image) {
+		return nil
+	}
+	b, err := readSmall(s.path(image+indexSuffix), maxIndexSize)
+	if err != nil {
+		return nil
+	}
+	x, err := payload.ParseKept(b)
+	if err != nil || x.ChunkSize() != chunkSize {
+		return nil
+	}
+	return x
+}
+
+// bootedChunks lists what the booted slot holds: from the kept index of its
+// image, or by hashing the slot chunk by chunk once (a factory image, or an
+// index of another chunk size), kept in booted.scan for the next restart.
+func (in *chunkInstall) bootedChunks(ctx context.Context) (payload.Have, error) {
+	job := in.job
+	if job.Booted == "" {
+		return nil, nil
+	}
+	f, err := os.Open(job.Booted)
+	if err != nil {
+		// Nothing to reuse is slower, never wrong.
+		return nil, nil
+	}
+	in.booted = f
+	cs := in.x.ChunkSize()
+	if x := in.state.keptIndex(job.BootedImage, cs); x != nil {
+		return payload.BootedChunks(x), nil
+	}
+	size, err := fileSize(f)
+	if err != nil {
+		return nil, nil
+	}
+	key := scanKey(job.Booted, job.BootedImage, cs, size)
+	if h := in.state.loadScan(key); h != nil {
+		return h, nil
+	}
+	h, err := payload.ScanChunks(ctx, f, cs, size)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	}
+	if err := in.state.saveScan(key, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func scanKey(booted, image string, chunkSize, size int64) [sha256.Size]byte {
+	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 1\x00%s\x00%s\x00%d\x00%d", booted, image, chunkSize, size))
+}
+
+// The scan file: the key, then 40 bytes per chunk (sha256, offset).
+const scanRecord = sha256.Size + 8
+
+func (s chunkState) loadScan(key [sha256.Size]byte) payload.Have {
+	b, err := readSmall(s.path(scanName), 64<<20)
+	if err != nil || len(b) < len(key) || [sha256.Size]byte(b[:len(key)]) != key || (len(b)-len(key))%scanRecord != 0 {
+		return nil
+	}
+	b = b[len(key):]
+	h := make(payload.Have, len(b)/scanRecord)
+	for ; len(b) > 0; b = b[scanRecord:] {
+		h[[sha256.Size]byte(b[:sha256.Size])] = int64(binary.LittleEndian.Uint64(b[sha256.Size:]))
+	}
+	return h
+}
+
+func (s chunkState) saveScan(key [sha256.Size]byte, h payload.Have) error {
+	b := make([]byte, 0, len(key)+len(h)*scanRecord)
+	b = append(b, key[:]...)
+	for sum, off := range h {
+		b = append(b, sum[:]...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(off))
+	}
+	if err := durable.WriteFile(s.path(scanName), b, 0o600); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
+	}
+	return nil
+}
+
+// readSmall reads a state file that must not be larger than limit.
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
