@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// Device is one copy of the environment, one line of fw_env.config.
-type Device struct {
+// Copy is one copy of the environment: where it lives, one line of fw_env.config.
+type Copy struct {
 	Path       string // device node or file
 	Offset     int64  // bytes; negative counts back from the end of the device
 	Size       int64  // env size in bytes (the same for both copies)
@@ -25,8 +25,8 @@ type Device struct {
 // decimal, may be negative); size, sector size and sector count are hex with or
 // without 0x. The first two device lines are used: one line is a single env, two
 // lines a redundant pair. name is used in error messages.
-func ParseConfig(name string, data []byte) ([]Device, error) {
-	var devs []Device
+func ParseConfig(name string, data []byte) ([]Copy, error) {
+	var devs []Copy
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan() && len(devs) < 2; n++ {
 		line := sc.Text()
@@ -34,7 +34,7 @@ func ParseConfig(name string, data []byte) ([]Device, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		d := Device{}
+		d := Copy{}
 		got := 0 // fields converted, like sscanf's return value
 		if len(f) > 0 {
 			d.Path = f[0]
@@ -94,7 +94,7 @@ func checkDevicePath(p string) error {
 }
 
 // LoadConfig reads and parses a fw_env.config file.
-func LoadConfig(path string) ([]Device, error) {
+func LoadConfig(path string) ([]Copy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("uboot env config: %w", err)

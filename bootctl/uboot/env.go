@@ -24,7 +24,7 @@ const DefaultLockFile = "/var/lock/fw_printenv.lock"
 // Env is a U-Boot environment described by a fw_env.config file.
 type Env struct {
 	config   string
-	devs     []Device
+	devs     []Copy
 	attempts int
 	lockFile string
 	log      *slog.Logger
@@ -87,7 +87,7 @@ func (e *Env) WithLockFile(path string) *Env {
 }
 
 // Devices returns the parsed config lines.
-func (e *Env) Devices() []Device { return append([]Device(nil), e.devs...) }
+func (e *Env) Copies() []Copy { return append([]Copy(nil), e.devs...) }
 
 // Redundant reports whether the config names two copies.
 func (e *Env) Redundant() bool { return len(e.devs) == 2 }

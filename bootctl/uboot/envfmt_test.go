@@ -102,16 +102,16 @@ func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     string
-		want    []Device
+		want    []Copy
 		wantErr string
 	}{
-		{"single", f + " 0x0 0x40000\n", []Device{{Path: f, Size: 0x40000}}, ""},
-		{"sizes without 0x, sectors", "# c\n\n" + f + " 0 4000 2000 2\n", []Device{{Path: f, Size: 0x4000, SectorSize: 0x2000, Sectors: 2}}, ""},
-		{"redundant, decimal and octal offsets", f + "\t8192 0x4000\n" + f + " 040000 0x4000\n", []Device{{Path: f, Offset: 8192, Size: 0x4000}, {Path: f, Offset: 0o40000, Size: 0x4000}}, ""},
-		{"negative offset", f + " -0x4000 0x4000\n", []Device{{Path: f, Offset: -0x4000, Size: 0x4000}}, ""},
-		{"third line ignored", f + " 0 10\n" + f + " 0x10 10\n" + f + " 0x20 10\n", []Device{{Path: f, Size: 16}, {Path: f, Offset: 16, Size: 16}}, ""},
-		{"short lines skipped", "foo\n" + f + " 0\n" + f + " 0 0x100\n", []Device{{Path: f, Size: 0x100}}, ""},
-		{"bad offset skips the line", f + " zz 0x100\n" + f + " 0 0x100\n", []Device{{Path: f, Size: 0x100}}, ""},
+		{"single", f + " 0x0 0x40000\n", []Copy{{Path: f, Size: 0x40000}}, ""},
+		{"sizes without 0x, sectors", "# c\n\n" + f + " 0 4000 2000 2\n", []Copy{{Path: f, Size: 0x4000, SectorSize: 0x2000, Sectors: 2}}, ""},
+		{"redundant, decimal and octal offsets", f + "\t8192 0x4000\n" + f + " 040000 0x4000\n", []Copy{{Path: f, Offset: 8192, Size: 0x4000}, {Path: f, Offset: 0o40000, Size: 0x4000}}, ""},
+		{"negative offset", f + " -0x4000 0x4000\n", []Copy{{Path: f, Offset: -0x4000, Size: 0x4000}}, ""},
+		{"third line ignored", f + " 0 10\n" + f + " 0x10 10\n" + f + " 0x20 10\n", []Copy{{Path: f, Size: 16}, {Path: f, Offset: 16, Size: 16}}, ""},
+		{"short lines skipped", "foo\n" + f + " 0\n" + f + " 0 0x100\n", []Copy{{Path: f, Size: 0x100}}, ""},
+		{"bad offset skips the line", f + " zz 0x100\n" + f + " 0 0x100\n", []Copy{{Path: f, Size: 0x100}}, ""},
 		{"size zero", f + " 0 0\n", nil, "env size is 0"},
 		{"sizes differ", f + " 0 0x100\n" + f + " 0x100 0x200\n", nil, "differ in size"},
 		{"no device", "# nothing\n", nil, "no environment device"},
