@@ -288,15 +288,21 @@ func TestOfferBurstTakesNewest(t *testing.T) {
 	}
 }
 
+// recordingInstaller records the installs started; each writes until it is
+// cancelled, or with quick set, succeeds at once.
 type recordingInstaller struct {
-	mu  sync.Mutex
-	ids []string
+	mu    sync.Mutex
+	ids   []string
+	quick bool
 }
 
 func (r *recordingInstaller) Install(ctx context.Context, t Target, _ func(bool, int64, int64)) error {
 	r.mu.Lock()
 	r.ids = append(r.ids, t.ID)
 	r.mu.Unlock()
+	if r.quick {
+		return nil
+	}
 	<-ctx.Done()
 	return ota.Wrap(ota.CodeCancelled, ctx.Err())
 }

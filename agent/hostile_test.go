@@ -125,25 +125,12 @@ func (c *switchChecker) Check(raw []byte, f Facts) (Target, error) {
 	return jsonChecker{}.Check(raw, f)
 }
 
-// countingInstaller records which offers it was asked to install.
-type countingInstaller struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (c *countingInstaller) Install(_ context.Context, t Target, progress func(bool, int64, int64)) error {
-	c.mu.Lock()
-	c.ids = append(c.ids, t.ID)
-	c.mu.Unlock()
-	return nil
-}
-
 // Issue 9 (2): an offer that waited through rebooting/confirming is checked
 // again, with that moment's keys, floor and clock, when it is taken up.
 func TestPendingOfferIsCheckedAgain(t *testing.T) {
 	store := &memStore{}
 	chk := &switchChecker{}
-	inst := &countingInstaller{}
+	inst := &recordingInstaller{quick: true}
 	start := func(booted ota.Slot, bootID string) (*Agent, func()) {
 		a, err := New(Config{DeviceID: "d", Policy: Policy{MaxRestarts: 2}, Logger: slog.New(slog.DiscardHandler)}, Deps{
 			Store: store, Bootloader: &fakeBoot{}, Installer: inst, Checker: chk, Rebooter: &fakeReboot{}, Health: okHealth{},
@@ -183,10 +170,8 @@ func TestPendingOfferIsCheckedAgain(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
-	inst.mu.Lock()
-	defer inst.mu.Unlock()
-	if fmt.Sprint(inst.ids) != "[rel-x]" {
-		t.Fatalf("installed %v: the pending offer skipped its re-check", inst.ids)
+	if got := inst.started(); fmt.Sprint(got) != "[rel-x]" {
+		t.Fatalf("installed %v: the pending offer skipped its re-check", got)
 	}
 	if st = a.Status(); st.LastRefusal == nil || st.LastRefusal.Code != ota.CodeExpired || st.LastRefusal.ID != "rel-p" {
 		t.Fatalf("last_refusal %+v", st.LastRefusal)
@@ -208,7 +193,7 @@ func TestClockFloorReachesTheChecks(t *testing.T) {
 	epoch := time.Unix(0, 0).UTC()
 	clockNow.Store(&epoch)
 	a, err := New(Config{DeviceID: "d", BuildTime: build, Logger: slog.New(slog.DiscardHandler)}, Deps{
-		Store: store, Bootloader: &fakeBoot{}, Installer: &countingInstaller{}, Checker: chk, Rebooter: &fakeReboot{},
+		Store: store, Bootloader: &fakeBoot{}, Installer: &recordingInstaller{quick: true}, Checker: chk, Rebooter: &fakeReboot{},
 		Health: okHealth{}, Clock: fixedClock{epoch},
 	})
 	if err != nil {
