@@ -82,22 +82,17 @@ func (s State) Clone() State {
 	if c.Slots == nil {
 		c.Slots = map[ota.Slot]SlotInfo{}
 	}
-	if s.Target != nil {
-		t := *s.Target
-		c.Target = &t
-	}
-	if s.Pending != nil {
-		p := *s.Pending
-		c.Pending = &p
-	}
-	if s.LastResult != nil {
-		r := *s.LastResult
-		c.LastResult = &r
-	}
-	if s.LastRefusal != nil {
-		r := *s.LastRefusal
-		c.LastRefusal = &r
-	}
+	c.Target, c.Pending = clonePtr(s.Target), clonePtr(s.Pending)
+	c.LastResult, c.LastRefusal = clonePtr(s.LastResult), clonePtr(s.LastRefusal)
 	c.Ended = slices.Clone(s.Ended)
 	return c
+}
+
+// clonePtr copies what p points to; nil stays nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
 }
