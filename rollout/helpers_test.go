@@ -28,7 +28,10 @@ func named(soak time.Duration, devices ...string) Wave { return Wave{Devices: de
 // "name" (no outcome), or "name=what" where what is a result of this
 // rollout's offer (success, failed, …), "old-<result>" (a result for the
 // previous release), "sha-<result>" (same id, another image) or
-// "refused-<code>" (this offer refused with code).
+// "refused-<code>" (this offer refused with code, in last_refusal as
+// agents report it), "old-refused-<code>" (an earlier offer refused) or
+// "result-refused-<code>" (a rejected last_result, as agents reported
+// refusals before last_refusal).
 func view(devs ...string) View {
 	v := View{Ready: true, Devices: map[string]ota.Status{}}
 	for _, d := range devs {
@@ -37,12 +40,16 @@ func view(devs ...string) View {
 		ours := &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256}
 		switch {
 		case what == "":
+		case strings.HasPrefix(what, "old-refused-"):
+			st.LastRefusal = &ota.Refusal{ID: oldRef.ID, SHA256: oldRef.SHA256, Code: ota.Code(strings.TrimPrefix(what, "old-refused-"))}
 		case strings.HasPrefix(what, "old-"):
 			st.LastResult.Result = ota.Result(strings.TrimPrefix(what, "old-"))
 		case strings.HasPrefix(what, "sha-"):
 			st.LastResult = &ota.Outcome{ID: testOffer.ID, SHA256: strings.Repeat("c", 64), Result: ota.Result(strings.TrimPrefix(what, "sha-"))}
 		case strings.HasPrefix(what, "refused-"):
-			ours.Result, ours.Code = ota.ResultRejected, ota.Code(strings.TrimPrefix(what, "refused-"))
+			st.LastRefusal = &ota.Refusal{ID: testOffer.ID, SHA256: testOffer.SHA256, Code: ota.Code(strings.TrimPrefix(what, "refused-"))}
+		case strings.HasPrefix(what, "result-refused-"):
+			ours.Result, ours.Code = ota.ResultRejected, ota.Code(strings.TrimPrefix(what, "result-refused-"))
 			st.LastResult = ours
 		default:
 			ours.Result = ota.Result(what)

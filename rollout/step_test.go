@@ -73,6 +73,12 @@ func TestStep(t *testing.T) {
 		{name: "a refusal because the device moved on is superseded, another refusal is rejected",
 			plan: testPlan(100, 1, named(0, "d1", "d2")), steps: then(started, obs(2*m, "d1=refused-stale", "d2=refused-bad_signature")),
 			phase: PhaseFinished, counts: &Counts{Devices: 2, Superseded: 1, Rejected: 1}},
+		{name: "a refusal reported in last_result (agents before last_refusal) counts the same",
+			plan: testPlan(100, 1, named(0, "d1", "d2")), steps: then(started, obs(2*m, "d1=result-refused-downgrade", "d2=result-refused-bad_signature")),
+			phase: PhaseFinished, counts: &Counts{Devices: 2, Superseded: 1, Rejected: 1}},
+		{name: "a refusal of an earlier offer is not an outcome",
+			plan: testPlan(100, 1, named(0, "d1", "d2")), steps: then(started, obs(2*m, "d1=old-refused-bad_signature", "d2=success")),
+			phase: PhaseRunning, counts: &Counts{Devices: 2, Pending: 1, Success: 1}},
 
 		// Percentages count devices, not attempts.
 		{name: "a device re-reporting its failure is one failed device",
