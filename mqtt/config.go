@@ -66,24 +66,6 @@ func (c Config) logger() *slog.Logger {
 	return c.Logger
 }
 
-// checkTopicPart refuses what would change a topic's shape: separators and wildcards.
-func checkTopicPart(key, v string) error {
-	switch {
-	case v == "":
-		return configErr(key, "empty")
-	case strings.ContainsAny(v, "/+#\x00"):
-		return configErr(key, "%q: must not contain '/', '+', '#' or NUL", v)
-	}
-	return nil
-}
-
-func checkPrefix(p string) error {
-	if strings.ContainsAny(p, "+#\x00") || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
-		return configErr("mqtt.topic_prefix", "%q: must not contain wildcards, NUL or empty levels", p)
-	}
-	return nil
-}
-
 // brokerURL maps the SPEC schemes onto paho's and fills in the default port.
 func brokerURL(raw string) (server string, useTLS bool, host string, err error) {
 	if raw == "" {
@@ -132,7 +114,7 @@ func clientOptions(c Config, clientID string) (*paho.ClientOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(c.prefix()); err != nil {
+	if err := checkTopicPart("mqtt.topic_prefix", c.prefix()); err != nil {
 		return nil, err
 	}
 	tc, err := tlsConfig(c, host)

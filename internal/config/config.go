@@ -35,6 +35,8 @@ type Config struct {
 
 	// Path is the file the config came from, for error messages.
 	Path string `toml:"-"`
+	// deviceIDFrom is the machine ID file DeviceID was read from, if it was.
+	deviceIDFrom string
 }
 
 // MQTT is the [mqtt] table; no broker means local-only operation.
@@ -173,6 +175,7 @@ func Parse(data []byte, path, machineIDFile string) (*Config, error) {
 			return nil, &Error{Path: path, Key: "device_id", Msg: fmt.Sprintf("not set, and the machine ID cannot be read: %v", err)}
 		}
 		c.DeviceID = strings.TrimSpace(string(id))
+		c.deviceIDFrom = machineIDFile
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -233,11 +236,10 @@ func (c *Config) validate() error {
 	bad := func(key, format string, a ...any) error {
 		return &Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)}
 	}
+	if errs := c.nameErrors(); len(errs) > 0 {
+		return errs[0]
+	}
 	switch {
-	case c.DeviceID == "":
-		return bad("device_id", "empty")
-	case strings.ContainsAny(c.DeviceID, "/+#"):
-		return bad("device_id", "%q has a character MQTT topics cannot carry (/ + #)", c.DeviceID)
 	case c.Compatible == "":
 		return bad("compatible", "required (the compatible string offers must name)")
 	case c.Slots.A == "":
@@ -288,11 +290,6 @@ func (c *Config) validate() error {
 		}
 		if (c.MQTT.CertFile == "") != (c.MQTT.KeyFile == "") {
 			return bad("mqtt.cert_file", "cert_file and key_file go together")
-		}
-		for _, g := range c.MQTT.Groups {
-			if g == "" || strings.ContainsAny(g, "/+#") {
-				return bad("mqtt.groups", "%q is not a valid group name", g)
-			}
 		}
 	}
 	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {

@@ -37,6 +37,9 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 	if b.broker == "" {
 		return mqtt.Config{}, usagef("missing --broker")
 	}
+	if err := checkName("prefix", b.prefix); err != nil {
+		return mqtt.Config{}, err
+	}
 	pw := b.password
 	if pw == "" {
 		pw = os.Getenv(passwordEnv)
@@ -52,6 +55,15 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 func checkTopicName(flagName, v string) error {
 	if v == "" || strings.ContainsAny(v, "/+#\x00") {
 		return usagef("--%s %q: want a non-empty name without '/', '+', '#'", flagName, v)
+	}
+	return nil
+}
+
+// checkName refuses a device, group or prefix that devices could not
+// have (mqtt.CheckName): a publish to it would reach no one.
+func checkName(flagName, v string) error {
+	if err := mqtt.CheckName(v); err != nil {
+		return usagef("--%s: %v", flagName, err)
 	}
 	return nil
 }
@@ -78,13 +90,13 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	case (*device == "") == (*group == ""):
 		return usagef("want exactly one of --device and --group")
 	case *device != "":
-		if err := checkTopicName("device", *device); err != nil {
+		if err := checkName("device", *device); err != nil {
 			return err
 		}
 		topics.Device = *device
 		topic = topics.Desired()
 	default:
-		if err := checkTopicName("group", *group); err != nil {
+		if err := checkName("group", *group); err != nil {
 			return err
 		}
 		topic = topics.Group(*group)
