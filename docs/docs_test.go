@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/ota"
 )
@@ -214,6 +215,30 @@ func TestContractNamesEveryReportField(t *testing.T) {
 		if !named[f] {
 			t.Errorf("report field %q is sent by devices but not named in docs/contract/formats.md", f)
 		}
+	}
+}
+
+// TestContractNamesEveryJournalKey: the journal's top-level keys are listed
+// in docs/contract/installing.md, so an operator reading a journal knows them.
+func TestContractNamesEveryJournalKey(t *testing.T) {
+	page, err := os.ReadFile("contract/installing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeFor[agent.State]()
+	var n int
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		n++
+		if !strings.Contains(string(page), "`"+name+"`") {
+			t.Errorf("journal key %q is written by the agent but not listed in docs/contract/installing.md", name)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d journal keys", n)
 	}
 }
 
