@@ -89,7 +89,9 @@ func TestProgramRun(t *testing.T) {
 		{nil, ota.ExitUsage, "", "usage: tool COMMAND"},
 		{[]string{"help"}, ota.ExitOK, "  refuse   refuses", ""},
 		{[]string{"help"}, ota.ExitOK, "Exit codes: 0 ok.", ""},
-		{[]string{"help", "ok"}, ota.ExitOK, "", "usage: tool do"},
+		{[]string{"help", "ok"}, ota.ExitOK, "usage: tool do", ""},
+		{[]string{"ok", "-h"}, ota.ExitOK, "usage: tool do", ""},
+		{[]string{"ok", "--help"}, ota.ExitOK, "usage: tool do", ""},
 		{[]string{"ok"}, ota.ExitOK, "", ""},
 		{[]string{"nope"}, ota.ExitUsage, "", `tool: unknown command "nope"`},
 		{[]string{"fail"}, ota.ExitFailure, "", "tool fail: broken"},
@@ -101,7 +103,9 @@ func TestProgramRun(t *testing.T) {
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
 		code := testProgram().Run(context.Background(), tt.args, &stdout, &stderr)
-		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
+		// Help goes to stdout alone, errors to stderr alone.
+		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) ||
+			(tt.stdout == "") != (stdout.Len() == 0) || (tt.stderr == "") != (stderr.Len() == 0) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 		}
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,13 +24,29 @@ func Usagef(format string, args ...any) error {
 // its usage.
 var ErrFlagsReported = errors.New("invalid flags")
 
+// HelpError is -h: it carries the usage, which goes to stdout (help that
+// was asked for can be paged or grepped), and it is flag.ErrHelp.
+type HelpError struct{ Usage string }
+
+func (HelpError) Error() string        { return flag.ErrHelp.Error() }
+func (HelpError) Is(target error) bool { return target == flag.ErrHelp }
+
+// PrintHelp writes err's usage to stdout if err is a HelpError.
+func PrintHelp(stdout io.Writer, err error) {
+	var h HelpError
+	if errors.As(err, &h) {
+		io.WriteString(stdout, h.Usage)
+	}
+}
+
 // NewFlagSet makes the flag set of "name" (a program, or "program command");
-// errors and -h print to stderr with the synopsis.
+// errors print to stderr with the synopsis, and -h returns it in a
+// HelpError (Parse).
 func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s %s\n\nflags:\n", name, synopsis)
+		fmt.Fprintf(fs.Output(), "usage: %s %s\n\nflags:\n", name, synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -37,14 +54,21 @@ func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // Parse parses args allowing flags after positional arguments
 // ("otactl verify FILE --pub P") and returns the positional ones; everything
-// after "--" is positional.
+// after "--" is positional. -h returns a HelpError with the usage; a bad
+// flag is printed with the usage to the flag set's output.
 func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	// The flag package writes help and errors to one output: hold it until
+	// it is known which it is.
+	out, buf := fs.Output(), new(bytes.Buffer)
+	fs.SetOutput(buf)
+	defer fs.SetOutput(out)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, HelpError{Usage: buf.String()}
 			}
+			out.Write(buf.Bytes())
 			return nil, fmt.Errorf("%w: %w", ErrFlagsReported, err)
 		}
 		rest := fs.Args()

@@ -58,7 +58,7 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	case "-h", "-help", "--help", "help":
 		if len(rest) > 0 {
 			if c, ok := p.Commands[rest[0]]; ok {
-				return p.Exit(stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
+				return p.exit(stdout, stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
 			}
 		}
 		p.usage(stdout)
@@ -70,7 +70,7 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		p.usage(stderr)
 		return ota.ExitUsage
 	}
-	return p.Exit(stderr, name, c.Run(ctx, rest, stdout, stderr))
+	return p.exit(stdout, stderr, name, c.Run(ctx, rest, stdout, stderr))
 }
 
 func (p Program) usage(w io.Writer) {
@@ -92,9 +92,17 @@ func (p Program) usage(w io.Writer) {
 // Exit prints err (unless the flag set already did) as "PROGRAM COMMAND:
 // err" and maps it to an exit code; command may be empty for a tool
 // without subcommands.
+// A tool without subcommands prints its -h usage to stderr too.
 func (p Program) Exit(stderr io.Writer, command string, err error) int {
+	return p.exit(stderr, stderr, command, err)
+}
+
+func (p Program) exit(stdout, stderr io.Writer, command string, err error) int {
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp):
+		PrintHelp(stdout, err)
+		return ota.ExitOK
+	case err == nil:
 		return ota.ExitOK
 	case errors.Is(err, ErrFlagsReported):
 		return ota.ExitUsage

@@ -265,7 +265,6 @@ func TestVerifyRefusals(t *testing.T) {
 		{"no file", []string{"verify", "--pub", p("a.pub")}, ota.ExitUsage, "FILE"},
 		{"threshold above keys", []string{"verify", "--pub", p("a.pub"), "--threshold", "2", p("one.json")}, ota.ExitUsage, "threshold"},
 		{"unknown flag", []string{"verify", "--nope", p("one.json")}, ota.ExitUsage, "nope"},
-		{"help", []string{"verify", "-h"}, ota.ExitOK, "usage: otactl verify"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -403,11 +402,16 @@ func TestDispatch(t *testing.T) {
 		{[]string{"frobnicate"}, ota.ExitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"help"}, ota.ExitOK, "keygen", ""},
 		{[]string{"--help"}, ota.ExitOK, "verify", ""},
-		{[]string{"help", "sign"}, ota.ExitOK, "", "-out-payload"},
+		{[]string{"help", "sign"}, ota.ExitOK, "-out-payload", ""},
+		{[]string{"verify", "-h"}, ota.ExitOK, "usage: otactl verify", ""},
+		{[]string{"sign", "--help"}, ota.ExitOK, "usage: otactl sign", ""},
+		{[]string{"verify", "--nope"}, ota.ExitUsage, "", "flag provided but not defined: -nope"},
 	}
 	for _, tt := range tests {
 		r := otactl(t, tt.args...)
-		if r.code != tt.code || !strings.Contains(r.stdout, tt.stdout) || !strings.Contains(r.stderr, tt.stderr) {
+		// Help goes to stdout alone (it can be paged); errors to stderr alone.
+		if r.code != tt.code || !strings.Contains(r.stdout, tt.stdout) || !strings.Contains(r.stderr, tt.stderr) ||
+			(tt.stdout == "") != (r.stdout == "") || (tt.stderr == "") != (r.stderr == "") {
 			t.Errorf("otactl %v: exit %d stdout %q stderr %q", tt.args, r.code, r.stdout, r.stderr)
 		}
 	}
