@@ -44,6 +44,13 @@ grep -qx /etc/otad/otad.toml /var/lib/dpkg/info/otad.conffiles || fail "otad.tom
 if [ -d /run/systemd/system ]; then
 	! systemctl is-active --quiet otad.service || fail "the package started otad.service"
 fi
+# The shipped config names what must be edited before the daemon can run.
+if check=$(otad config check 2>&1); then fail "otad config check passed on the shipped config: $check"; else code=$?; fi
+echo "$check"
+[ "$code" = 2 ] || fail "otad config check: exit $code, want 2"
+for key in compatible slots.A slots.B trust.keys_dir; do
+	grep -q "^/etc/otad/otad.toml: $key: " <<<"$check" || fail "otad config check does not name $key"
+done
 # Lines about other units on this host are not ours.
 verify=$(systemd-analyze verify /lib/systemd/system/otad.service 2>&1) || fail "systemd-analyze verify: $verify"
 if grep otad.service <<<"$verify"; then fail "systemd-analyze verify: $verify"; fi
@@ -104,12 +111,14 @@ for arch in arm64 armhf; do
 		[reboot]
 		policy = "manual"
 	TOML
+	"$qemu" "$root/usr/bin/otad" config check -c "$d/otad.toml" >/dev/null || fail "$arch otad config check of the sim device"
 	out=$("$qemu" "$root/usr/bin/otad" install -c "$d/otad.toml" "$d/offer.json" 2>"$d/log") ||
 		fail "$arch otad install: exit $?: $out $(cat "$d/log")"
 	echo "$out"
+	grep -q ": staged " <<<"$out" || fail "$arch otad install did not end staged: $out"
 	st=$("$qemu" "$root/usr/bin/otad" status -c "$d/otad.toml")
 	echo "$st"
-	grep -Eq '^slot B: +2\.0 +staged ' <<<"$st" || fail "$arch otad install did not end staged"
+	grep -Eq '^slot B: +2\.0 +staged ' <<<"$st" || fail "$arch otad status: slot B is not staged"
 	cmp -n 1048576 "$d/image" "$d/slotB" || fail "$arch: slot B does not hold the image"
 done
 

@@ -49,19 +49,30 @@ func TestUnitVerifies(t *testing.T) {
 	}
 }
 
-// The shipped default config parses (with the machine ID default supplied).
-func TestDefaultConfigParses(t *testing.T) {
+// The shipped config does not run as it is: every value that is the
+// board's is empty, and the errors name each one. Filled in, it parses with
+// the defaults it documents.
+func TestShippedConfigNamesWhatToEdit(t *testing.T) {
 	b, err := os.ReadFile("otad.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mid := filepath.Join(t.TempDir(), "machine-id")
 	os.WriteFile(mid, []byte("abc123\n"), 0o644)
-	c, err := config.Parse(b, "otad.toml", mid)
+	_, err = config.Parse(b, "/etc/otad/otad.toml", mid)
+	for _, key := range []string{"compatible", "slots.A", "slots.B"} {
+		if err == nil || !strings.Contains(err.Error(), "/etc/otad/otad.toml: "+key+": ") {
+			t.Errorf("shipped config: error %v does not name %s", err, key)
+		}
+	}
+	filled := strings.NewReplacer(`compatible = ""`, `compatible = "acme,gw-v2"`,
+		`A = ""`, `A = "/dev/mmcblk0p2"`, `B = ""`, `B = "/dev/mmcblk0p3"`).Replace(string(b))
+	c, err := config.Parse([]byte(filled), "otad.toml", mid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DeviceID != "abc123" || c.Bootloader.Type != "uboot" || c.MQTT.Broker == "" {
+	if c.DeviceID != "abc123" || c.Bootloader.Type != "uboot" || c.MQTT.Broker != "" || c.Trust.KeysDir != "/etc/otad/keys.d" ||
+		c.Commit.HealthCommand[0] != "/usr/libexec/otad/health-check" {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -80,7 +91,9 @@ func TestBashCompletion(t *testing.T) {
 		line string // the words typed; the last one is being completed
 		want []string
 	}{
-		{"otad ", []string{"install", "mark-bad", "mark-good", "run", "status", "version"}},
+		{"otad ", []string{"config", "help", "install", "mark-bad", "mark-good", "run", "status", "version"}},
+		{"otad config ", []string{"check"}},
+		{"otad config check -", []string{"-c", "-file-only", "-v"}},
 		{"otad ins", []string{"install"}},
 		{"otad status -", []string{"-c", "-json", "-v"}},
 		{"otad status --j", []string{"--json"}},
@@ -93,7 +106,7 @@ func TestBashCompletion(t *testing.T) {
 		script := fmt.Sprintf(`compopt() { :; }
 . completions/otactl
 COMP_WORDS=(%s); COMP_CWORD=%d
-complete -p %s >/dev/null && _otad_cli && printf '%%s\n' "${COMPREPLY[@]}"`,
+complete -p %s >/dev/null && { _otad_cli; printf '%%s\n' "${COMPREPLY[@]}"; }`,
 			quoteWords(words), len(words)-1, words[0])
 		cmd := exec.Command(bash, "--norc", "-c", script)
 		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))

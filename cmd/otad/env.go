@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
+	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/statelock"
@@ -21,24 +23,43 @@ type env struct {
 	cfgPath  string
 	machine  string // machine-id file
 	logLevel slog.Level
+	getenv   func(string) string
 }
 
-// flags parses the common -c flag plus the command's own.
-func (e *env) flags(args []string, extra func(fs *flag.FlagSet)) (*flag.FlagSet, bool) {
-	fs := flag.NewFlagSet("otad "+args[0], flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+// flags parses the common -c and -v flags and the command's own (extra),
+// anywhere among the arguments (args[0] is the command), and returns the
+// nargs positional ones. done says the command ends here with code: 0
+// after -h (the usage on stdout), 2 after a bad flag or a wrong number of
+// arguments (the usage on stderr).
+func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos []string, code int, done bool) {
+	name := args[0]
+	_, cmds := commands()
+	synopsis := cmds[name].args
+	if name == "config check" {
+		synopsis = ""
+	}
+	fs := cli.NewFlagSet("otad "+name, strings.TrimSpace("[-c FILE] [-v] [flags] "+synopsis), e.stderr)
 	fs.StringVar(&e.cfgPath, "c", config.DefaultPath, "config file")
 	verbose := fs.Bool("v", false, "debug logging")
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, false
+	pos, err := cli.Parse(fs, args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		cli.PrintHelp(e.stdout, err)
+		return nil, ota.ExitOK, true
+	case err != nil:
+		return nil, ota.ExitUsage, true
+	case len(pos) != nargs:
+		fmt.Fprintf(e.stderr, "otad %s: want %d arguments, got %q\n", name, nargs, pos)
+		fs.Usage()
+		return nil, ota.ExitUsage, true
 	}
 	if *verbose {
 		e.logLevel = slog.LevelDebug
 	}
-	return fs, true
+	return pos, ota.ExitOK, false
 }
 
 func (e *env) config() (*config.Config, error) { return config.Load(e.cfgPath, e.machine) }
@@ -52,18 +73,18 @@ func (e *env) fail(code int, format string, a ...any) int {
 	return code
 }
 
-// setup parses the command's flags (extra adds its own) and loads the config;
-// a non-zero code ends the command.
-func (e *env) setup(args []string, extra func(fs *flag.FlagSet)) (*flag.FlagSet, *config.Config, int) {
-	fs, ok := e.flags(args, extra)
-	if !ok {
-		return nil, nil, ota.ExitUsage
+// setup parses the command's flags (flags) and loads the config; a nil
+// config ends the command with code.
+func (e *env) setup(args []string, nargs int, extra func(fs *flag.FlagSet)) ([]string, *config.Config, int) {
+	pos, code, done := e.flags(args, nargs, extra)
+	if done {
+		return nil, nil, code
 	}
 	cfg, err := e.config()
 	if err != nil {
 		return nil, nil, e.fail(ota.ExitFailure, "%v", err)
 	}
-	return fs, cfg, ota.ExitOK
+	return pos, cfg, ota.ExitOK
 }
 
 // lock takes the state lock: busy (exit 4) while another otad holds it.

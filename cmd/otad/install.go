@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/node"
@@ -12,25 +13,28 @@ import (
 )
 
 func cmdInstall(e *env, args []string) int {
-	fs, cfg, code := e.setup(args, nil)
+	// The progress display tells the story; -v brings the log back.
+	e.logLevel = slog.LevelWarn
+	pos, cfg, code := e.setup(args, 1, nil)
 	if cfg == nil {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(e.stderr, "usage: otad install [-c FILE] ENVELOPE")
-		return ota.ExitUsage
-	}
-	file := fs.Arg(0)
+	file := pos[0]
 	raw, err := verify.ReadEnvelopeFile(file)
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
-	o, err := control.Client{Path: cfg.ControlSocket}.Install(e.ctx, raw)
+	client := control.Client{Path: cfg.ControlSocket}
+	stop := e.follow(client.Status)
+	o, err := client.Install(e.ctx, raw)
+	stop()
 	if errors.Is(err, control.ErrNoDaemon) {
 		// No daemon: install in this process, under the same lock, until the
 		// offer's outcome is known (or the sim device reboots under it).
 		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) (err error) {
+			stop := e.follow(func(context.Context) (ota.Status, error) { return n.Agent.Status(), nil })
 			o, err = n.Agent.Install(ctx, raw)
+			stop()
 			return err
 		})
 		if code != ota.ExitOK {
@@ -42,12 +46,30 @@ func cmdInstall(e *env, args []string) int {
 	}
 	return e.report(file, o)
 }
+
+// follow shows the install's progress on stderr (progress.go) from status,
+// polled, until stop is called.
+func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop func()) {
+	p := newProgress(e.stderr, e.getenv)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watch(ctx, status)
+	}()
+	return func() {
+		cancel()
+		<-done
+		p.finish()
+	}
+}
+
 func (e *env) report(file string, o ota.Outcome) int {
 	switch o.Result {
 	case ota.ResultRejected:
 		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
 	case ota.ResultStaged:
-		fmt.Fprintf(e.stdout, "%s: installed %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
+		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
 	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
 		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
 	default:

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/internal/daemon"
 	"github.com/otad/otad/internal/node"
@@ -26,43 +28,78 @@ func main() {
 	os.Exit(code)
 }
 
-var commands = map[string]func(e *env, args []string) int{
-	"run":       cmdRun,
-	"install":   cmdInstall,
-	"status":    cmdStatus,
-	"mark-good": cmdMark,
-	"mark-bad":  cmdMark,
-	"version":   func(e *env, _ []string) int { fmt.Fprintln(e.stdout, "otad", version); return ota.ExitOK },
+type command struct {
+	args    string // after the name in the usage, flags aside
+	summary string
+	run     func(e *env, args []string) int // args[0] is the command's name
 }
 
-const usage = `usage: otad COMMAND [-c FILE] [args]
+// commands is otad's command table (SPEC §9), in the order the usage lists it.
+func commands() ([]string, map[string]command) {
+	return []string{"run", "install", "status", "mark-good", "mark-bad", "config", "version"}, map[string]command{
+		"run":       {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},
+		"install":   {"FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
+		"status":    {"[--json]", "booted slot, slot contents, state, last result", cmdStatus},
+		"mark-good": {"", "commit the booted slot", cmdMark},
+		"mark-bad":  {"", "reject the booted slot and return to the other one", cmdMark},
+		"config":    {"check", "check the config; print the effective settings or each error", cmdConfig},
+		"version":   {"", "print the version", cmdVersion},
+	}
+}
 
-commands:
-  run                 the daemon
-  install FILE        install a signed offer envelope (through the daemon if it runs)
-  status [--json]     booted slot, slot contents, state, last result
-  mark-good           commit the booted slot
-  mark-bad            reject the booted slot and return to the other one
-  version             print the version
-`
+func usage(w io.Writer) {
+	order, cmds := commands()
+	fmt.Fprintf(w, "usage: otad COMMAND [-c FILE] [-v] [args]\n\ncommands:\n")
+	for _, n := range order {
+		fmt.Fprintf(w, "  %-19s %s\n", strings.TrimSpace(n+" "+cmds[n].args), cmds[n].summary)
+	}
+	fmt.Fprintf(w, "  %-19s %s\n", "help [COMMAND]", "this help, or a command's flags")
+	fmt.Fprintf(w, "\nEvery command takes -c FILE (default %s) and -v (debug logging).\n", config.DefaultPath)
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage or bad config, 3 offer refused, 4 busy, 5 needs an operator.")
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		usage(stderr)
 		return ota.ExitUsage
 	}
-	name := args[0]
-	cmd, ok := commands[name]
+	if isHelp(args[0]) {
+		if len(args) == 1 {
+			usage(stdout)
+			return ota.ExitOK
+		}
+		// "otad help install" is "otad install -h".
+		args = []string{args[1], "-h"}
+	}
+	_, cmds := commands()
+	cmd, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "otad: unknown command %q\n%s", name, usage)
+		fmt.Fprintf(stderr, "otad: unknown command %q\n", args[0])
+		usage(stderr)
 		return ota.ExitUsage
 	}
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, machine: "/etc/machine-id"}
-	return cmd(e, args)
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, machine: "/etc/machine-id", getenv: os.Getenv}
+	return cmd.run(e, args)
+}
+
+func cmdVersion(e *env, args []string) int {
+	if _, code, done := e.flags(args, 0, nil); done {
+		return code
+	}
+	fmt.Fprintln(e.stdout, "otad", version)
+	return ota.ExitOK
 }
 
 func cmdRun(e *env, args []string) int {
-	_, cfg, code := e.setup(args, nil)
+	_, cfg, code := e.setup(args, 0, nil)
 	if cfg == nil {
 		return code
 	}
@@ -82,7 +119,7 @@ func cmdRun(e *env, args []string) int {
 }
 
 func cmdMark(e *env, args []string) int {
-	_, cfg, code := e.setup(args, nil)
+	_, cfg, code := e.setup(args, 0, nil)
 	if cfg == nil {
 		return code
 	}

@@ -91,7 +91,7 @@ func TestInstallExitCodes(t *testing.T) {
 		t.Fatal("journal changed while busy")
 	}
 	// Good image, in-process (no daemon): staged, exit 0.
-	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 || !strings.Contains(stdout, "installed rel-v2") {
+	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 || !strings.Contains(stdout, "staged rel-v2") {
 		t.Fatalf("good: exit %d, %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ := otad(t, "status", "--json", "-c", cfg)

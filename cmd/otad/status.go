@@ -18,7 +18,7 @@ import (
 
 func cmdStatus(e *env, args []string) int {
 	var asJSON bool
-	_, cfg, code := e.setup(args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the status snapshot as JSON") })
+	_, cfg, code := e.setup(args, 0, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the status snapshot as JSON") })
 	if cfg == nil {
 		return code
 	}

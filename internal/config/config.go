@@ -146,8 +146,20 @@ func Load(path, machineIDFile string) (*Config, error) {
 	return Parse(b, path, machineIDFile)
 }
 
-// Parse decodes and validates a config file's bytes.
+// Parse decodes and validates a config file's bytes. The error names every
+// problem, each an *Error with the file and key (errors.Join).
 func Parse(data []byte, path, machineIDFile string) (*Config, error) {
+	c, err := Decode(data, path, machineIDFile)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Decode is Parse that also returns the config, defaults filled in, when
+// its values are wrong (nil only when the file cannot be decoded at all):
+// `otad config check` goes on to check what it names on the machine.
+func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 	c := &Config{Path: path}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
@@ -169,18 +181,22 @@ func Parse(data []byte, path, machineIDFile string) (*Config, error) {
 		return nil, &Error{Path: path, Msg: err.Error()}
 	}
 	c.defaults()
+	var idErr error
 	if c.DeviceID == "" && machineIDFile != "" {
 		id, err := os.ReadFile(machineIDFile)
 		if err != nil {
-			return nil, &Error{Path: path, Key: "device_id", Msg: fmt.Sprintf("not set, and the machine ID cannot be read: %v", err)}
+			idErr = &Error{Path: path, Key: "device_id", Msg: fmt.Sprintf("not set, and the machine ID cannot be read: %v", err)}
 		}
 		c.DeviceID = strings.TrimSpace(string(id))
 		c.deviceIDFrom = machineIDFile
 	}
-	if err := c.validate(); err != nil {
-		return nil, err
+	errs := c.validate()
+	if idErr != nil {
+		// That, not also that the empty ID is not a valid name.
+		errs = slices.DeleteFunc(errs, func(e error) bool { ce, ok := e.(*Error); return ok && ce.Key == "device_id" })
+		errs = append([]error{idErr}, errs...)
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func (c *Config) defaults() {
@@ -232,73 +248,87 @@ func (c *Config) defaults() {
 	}
 }
 
-func (c *Config) validate() error {
-	bad := func(key, format string, a ...any) error {
-		return &Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)}
+// validate names every wrong value.
+func (c *Config) validate() []error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, &Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)})
 	}
-	if errs := c.nameErrors(); len(errs) > 0 {
-		return errs[0]
+	errs = append(errs, c.nameErrors()...)
+	if c.Compatible == "" {
+		bad("compatible", "required (the compatible string offers must name)")
 	}
 	switch {
-	case c.Compatible == "":
-		return bad("compatible", "required (the compatible string offers must name)")
-	case c.Slots.A == "":
-		return bad("slots.A", "required (the device of slot A)")
-	case c.Slots.B == "":
-		return bad("slots.B", "required (the device of slot B)")
+	case c.Slots.A == "" || c.Slots.B == "":
+		if c.Slots.A == "" {
+			bad("slots.A", "required (the device of slot A)")
+		}
+		if c.Slots.B == "" {
+			bad("slots.B", "required (the device of slot B)")
+		}
 	case c.Slots.A == c.Slots.B:
-		return bad("slots.B", "same device as slots.A (%s)", c.Slots.A)
-	case c.Bootloader.Attempts < 1 || c.Bootloader.Attempts > 9:
-		return bad("bootloader.attempts", "%d is not between 1 and 9", c.Bootloader.Attempts)
-	case c.Trust.Threshold < 1:
-		return bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)
-	case c.Download.Retries < 0:
-		return bad("download.retries", "negative")
-	case c.Download.Backoff.Duration < 0 || c.Download.MaxBackoff.Duration < c.Download.Backoff.Duration:
-		return bad("download.max_backoff", "%s is below download.backoff %s", c.Download.MaxBackoff, c.Download.Backoff)
-	case c.Commit.Window.Duration <= 0:
-		return bad("commit.window", "must be positive")
+		bad("slots.B", "same device as slots.A (%s)", c.Slots.A)
+	}
+	if c.Bootloader.Attempts < 1 || c.Bootloader.Attempts > 9 {
+		bad("bootloader.attempts", "%d is not between 1 and 9", c.Bootloader.Attempts)
+	}
+	if c.Trust.Threshold < 1 {
+		bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)
+	}
+	if c.Download.Retries < 0 {
+		bad("download.retries", "negative")
+	}
+	if c.Download.Backoff.Duration < 0 || c.Download.MaxBackoff.Duration < c.Download.Backoff.Duration {
+		bad("download.max_backoff", "%s is below download.backoff %s", c.Download.MaxBackoff, c.Download.Backoff)
+	}
+	if c.Commit.Window.Duration <= 0 {
+		bad("commit.window", "must be positive")
 	}
 	switch c.Bootloader.Type {
 	case "uboot":
 	case "grub", "sim":
 		if c.Bootloader.EnvFile == "" {
-			return bad("bootloader.env_file", "required for type %q", c.Bootloader.Type)
+			bad("bootloader.env_file", "required for type %q", c.Bootloader.Type)
 		}
 	default:
-		return bad("bootloader.type", "%q is not one of uboot, grub, sim", c.Bootloader.Type)
+		bad("bootloader.type", "%q is not one of uboot, grub, sim", c.Bootloader.Type)
 	}
 	for _, s := range c.Download.Schemes {
 		if !slices.Contains([]string{"https", "http", "file"}, s) {
-			return bad("download.schemes", "%q is not one of https, http, file", s)
+			bad("download.schemes", "%q is not one of https, http, file", s)
 		}
 	}
 	switch c.Reboot.Policy {
 	case "immediate", "manual":
 	default:
-		return bad("reboot.policy", "%q is not immediate or manual", c.Reboot.Policy)
+		bad("reboot.policy", "%q is not immediate or manual", c.Reboot.Policy)
 	}
 	if c.MQTT.Broker != "" {
-		u, err := url.Parse(c.MQTT.Broker)
-		if err != nil || u.Host == "" {
-			return bad("mqtt.broker", "%q is not a URL like mqtts://host:8883", c.MQTT.Broker)
-		}
-		switch u.Scheme {
-		case "mqtt", "mqtts", "tcp", "ssl", "tls":
-		default:
-			return bad("mqtt.broker", "scheme %q: use mqtt:// or mqtts://", u.Scheme)
-		}
-		if (c.MQTT.CertFile == "") != (c.MQTT.KeyFile == "") {
-			return bad("mqtt.cert_file", "cert_file and key_file go together")
-		}
+		c.validateMQTT(bad)
 	}
 	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {
-		return bad("download.cert_file", "cert_file and key_file go together")
+		bad("download.cert_file", "cert_file and key_file go together")
 	}
 	if len(c.Commit.HealthCommand) > 0 && !filepath.IsAbs(c.Commit.HealthCommand[0]) {
 		// Not looked up in $PATH: whoever controls the daemon's environment
 		// would choose what decides a commit.
-		return bad("commit.health_command", "the program %q must be an absolute path", c.Commit.HealthCommand[0])
+		bad("commit.health_command", "the program %q must be an absolute path", c.Commit.HealthCommand[0])
 	}
-	return nil
+	return errs
+}
+
+func (c *Config) validateMQTT(bad func(key, format string, a ...any)) {
+	u, err := url.Parse(c.MQTT.Broker)
+	if err != nil || u.Host == "" {
+		bad("mqtt.broker", "%q is not a URL like mqtts://host:8883", c.MQTT.Broker)
+		return
+	}
+	switch u.Scheme {
+	case "mqtt", "mqtts", "tcp", "ssl", "tls":
+	default:
+		bad("mqtt.broker", "scheme %q: use mqtt:// or mqtts://", u.Scheme)
+	}
+	if (c.MQTT.CertFile == "") != (c.MQTT.KeyFile == "") {
+		bad("mqtt.cert_file", "cert_file and key_file go together")
+	}
 }

@@ -87,3 +87,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Every wrong value is named, not only the first; Decode still returns the
+// config with its defaults for the checks that follow.
+func TestEveryProblemNamed(t *testing.T) {
+	c, err := Decode([]byte("device_id = \"gw-1\"\n[reboot]\npolicy = \"later\"\n"), "/etc/otad/otad.toml", "")
+	if c == nil || c.StateDir != "/var/lib/otad" {
+		t.Fatalf("Decode returned %+v", c)
+	}
+	var lines []string
+	for _, key := range []string{"compatible", "slots.A", "slots.B", "reboot.policy"} {
+		line := "/etc/otad/otad.toml: " + key + ": "
+		if !strings.Contains(err.Error(), line) {
+			t.Errorf("error lacks %q:\n%v", line, err)
+		}
+		lines = append(lines, line)
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != len(lines) {
+		t.Errorf("%d problems, want %d:\n%v", n, len(lines), err)
+	}
+	if _, err := Parse([]byte("device_id = \"gw-1\"\n"), "f.toml", ""); err == nil {
+		t.Error("Parse accepted what Decode refused")
+	}
+}
