@@ -66,9 +66,21 @@ type fakeInstaller struct {
 	active, maxActive atomic.Int32
 	delay             time.Duration
 	code              ota.Code
+	mu                sync.Mutex
+	lastBooted        SlotInfo
 }
 
-func (f *fakeInstaller) Install(ctx context.Context, t Target, progress func(bool, int64, int64)) error {
+func (f *fakeInstaller) booted() SlotInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastBooted
+}
+
+func (f *fakeInstaller) Install(ctx context.Context, job InstallJob, progress func(InstallProgress)) error {
+	t := job.Target
+	f.mu.Lock()
+	f.lastBooted = job.Booted
+	f.mu.Unlock()
 	n := f.active.Add(1)
 	defer f.active.Add(-1)
 	for {
@@ -77,13 +89,13 @@ func (f *fakeInstaller) Install(ctx context.Context, t Target, progress func(boo
 			break
 		}
 	}
-	progress(false, 1, t.Payload.Size)
+	progress(InstallProgress{Done: 1, Total: t.Payload.Size, Transfer: ota.Transfer{BytesFetched: 10}})
 	select {
 	case <-time.After(f.delay):
 	case <-ctx.Done():
 		return ota.Wrap(ota.CodeCancelled, ctx.Err())
 	}
-	progress(true, t.Payload.Size, t.Payload.Size)
+	progress(InstallProgress{Verifying: true, Done: t.Payload.Size, Total: t.Payload.Size, Transfer: fakeTransfer(t)})
 	if f.code != "" {
 		return ota.Wrap(f.code, errors.New("bad bytes"))
 	}
@@ -296,9 +308,9 @@ type recordingInstaller struct {
 	quick bool
 }
 
-func (r *recordingInstaller) Install(ctx context.Context, t Target, _ func(bool, int64, int64)) error {
+func (r *recordingInstaller) Install(ctx context.Context, job InstallJob, _ func(InstallProgress)) error {
 	r.mu.Lock()
-	r.ids = append(r.ids, t.ID)
+	r.ids = append(r.ids, job.Target.ID)
 	r.mu.Unlock()
 	if r.quick {
 		return nil

@@ -23,10 +23,25 @@ type Bootloader interface {
 	Order(ctx context.Context) ([]ota.Slot, error)
 }
 
-// Installer streams a target's payload into target.Slot and verifies it.
+// Installer writes a target's payload into target.Slot and verifies it.
 // It reports progress without blocking and returns an *ota.Error on failure.
 type Installer interface {
-	Install(ctx context.Context, t Target, progress func(verifying bool, done, total int64)) error
+	Install(ctx context.Context, job InstallJob, progress func(InstallProgress)) error
+}
+
+// InstallJob is one install: the target, and what the booted slot holds
+// (a chunked payload reuses its chunks, SPEC §12).
+type InstallJob struct {
+	Target Target
+	Booted SlotInfo
+}
+
+// InstallProgress is a writer's report: image bytes written (read back,
+// when verifying) of Total, and where the bytes came from so far.
+type InstallProgress struct {
+	Verifying   bool
+	Done, Total int64
+	ota.Transfer
 }
 
 // Checker runs the offer checks of SPEC §5 and turns a valid offer into a

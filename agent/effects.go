@@ -46,6 +46,8 @@ type StartInstall struct {
 	effect
 	Gen    uint64
 	Target Target
+	// Booted is what the booted slot holds: a chunked payload reuses it.
+	Booted SlotInfo
 }
 
 // CancelInstall stops the running writer and waits for it to stop.
@@ -66,4 +68,5 @@ type PublishProgress struct {
 	effect
 	Target           Target
 	BytesDone, Total int64
+	ota.Transfer
 }

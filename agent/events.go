@@ -52,11 +52,14 @@ type EvProgress struct {
 	Gen              uint64
 	Verifying        bool
 	BytesDone, Total int64
+	ota.Transfer
 }
 
 // EvInstallDone ends a write: Code is empty on success.
 type EvInstallDone struct {
 	event
+	// Transfer is what the install fetched and reused in all.
+	ota.Transfer
 	Gen     uint64
 	Code    ota.Code
 	Message string

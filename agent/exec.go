@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/otad/otad/ota"
@@ -102,14 +103,21 @@ func (a *Agent) startInstall(e StartInstall) {
 	a.lastBytes, a.lastAt = 0, a.d.Clock.Now()
 	gen := e.Gen
 	go func() {
-		err := a.d.Installer.Install(ctx, e.Target, func(verifying bool, done, total int64) {
-			a.latest.Store(&EvProgress{Gen: gen, Verifying: verifying, BytesDone: done, Total: total})
+		var last ota.Transfer // the writer may report from goroutines of its own
+		var mu sync.Mutex
+		err := a.d.Installer.Install(ctx, InstallJob{Target: e.Target, Booted: e.Booted}, func(p InstallProgress) {
+			mu.Lock()
+			last = p.Transfer
+			mu.Unlock()
+			a.latest.Store(&EvProgress{Gen: gen, Verifying: p.Verifying, BytesDone: p.Done, Total: p.Total, Transfer: p.Transfer})
 			select {
 			case a.progress <- struct{}{}:
 			default:
 			}
 		})
-		ev := EvInstallDone{Gen: gen}
+		mu.Lock()
+		ev := EvInstallDone{Gen: gen, Transfer: last}
+		mu.Unlock()
 		if err != nil {
 			ev.Code, ev.Message = ota.CodeOf(err), err.Error()
 			if ev.Code == "" {
@@ -185,12 +193,12 @@ func (a *Agent) publishProgress(e PublishProgress) {
 	if a.status.Target != nil {
 		// Copy: snapshots handed out by Status share the old pointer.
 		t := *a.status.Target
-		t.BytesDone = e.BytesDone
+		t.BytesDone, t.Transfer = e.BytesDone, e.Transfer
 		a.status.Target = &t
 	}
 	a.mu.Unlock()
 	msg := ota.Progress{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
-		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate}
+		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate, Transfer: e.Transfer}
 	for _, p := range a.d.Publishers {
 		p.Progress(msg)
 	}

@@ -36,12 +36,12 @@ func (m *machine) emit(from ota.Phase, r *ota.Outcome, msg string) {
 	ev := ota.Event{Seq: m.s.Seq, From: from, To: m.s.Phase, Message: msg}
 	switch {
 	case r != nil:
-		ev.ID, ev.SHA256, ev.Result, ev.Code = r.ID, r.SHA256, r.Result, r.Code
+		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Transfer = r.ID, r.SHA256, r.Result, r.Code, r.Transfer
 		if r.Message != "" {
 			ev.Message = r.Message
 		}
 	case m.s.Target != nil:
-		ev.ID, ev.SHA256 = m.s.Target.ID, m.s.Target.SHA256()
+		ev.ID, ev.SHA256, ev.Transfer = m.s.Target.ID, m.s.Target.SHA256(), m.s.Target.Transfer
 	}
 	m.do(Emit{Event: ev, State: m.s.Clone()})
 }
@@ -100,13 +100,13 @@ func (m *machine) step(ev Event) {
 // result is t's outcome; t has ended and never starts again.
 func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string) *ota.Outcome {
 	m.recordEnd(t, result)
-	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg}
+	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer}
 }
 
 func (m *machine) startInstall(t Target, msg string) {
 	slot := m.s.Booted.Other()
 	t.Slot = slot
-	t.BytesDone = 0
+	t.BytesDone, t.Transfer = 0, ota.Transfer{}
 	t.Envelope = nil // checked for this install; only a pending offer keeps it
 	m.s.Target = &t
 	m.s.InstallGen++
@@ -114,7 +114,7 @@ func (m *machine) startInstall(t Target, msg string) {
 	// and the bootloader is told it is bad: a half-written slot never boots.
 	m.s.Slots[slot] = SlotInfo{}
 	m.transition(ota.Downloading, nil, msg)
-	m.do(Mark{Op: MarkBad, Slot: slot}, StartInstall{Gen: m.s.InstallGen, Target: t})
+	m.do(Mark{Op: MarkBad, Slot: slot}, StartInstall{Gen: m.s.InstallGen, Target: t, Booted: m.s.Slots[m.s.Booted]})
 }
 
 func (m *machine) progress(ev EvProgress) {
@@ -122,11 +122,11 @@ func (m *machine) progress(ev EvProgress) {
 	if ev.Gen != m.s.InstallGen || t == nil || (m.s.Phase != ota.Downloading && m.s.Phase != ota.Verifying) {
 		return
 	}
-	t.BytesDone = ev.BytesDone
+	t.BytesDone, t.Transfer = ev.BytesDone, ev.Transfer
 	if ev.Verifying && m.s.Phase == ota.Downloading {
 		m.transition(ota.Verifying, nil, "")
 	}
-	m.do(PublishProgress{Target: *t, BytesDone: ev.BytesDone, Total: ev.Total})
+	m.do(PublishProgress{Target: *t, BytesDone: ev.BytesDone, Total: ev.Total, Transfer: ev.Transfer})
 }
 
 func (m *machine) installDone(ev EvInstallDone) {
@@ -135,6 +135,7 @@ func (m *machine) installDone(ev EvInstallDone) {
 		return // a late report from a writer that was cancelled
 	}
 	m.s.Restarts = 0
+	t.Transfer = ev.Transfer
 	if ev.Code != "" {
 		m.s.Target = nil
 		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ev.Code, ev.Message), "")

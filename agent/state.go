@@ -24,6 +24,8 @@ type Payload struct {
 	Size         int64           `json:"size"`
 	SHA256       string          `json:"sha256"`
 	DownloadSize int64           `json:"download_size,omitempty"`
+	// Chunks is set for a chunked payload (manifest schema 2, SPEC §12).
+	Chunks *ota.Chunks `json:"chunks,omitempty"`
 }
 
 // Target is an accepted offer: the install in progress, or the one waiting.
@@ -35,6 +37,8 @@ type Target struct {
 	Payload         Payload   `json:"payload"`
 	Slot            ota.Slot  `json:"slot,omitempty"` // set when the install starts
 	BytesDone       int64     `json:"bytes_done"`
+	// Transfer is what the install fetched and reused so far.
+	ota.Transfer
 	// ManifestSHA256 identifies the offer (SPEC §6): an ended one never starts again.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	// Envelope is the offer as received, kept while it is pending: it is

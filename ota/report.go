@@ -47,6 +47,16 @@ type TargetStatus struct {
 	SHA256     string `json:"sha256"`
 	BytesDone  int64  `json:"bytes_done"`
 	BytesTotal int64  `json:"bytes_total"`
+	Transfer
+}
+
+// Transfer says where an install's bytes came from: bytes fetched from the
+// network (the payload as downloaded; for a chunked payload the index and
+// the chunks fetched), and image bytes reused from the slots on the device
+// (a chunked payload, SPEC §12). Absent while zero.
+type Transfer struct {
+	BytesFetched int64 `json:"bytes_fetched,omitempty"`
+	BytesReused  int64 `json:"bytes_reused,omitempty"`
 }
 
 // Event is one transition, as published on the events topic. ID and SHA256
@@ -63,6 +73,8 @@ type Event struct {
 	Result  Result    `json:"result,omitempty"`
 	Code    Code      `json:"code,omitempty"`
 	Message string    `json:"message,omitempty"`
+	// Transfer is the install's, when the event names one.
+	Transfer
 }
 
 // Progress is a progress report of the install in progress.
@@ -73,4 +85,5 @@ type Progress struct {
 	BytesDone      int64   `json:"bytes_done"`
 	BytesTotal     int64   `json:"bytes_total"`
 	BytesPerSecond float64 `json:"bytes_per_second"`
+	Transfer
 }

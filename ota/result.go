@@ -67,6 +67,8 @@ type Outcome struct {
 	Result   Result    `json:"result"`
 	Code     Code      `json:"code,omitempty"`
 	Message  string    `json:"message,omitempty"`
+	// Transfer is what the offer's install fetched and reused, when it ran.
+	Transfer
 }
 
 // ExitCode is the exit status of `otad install` for this outcome.

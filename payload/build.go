@@ -52,6 +52,21 @@ func (r *Result) Expect() Expect {
 	}
 }
 
+// Chunks is the manifest's payload.chunks for r, its files served at url.idx and
+// url.store.
+func (r *Result) Chunks(url string) *ota.Chunks {
+	return &ota.Chunks{
+		Size:        r.ChunkSize,
+		Count:       r.ChunkCount,
+		IndexURL:    url + ".idx",
+		IndexSize:   int64(len(r.Index)),
+		IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
+		StoreURL:    url + ".store",
+		StoreSize:   r.StoreSize,
+		Compression: r.Compression,
+	}
+}
+
 // Build reads image to its end and writes its store to store, one chunk at a time: an
 // all-zero chunk is not stored, any other is one zstd frame, or raw when that is not
 // smaller. Memory is a few chunk-sized buffers plus the index (36 bytes per chunk,

@@ -55,7 +55,7 @@ func printStatus(w io.Writer, st ota.Status) {
 		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(string(s.Status)), short(s.SHA256), s.SecurityVersion)
 	}
 	if t := st.Target; t != nil {
-		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes\n", t.ID, t.Version, t.BytesDone, t.BytesTotal)
+		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes%s\n", t.ID, t.Version, t.BytesDone, t.BytesTotal, transfer(t.Transfer))
 	}
 	if p := st.Pending; p != nil {
 		fmt.Fprintf(w, "pending:     %s (%s)\n", p.ID, p.Version)
@@ -65,8 +65,16 @@ func printStatus(w io.Writer, st ota.Status) {
 		if r.Message != "" {
 			fmt.Fprintf(w, " (%s)", r.Message)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, transfer(r.Transfer))
 	}
+}
+
+// transfer says where an install's bytes came from, when it moved any.
+func transfer(t ota.Transfer) string {
+	if t == (ota.Transfer{}) {
+		return ""
+	}
+	return fmt.Sprintf(", %d fetched, %d reused", t.BytesFetched, t.BytesReused)
 }
 
 func short(sha string) string {

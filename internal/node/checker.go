@@ -48,6 +48,6 @@ func target(m *verify.Manifest) agent.Target {
 	return agent.Target{
 		ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, IssuedAt: m.IssuedAt,
 		Payload: agent.Payload{URL: m.Payload.URL, Compression: m.Payload.Compression, Size: m.Payload.Size,
-			SHA256: m.Payload.SHA256, DownloadSize: m.Payload.DownloadSize},
+			SHA256: m.Payload.SHA256, DownloadSize: m.Payload.DownloadSize, Chunks: m.Payload.Chunks},
 	}
 }

@@ -7,25 +7,44 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
+	"github.com/otad/otad/verify"
 )
 
 type installer struct {
 	devices  map[ota.Slot]string
 	booted   string
+	stateDir string // the chunked install's checkpoint and kept indexes
 	readback bool
 	retry    slots.Retry
 	client   *http.Client
 	schemes  []string
 }
 
-func (in *installer) Install(ctx context.Context, t agent.Target, progress func(bool, int64, int64)) error {
-	err := slots.Write(ctx, slots.Job{
-		URL: t.Payload.URL, Compression: t.Payload.Compression, Size: t.Payload.Size,
-		SHA256: t.Payload.SHA256, DownloadSize: t.Payload.DownloadSize,
+func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(agent.InstallProgress)) error {
+	t, p := job.Target, job.Target.Payload
+	sj := slots.Job{
+		URL: p.URL, Compression: p.Compression, Size: p.Size, SHA256: p.SHA256, DownloadSize: p.DownloadSize,
 		Target: in.devices[t.Slot], Booted: in.booted, Readback: in.readback, Retry: in.retry,
 		HTTPClient: in.client, Schemes: in.schemes,
-		Progress: func(p slots.Progress) { progress(p.Phase == "verifying", p.BytesDone, p.BytesTotal) },
-	})
+		Progress: func(sp slots.Progress) {
+			progress(agent.InstallProgress{Verifying: sp.Phase == slots.PhaseVerifying, Done: sp.BytesDone, Total: sp.BytesTotal,
+				Transfer: ota.Transfer{BytesFetched: sp.Downloaded, BytesReused: sp.Reused}})
+		},
+	}
+	var err error
+	if c := p.Chunks; c != nil {
+		sj.URL = c.StoreURL
+		offer := t.ManifestSHA256
+		if offer == "" {
+			offer = t.ID + "@" + t.IssuedAt.String()
+		}
+		err = slots.WriteChunked(ctx, slots.ChunkedJob{
+			Job: sj, IndexURL: c.IndexURL, Expect: (&verify.Payload{Size: p.Size, Chunks: c}).Expect(),
+			Offer: offer, StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
+		})
+	} else {
+		err = slots.Write(ctx, sj)
+	}
 	if err != nil && ota.CodeOf(err) == "" {
 		return ota.Wrap(ota.CodeWriteFailed, err)
 	}

@@ -95,12 +95,13 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 		Deps: agent.Deps{
 			Store:      agent.Journal{Dir: cfg.StateDir},
 			Bootloader: orderedBootloader{bl},
-			Installer: &installer{devices: devs, booted: devs[booted], readback: *cfg.Slots.Readback,
+			Installer: &installer{devices: devs, booted: devs[booted], stateDir: cfg.StateDir, readback: *cfg.Slots.Readback,
 				retry:  slots.Retry{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
 				client: slots.NewHTTPClient(tc), schemes: dl.Schemes},
 			Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
 				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
 				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
+				Chunked: true,
 			}},
 			Rebooter:   reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},

@@ -63,16 +63,7 @@ func chunkedPayload(res *payload.Result, url string) verify.Payload {
 	return verify.Payload{
 		Size:   res.ImageSize,
 		SHA256: hex.EncodeToString(res.ImageSHA256[:]),
-		Chunks: &verify.Chunks{
-			Size:        res.ChunkSize,
-			Count:       res.ChunkCount,
-			IndexURL:    url + ".idx",
-			IndexSize:   int64(len(res.Index)),
-			IndexSHA256: hex.EncodeToString(res.IndexSHA256[:]),
-			StoreURL:    url + ".store",
-			StoreSize:   res.StoreSize,
-			Compression: res.Compression,
-		},
+		Chunks: res.Chunks(url),
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/payload"
 
 	"github.com/otad/otad/ota"
 )
@@ -46,7 +47,7 @@ type Testbed struct {
 	Key      crypto.Signer // the release key the device trusts
 	signer   *signer.Signer
 	Srv      *httptest.Server
-	Fetched  atomic.Int64 // payload bytes served
+	Fetched  atomic.Int64 // payload bytes served (bodies as sent)
 	Throttle atomic.Bool  // serve slowly, so a test can interrupt mid-write
 	Factory  []byte       // what slot A holds at first
 	images   map[string][]byte
@@ -123,8 +124,7 @@ func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !tb.Throttle.Load() {
-		tb.Fetched.Add(int64(len(img)))
-		http.ServeContent(w, r, "img", time.Time{}, bytes.NewReader(img))
+		http.ServeContent(countingWriter{w, &tb.Fetched}, r, "img", time.Time{}, bytes.NewReader(img))
 		return
 	}
 	w.Header().Set("Content-Length", fmt.Sprint(len(img)))
@@ -137,6 +137,18 @@ func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// countingWriter counts the bytes of the body sent.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n.Add(int64(n))
+	return n, err
 }
 
 // Hits is how many requests the image name was asked for.
@@ -155,21 +167,35 @@ type OfferOpts struct {
 	Expires time.Duration
 	Size    int64 // manifest size override
 	URL     string
+	// Image replaces the seed's random image.
+	Image []byte
+	// Chunked serves a chunked payload (SPEC §12) at URL.idx and URL.store,
+	// in chunks of ChunkSize (0: 64 KiB); Tamper then alters one stored chunk.
+	Chunked   bool
+	ChunkSize int64
 }
 
 // offer publishes an image on the server and returns a signed envelope for it.
 func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string) {
 	tb.T.Helper()
-	img := RandBytes(seed, ImageSize)
-	sum := sha256.Sum256(img)
-	served := img
-	if o.Tamper {
-		served = bytes.Clone(img)
-		served[len(served)/2] ^= 0xff
+	img := o.Image
+	if img == nil {
+		img = RandBytes(seed, ImageSize)
 	}
-	tb.mu.Lock()
-	tb.images[name] = served
-	tb.mu.Unlock()
+	sum := sha256.Sum256(img)
+	var chunks *ota.Chunks
+	if o.Chunked {
+		chunks = tb.serveChunked(name, img, o)
+	} else {
+		served := img
+		if o.Tamper {
+			served = bytes.Clone(img)
+			served[len(served)/2] ^= 0xff
+		}
+		tb.mu.Lock()
+		tb.images[name] = served
+		tb.mu.Unlock()
+	}
 	if o.Compat == "" {
 		o.Compat = "acme,gw-v2"
 	}
@@ -184,9 +210,29 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 		devices = []string{o.Device}
 	}
 	env, err := tb.signer.Sign(signer.Offer{ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: o.Compat,
-		Devices: devices, URL: o.URL, Size: o.Size, SHA256: hex.EncodeToString(sum[:]), Issued: o.Issued, Expires: o.Expires})
+		Devices: devices, URL: o.URL, Size: o.Size, SHA256: hex.EncodeToString(sum[:]), Issued: o.Issued, Expires: o.Expires, Chunks: chunks})
 	Must(tb.T, err)
 	return env, hex.EncodeToString(sum[:])
+}
+
+// serveChunked serves img as a chunked payload at name.idx and name.store
+// and returns the manifest's chunks for it.
+func (tb *Testbed) serveChunked(name string, img []byte, o OfferOpts) *ota.Chunks {
+	var store bytes.Buffer
+	res, err := payload.Build(tb.T.Context(), bytes.NewReader(img), &store, payload.Options{ChunkSize: o.ChunkSize, Level: 1})
+	Must(tb.T, err)
+	served := store.Bytes()
+	if o.Tamper {
+		served[len(served)/2] ^= 0xff
+	}
+	tb.mu.Lock()
+	tb.images[name+".idx"], tb.images[name+".store"] = res.Index, served
+	tb.mu.Unlock()
+	url := o.URL
+	if url == "" {
+		url = tb.Srv.URL + "/" + name
+	}
+	return res.Chunks(url)
 }
 
 // Instance is one run of the agent process on the Testbed.

@@ -1,6 +1,7 @@
 // Package signer is a throwaway release key and the offers it signs, for
 // simulated devices in tests and benchmarks: the devices trust
-// PublicKeyPEM, and Sign makes a schema-1 offer of a whole image.
+// PublicKeyPEM, and Sign makes a schema-1 offer of a whole image, or a
+// schema-2 offer of a chunked one.
 package signer
 
 import (
@@ -42,6 +43,8 @@ type Offer struct {
 	SHA256          string
 	Issued          time.Time     // zero: a minute ago
 	Expires         time.Duration // after Issued; zero: a day
+	// Chunks, when set, makes it a chunked payload (schema 2); URL is unused.
+	Chunks *ota.Chunks
 }
 
 // Sign makes the envelope of o.
@@ -57,6 +60,9 @@ func (s *Signer) Sign(o Offer) ([]byte, error) {
 		Compatible: []string{o.Compatible}, Devices: o.Devices,
 		IssuedAt: o.Issued.UTC(), ExpiresAt: o.Issued.UTC().Add(o.Expires),
 		Payload: verify.Payload{URL: o.URL, Compression: ota.CompressionNone, Size: o.Size, SHA256: o.SHA256},
+	}
+	if o.Chunks != nil {
+		m.Schema, m.Payload = 2, verify.Payload{Size: o.Size, SHA256: o.SHA256, Chunks: o.Chunks}
 	}
 	return verify.SignOffer(&m, s.Key)
 }
