@@ -36,6 +36,7 @@ type Config struct {
 	Username, Password        string
 	Logger                    *slog.Logger
 	ConnectTimeout            time.Duration // per attempt; default 10s
+	Reconnect                 Backoff       // the device's reconnects; zero: 5s doubling to 2m
 	// OnOversized, if set, is told of each desired-topic message dropped
 	// unread for being over MaxInbound (from paho's goroutine; must not block).
 	OnOversized func(topic string, size int)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -22,9 +21,6 @@ const (
 	progressInterval = 500 * time.Millisecond
 	// maxQueuedEvents bounds the events kept while the broker is away; the oldest go first.
 	maxQueuedEvents = 1000
-	// Backoff of the first connect; after it, paho's own reconnect backoff takes over.
-	firstBackoff = time.Second
-	maxBackoff   = time.Minute
 )
 
 // Conn is a device's MQTT connection (SPEC §8): a persistent session that
@@ -37,6 +33,7 @@ type Conn struct {
 	client  paho.Client
 	log     *slog.Logger
 	onOffer func(topic string, payload []byte)
+	lost    chan struct{} // the connection dropped: connectLoop connects again
 
 	stop      context.CancelFunc
 	ctx       context.Context
@@ -85,6 +82,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		log:     cfg.logger().With("broker", cfg.Broker, "client_id", cfg.DeviceID),
 		onOffer: onOffer,
 		wake:    make(chan struct{}, 1),
+		lost:    make(chan struct{}, 1),
 	}
 	for _, g := range cfg.Groups {
 		d.desired[t.Group(g)] = true
@@ -93,8 +91,9 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 	// subscriptions are still renewed on every connect in case the broker lost the session.
 	opts.SetCleanSession(false).
 		SetResumeSubs(false).
-		SetAutoReconnect(true).
-		SetConnectRetry(false). // the first connect is our own loop, with jittered backoff
+		// connectLoop connects and reconnects, with jitter (see Backoff).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
 		// Ordered, so events queued in paho over a reconnect are resent in order.
 		SetStore(copyingStore{paho.NewOrderedMemoryStore()}).
 		SetBinaryWill(t.Online(), offlinePayload, 1, true).
@@ -102,8 +101,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		SetDefaultPublishHandler(d.handle).
 		SetCustomOpenConnectionFn(openLimited(d.oversized)).
 		SetOnConnectHandler(d.onConnect).
-		SetConnectionLostHandler(d.onConnectionLost).
-		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { d.log.Debug("mqtt: reconnecting") })
+		SetConnectionLostHandler(d.onConnectionLost)
 	d.client = paho.NewClient(opts)
 	d.ctx, d.stop = context.WithCancel(context.Background())
 	d.loopsDone.Add(2)
@@ -160,28 +158,39 @@ func (d *Conn) handle(_ paho.Client, m paho.Message) {
 	d.onOffer(m.Topic(), m.Payload())
 }
 
-// connectLoop makes the first connection; paho reconnects after that by itself.
+// connectLoop connects at once, and again after every lost connection,
+// waiting a jittered backoff (cfg.Reconnect) before each attempt but the
+// very first. paho resends the QoS 1 messages in flight from its store on
+// each new connection of the persistent session.
 func (d *Conn) connectLoop() {
 	defer d.loopsDone.Done()
-	backoff := firstBackoff
+	b := d.cfg.Reconnect.orDefaults()
+	failures := -1 // the first attempt does not wait
 	for {
-		tok := d.client.Connect()
-		err := waitToken(d.ctx, tok, d.cfg.connectTimeout()+5*time.Second)
-		if err == nil {
-			return
+		if failures >= 0 {
+			sleep := b.Wait(failures)
+			d.log.Info("mqtt: connecting", "in", sleep.Round(time.Millisecond), "failed_attempts", failures)
+			select {
+			case <-d.ctx.Done():
+				return
+			case <-time.After(sleep):
+			}
 		}
+		err := waitToken(d.ctx, d.client.Connect(), d.cfg.connectTimeout()+5*time.Second)
 		if d.ctx.Err() != nil {
 			return
 		}
-		// Jitter spreads a fleet's retries after a broker outage.
-		sleep := backoff/2 + rand.N(backoff/2+1)
-		d.log.Warn("mqtt: connect failed, retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+		if err != nil {
+			failures++
+			d.log.Warn("mqtt: connect failed", "err", err)
+			continue
+		}
+		failures = 0
 		select {
 		case <-d.ctx.Done():
 			return
-		case <-time.After(sleep):
+		case <-d.lost:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -217,6 +226,10 @@ func (d *Conn) onConnectionLost(_ paho.Client, err error) {
 	d.mu.Lock()
 	d.connected = false
 	d.mu.Unlock()
+	select {
+	case d.lost <- struct{}{}:
+	default:
+	}
 }
 
 // Connected reports whether the connection to the broker is up now.

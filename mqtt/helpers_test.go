@@ -154,6 +154,9 @@ func dial(t *testing.T, cfg Config, o *offers) *Conn {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 3 * time.Second
 	}
+	if cfg.Reconnect == (Backoff{}) {
+		cfg.Reconnect = Backoff{First: 200 * time.Millisecond, Max: time.Second}
+	}
 	d, err := Dial(cfg, o.handle)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
