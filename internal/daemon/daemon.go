@@ -19,6 +19,9 @@ import (
 type Options struct {
 	AgentVersion string
 	Logger       *slog.Logger
+	// Reconnect is the MQTT reconnect backoff; zero is mqtt's default (tests
+	// that stop the broker for long use a shorter one).
+	Reconnect mqtt.Backoff
 }
 
 // Daemon is one device's agent with its links to the outside: MQTT, the
@@ -27,8 +30,10 @@ type Daemon struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	version string
-	pub     *publisher
-	node    *node.Node
+	// reconnect is Options.Reconnect.
+	reconnect mqtt.Backoff
+	pub       *publisher
+	node      *node.Node
 }
 
 // New assembles the device from cfg (node.Open), with MQTT and systemd
@@ -38,7 +43,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, pub: &publisher{log: log}}
+	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{log: log}}
 	n, err := node.Open(cfg, node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
 		Publishers: []agent.Publisher{d.pub, systemdStatus{}},
@@ -104,7 +109,7 @@ func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 		Broker: cfg.MQTT.Broker, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
 		CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile,
 		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password, Logger: log,
-		OnOversized: d.node.Agent.Dropped,
+		OnOversized: d.node.Agent.Dropped, Reconnect: d.reconnect,
 	}, func(topic string, payload []byte) {
 		if len(payload) == 0 {
 			// A cleared desired topic withdraws nothing already accepted:

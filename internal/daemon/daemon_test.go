@@ -20,6 +20,7 @@ import (
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 )
 
@@ -103,7 +104,8 @@ func runDevice(t *testing.T, tb *devicetest.Testbed) (stop func()) {
 				t.Error(err)
 				return
 			}
-			err = daemon.Run(ctx, tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)})
+			err = daemon.Run(ctx, tb.Cfg, daemon.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler),
+				Reconnect: mqtt.Backoff{First: 200 * time.Millisecond, Max: 2 * time.Second}})
 			lock.Release()
 			if err != nil {
 				t.Error(err)
