@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/otad/otad/durable"
 	"github.com/otad/otad/ota"
@@ -35,25 +36,50 @@ func (j Journal) Path() string { return filepath.Join(j.Dir, JournalName) }
 func (j Journal) Load() (s State, ok bool, err error) {
 	b, err := os.ReadFile(j.Path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}}, false, nil
+		return newState(), false, nil
 	}
 	if err != nil {
 		return State{}, false, fmt.Errorf("journal %s: %w", j.Path(), err)
 	}
+	return decodeJournal(b, j.Path())
+}
+
+// Save replaces the journal atomically: temp file, fsync, rename, fsync the
+// directory. A crash at any point leaves either the old or the new journal.
+func (j Journal) Save(s State) error {
+	b, err := encodeJournal(s)
+	if err != nil {
+		return err
+	}
+	return durable.WriteFile(j.Path(), b, 0o600)
+}
+
+func newState() State { return State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}} }
+
+func encodeJournal(s State) ([]byte, error) {
+	b, err := json.MarshalIndent(journalFile{Version: journalVersion, State: s}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("journal: encode: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// decodeJournal checks what a journal holds; name says where it came from.
+func decodeJournal(b []byte, name string) (State, bool, error) {
 	var f journalFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return State{}, false, fmt.Errorf("journal %s: corrupt: %w", j.Path(), err)
+		return State{}, false, fmt.Errorf("journal %s: corrupt: %w", name, err)
 	}
 	if f.Version != journalVersion {
-		return State{}, false, fmt.Errorf("journal %s: format version %d, this otad reads %d", j.Path(), f.Version, journalVersion)
+		return State{}, false, fmt.Errorf("journal %s: format version %d, this otad reads %d", name, f.Version, journalVersion)
 	}
 	switch f.Phase {
 	case ota.Idle, ota.Downloading, ota.Verifying, ota.Staged, ota.Rebooting, ota.Confirming:
 	default:
-		return State{}, false, fmt.Errorf("journal %s: unknown state %q", j.Path(), f.Phase)
+		return State{}, false, fmt.Errorf("journal %s: unknown state %q", name, f.Phase)
 	}
 	if f.Phase != ota.Idle && f.Target == nil {
-		return State{}, false, fmt.Errorf("journal %s: state %s without a target", j.Path(), f.Phase)
+		return State{}, false, fmt.Errorf("journal %s: state %s without a target", name, f.Phase)
 	}
 	if f.Slots == nil {
 		f.Slots = map[ota.Slot]SlotInfo{}
@@ -61,12 +87,33 @@ func (j Journal) Load() (s State, ok bool, err error) {
 	return f.State, true, nil
 }
 
-// Save replaces the journal atomically: temp file, fsync, rename, fsync the
-// directory. A crash at any point leaves either the old or the new journal.
-func (j Journal) Save(s State) error {
-	b, err := json.MarshalIndent(journalFile{Version: journalVersion, State: s}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("journal: encode: %w", err)
+// MemJournal is a journal in memory, for simulated devices: the same
+// encoding as Journal, so a state that would not survive the file does not
+// survive here either, and no state shared with the agent after Save. It
+// outlives the agent it was given to, as a journal file outlives otad.
+type MemJournal struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+// Load returns what the last Save stored; before any, a new device's state.
+func (m *MemJournal) Load() (State, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil {
+		return newState(), false, nil
 	}
-	return durable.WriteFile(j.Path(), append(b, '\n'), 0o600)
+	return decodeJournal(m.b, "in memory")
+}
+
+// Save stores s.
+func (m *MemJournal) Save(s State) error {
+	b, err := encodeJournal(s)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.b = b
+	m.mu.Unlock()
+	return nil
 }

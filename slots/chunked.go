@@ -127,6 +127,9 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if err := job.checkChunks(); err != nil {
 		return err
 	}
+	if job.Slot != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: chunked payloads are written to slot files and block devices only", job.Slot.name))
+	}
 	if err := ctx.Err(); err != nil {
 		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
 	}
@@ -152,7 +155,7 @@ func (in *chunkInstall) run(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	if in.rd, in.direct, err = (&pipeline{job: &job.Job, tun: in.tun, tgt: in.tgt, readBufs: [][]byte{bufs.scratch}}).openReadback(); err != nil {
+	if in.rd, in.direct, err = openReadback(in.tgt, in.tun.noDirect, bufs.scratch); err != nil {
 		return err
 	}
 	defer in.rd.Close()

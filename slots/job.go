@@ -37,8 +37,12 @@ type Job struct {
 	SHA256       string
 	DownloadSize int64
 
-	// Target is the inactive slot: a block device, or a regular file in tests.
+	// Target is the inactive slot: a block device, or a regular file in
+	// tests; with Slot, only its name in messages.
 	Target string
+	// Slot, when set, is the inactive slot in memory (a simulated device),
+	// written instead of the file at Target.
+	Slot *MemSlot
 	// Booted is the booted slot; Write refuses to write it.
 	Booted string
 	// Readback reads the slot back from storage (not the page cache) and
@@ -87,7 +91,7 @@ func defaultTuning() tuning {
 
 // check validates the job's fields and returns the decoded sha256.
 func (j *Job) check() ([]byte, error) {
-	if j.Target == "" {
+	if j.Target == "" && j.Slot == nil {
 		return nil, ota.Wrap(ota.CodeWriteFailed, errors.New("job: no target slot"))
 	}
 	if j.URL == "" {

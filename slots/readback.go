@@ -30,11 +30,11 @@ type readReq struct {
 // in flight at once (one per readback buffer) because a single synchronous
 // O_DIRECT read leaves the device idle while the previous one is hashed.
 func (p *pipeline) readback(ctx context.Context) (err error) {
-	f, direct, err := p.openReadback()
+	read, direct, closeRead, err := p.out.reader(p.tun.noDirect, p.readBufs[0])
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer closeRead()
 	p.direct.Store(direct)
 	free := append([][]byte(nil), p.readBufs...)
 	var queue []*readReq
@@ -61,7 +61,7 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 			}
 			queue = append(queue, r)
 			issued += r.n
-			go readRegion(f, direct, r)
+			go read(r)
 		}
 		if len(queue) == 0 {
 			select {
@@ -117,15 +117,15 @@ func readRegion(f *os.File, direct bool, r *readReq) {
 // the filesystem supports it. tmpfs and some FUSE filesystems refuse O_DIRECT
 // at open or at the first read; then reads are buffered and each region's
 // cached pages are dropped right before it is read (see readRegion).
-func (p *pipeline) openReadback() (*os.File, bool, error) {
-	paths := []string{"/proc/self/fd/" + strconv.Itoa(int(p.tgt.f.Fd())), p.tgt.f.Name()}
+func openReadback(t *target, noDirect bool, probe []byte) (*os.File, bool, error) {
+	paths := []string{"/proc/self/fd/" + strconv.Itoa(int(t.f.Fd())), t.f.Name()}
 	var lastErr error
 	for _, path := range paths {
-		if !p.tun.noDirect {
+		if !noDirect {
 			fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 			if err == nil {
-				f := os.NewFile(uintptr(fd), p.tgt.f.Name())
-				if directReadWorks(f, p.readBufs[0]) {
+				f := os.NewFile(uintptr(fd), t.f.Name())
+				if directReadWorks(f, probe) {
 					return f, true, nil
 				}
 				f.Close()
@@ -136,11 +136,11 @@ func (p *pipeline) openReadback() (*os.File, bool, error) {
 		}
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
-			return os.NewFile(uintptr(fd), p.tgt.f.Name()), false, nil
+			return os.NewFile(uintptr(fd), t.f.Name()), false, nil
 		}
 		lastErr = err
 	}
-	return nil, false, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("open %s to read it back: %w", p.job.Target, lastErr))
+	return nil, false, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("open %s to read it back: %w", t.path, lastErr))
 }
 
 // directReadWorks probes one aligned block: some filesystems accept O_DIRECT

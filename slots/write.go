@@ -33,14 +33,11 @@ func write(ctx context.Context, job Job, tun tuning) error {
 	if err := ctx.Err(); err != nil {
 		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
 	}
-	tgt, err := openTarget(job.Target, job.Booted, tun.mountinfo)
+	out, err := openSink(&job, &tun)
 	if err != nil {
 		return err
 	}
-	defer tgt.close()
-	if tgt.size < job.Size {
-		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, tgt.size, job.URL, job.Size))
-	}
+	defer out.close()
 	n := tun.buffers
 	if job.Readback {
 		n += tun.readBufs
@@ -54,7 +51,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 	p := &pipeline{
 		job:       &job,
 		tun:       &tun,
-		tgt:       tgt,
+		out:       out,
 		expected:  expected,
 		free:      make(chan []byte, tun.buffers),
 		full:      make(chan chunk, tun.buffers),
@@ -92,7 +89,7 @@ type chunk struct {
 type pipeline struct {
 	job      *Job
 	tun      *tuning
-	tgt      *target
+	out      sink
 	expected []byte
 
 	free     chan []byte
@@ -142,7 +139,7 @@ func (p *pipeline) run(parent context.Context) error {
 	}
 
 	p.report(PhaseDownloading, 0, true)
-	s := &syncer{fd: int(p.tgt.f.Fd()), name: p.job.Target, lag: p.tun.syncLag, rangeOK: true, publish: p.publishDurable}
+	s := p.out.flusher(p.tun.syncLag, p.publishDurable)
 	werr := p.writeLoop(ctx, s)
 	if werr != nil {
 		stop(werr)
@@ -265,7 +262,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 }
 
 // writeLoop writes full buffers to the target in order and hands them back.
-func (p *pipeline) writeLoop(ctx context.Context, s *syncer) error {
+func (p *pipeline) writeLoop(ctx context.Context, s flusher) error {
 	for {
 		var c chunk
 		select {
@@ -281,7 +278,7 @@ func (p *pipeline) writeLoop(ctx context.Context, s *syncer) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if _, err := p.tgt.f.WriteAt(c.buf[:c.n], c.off); err != nil {
+		if _, err := p.out.WriteAt(c.buf[:c.n], c.off); err != nil {
 			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.Target, err))
 		}
 		p.free <- c.buf

@@ -29,6 +29,9 @@ type Sim struct {
 	attempts int
 
 	mu sync.Mutex
+	// mem holds the state instead of the file (NewMemory): a simulated
+	// fleet of thousands keeps no file per device.
+	mem *state
 	// commit renames the written temp file into place; tests replace it to cut the
 	// power before the rename.
 	commit func(tmp, path string) error
@@ -44,15 +47,7 @@ func Open(path string, attempts int) (*Sim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		st := state{
-			Vars: map[string]string{
-				uboot.OrderVar:           bootctl.DefaultOrder,
-				uboot.LeftVar(ota.SlotA): strconv.Itoa(attempts),
-				uboot.LeftVar(ota.SlotB): strconv.Itoa(attempts),
-			},
-			Booted: ota.SlotA,
-		}
-		if err := s.save(st); err != nil {
+		if err := s.save(factory(attempts)); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -64,10 +59,39 @@ func Open(path string, attempts int) (*Sim, error) {
 	return s, nil
 }
 
+// NewMemory is a simulated bootloader whose state lives in memory, as new
+// from the factory (as Open creates it); it outlives the agents run on it,
+// as the file does.
+func NewMemory(attempts int) (*Sim, error) {
+	if err := uboot.CheckAttempts(attempts); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	st := factory(attempts)
+	return &Sim{path: "in memory", attempts: attempts, mem: &st}, nil
+}
+
+// factory is the state of a new device: booted A, BOOT_ORDER="A B", both
+// counters at attempts, boot count 0.
+func factory(attempts int) state {
+	return state{
+		Vars: map[string]string{
+			uboot.OrderVar:           bootctl.DefaultOrder,
+			uboot.LeftVar(ota.SlotA): strconv.Itoa(attempts),
+			uboot.LeftVar(ota.SlotB): strconv.Itoa(attempts),
+		},
+		Booted: ota.SlotA,
+	}
+}
+
 // Path is the state file.
 func (s *Sim) Path() string { return s.path }
 
 func (s *Sim) load() (state, error) {
+	if s.mem != nil {
+		st := *s.mem
+		st.Vars = maps.Clone(st.Vars)
+		return st, nil
+	}
 	b, err := os.ReadFile(s.path)
 	if err != nil {
 		return state{}, fmt.Errorf("sim: %w", err)
@@ -87,6 +111,11 @@ func (s *Sim) load() (state, error) {
 
 // save replaces the file atomically: temp file, fsync, rename, fsync the directory.
 func (s *Sim) save(st state) error {
+	if s.mem != nil {
+		st.Vars = maps.Clone(st.Vars)
+		*s.mem = st
+		return nil
+	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("sim %s: %w", s.path, err)

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,8 +132,35 @@ func TestUpdateCycle(t *testing.T) {
 			}
 		}},
 	}
+	// The same rules whether the state is in a file or in memory.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, openSim(t)) })
+		t.Run(tt.name+" (in memory)", func(t *testing.T) {
+			s, err := NewMemory(3)
+			must(t, err)
+			tt.run(t, s)
+		})
+	}
+}
+
+// An in-memory sim starts as a new file does and keeps nothing shared with
+// its callers.
+func TestMemoryStartsAsTheFactory(t *testing.T) {
+	m, err := NewMemory(3)
+	must(t, err)
+	f := openSim(t)
+	for _, s := range []*Sim{m, f} {
+		v, err := s.Vars()
+		must(t, err)
+		v["BOOT_ORDER"] = "B A" // a copy
+	}
+	vm, _ := m.Vars()
+	vf, _ := f.Vars()
+	if !maps.Equal(vm, vf) || vm["BOOT_ORDER"] != "A B" {
+		t.Fatalf("memory %v, file %v", vm, vf)
+	}
+	if _, err := NewMemory(0); err == nil {
+		t.Fatal("attempts 0 accepted")
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command otasim runs simulated devices on this machine (SPEC §9): `otasim
-// demo` is the whole flow with embedded parts (§11). Each subcommand is one
-// entry of commands(); the fleet simulator of §14 will be another.
+// demo` is the whole flow with embedded parts (§11), `otasim fleet` a fleet
+// of simulated devices in one process (§14). Each subcommand is one entry of
+// commands().
 package main
 
 import (
@@ -19,6 +20,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // commands is the subcommand table.
 func commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"demo": {Summary: "the whole flow on this machine: broker, image server, 5 simulated devices", Run: runDemo},
+		"demo":  {Summary: "the whole flow on this machine: broker, image server, 5 simulated devices", Run: runDemo},
+		"fleet": {Summary: "N simulated devices in this process, real agents with slots in memory, on a broker", Run: runFleet},
 	}
 }

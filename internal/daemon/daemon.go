@@ -22,6 +22,9 @@ type Options struct {
 	// Reconnect is the MQTT reconnect backoff; zero is mqtt's default (tests
 	// that stop the broker for long use a shorter one).
 	Reconnect mqtt.Backoff
+	// Build makes the device's parts; nil: node.Build, from the config's
+	// files. A simulated fleet builds its devices in memory.
+	Build func(*config.Config, node.Options) (*node.Parts, error)
 }
 
 // Daemon is one device's agent with its links to the outside: MQTT, the
@@ -44,11 +47,20 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 		log = slog.Default()
 	}
 	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{log: log}}
-	n, err := node.Open(cfg, node.Options{
+	nopt := node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
 		Publishers: []agent.Publisher{d.pub, systemdStatus{}},
 		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
-	})
+	}
+	build := opt.Build
+	if build == nil {
+		build = node.Build
+	}
+	p, err := build(cfg, nopt)
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Assemble(cfg, p, nopt)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 type checker struct {
 	keys    *Keys
 	devices map[ota.Slot]string
+	mem     map[ota.Slot]*slots.MemSlot // a simulated device's slots, instead of devices
 	policy  verify.Policy
 	clock   agent.Clock
 }
@@ -24,10 +25,9 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if now.Before(f.ClockFloor) {
 		now = f.ClockFloor // no RTC, booted at 1970: expired offers stay expired
 	}
-	dev := c.devices[f.InactiveSlot]
-	size, err := slots.Capacity(dev)
+	size, err := c.capacity(f.InactiveSlot)
 	if err != nil {
-		return agent.Target{}, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", f.InactiveSlot, dev, err)
+		return agent.Target{}, err
 	}
 	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
@@ -50,4 +50,16 @@ func target(m *verify.Manifest) agent.Target {
 		Payload: agent.Payload{URL: m.Payload.URL, Compression: m.Payload.Compression, Size: m.Payload.Size,
 			SHA256: m.Payload.SHA256, DownloadSize: m.Payload.DownloadSize, Chunks: m.Payload.Chunks},
 	}
+}
+
+func (c *checker) capacity(slot ota.Slot) (int64, error) {
+	if m := c.mem[slot]; m != nil {
+		return m.Capacity(), nil
+	}
+	dev := c.devices[slot]
+	size, err := slots.Capacity(dev)
+	if err != nil {
+		return 0, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", slot, dev, err)
+	}
+	return size, nil
 }

@@ -12,6 +12,7 @@ import (
 
 type installer struct {
 	devices  map[ota.Slot]string
+	mem      map[ota.Slot]*slots.MemSlot // a simulated device's slots, instead of devices
 	booted   string
 	stateDir string // the chunked install's checkpoint and kept indexes
 	readback bool
@@ -24,7 +25,7 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 	t, p := job.Target, job.Target.Payload
 	sj := slots.Job{
 		URL: p.URL, Compression: p.Compression, Size: p.Size, SHA256: p.SHA256, DownloadSize: p.DownloadSize,
-		Target: in.devices[t.Slot], Booted: in.booted, Readback: in.readback, Retry: in.retry,
+		Target: in.devices[t.Slot], Slot: in.mem[t.Slot], Booted: in.booted, Readback: in.readback, Retry: in.retry,
 		HTTPClient: in.client, Schemes: in.schemes,
 		Progress: func(sp slots.Progress) {
 			progress(agent.InstallProgress{Verifying: sp.Phase == slots.PhaseVerifying, Done: sp.BytesDone, Total: sp.BytesTotal,

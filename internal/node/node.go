@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
@@ -85,31 +87,55 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	devs := cfg.Slots.Devices()
 	dl := cfg.Download
 	tc, err := tlsfiles.Files{Section: "download", CAFile: dl.CAFile, CertFile: dl.CertFile, KeyFile: dl.KeyFile}.Config("")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
+	devs := cfg.Slots.Devices()
+	return parts(cfg, opt, storage{
+		store: agent.Journal{Dir: cfg.StateDir}, bl: bl, booted: booted, bootID: bootID, reboot: reboot,
+		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: slots.NewHTTPClient(tc), keys: keys,
+	}), nil
+}
+
+// storage is where a device keeps its state and its images, and what it
+// trusts and downloads with.
+type storage struct {
+	store     agent.Store
+	bl        bootctl.Bootloader
+	booted    ota.Slot
+	bootID    string
+	reboot    agent.Rebooter
+	devices   map[ota.Slot]string         // the slots' devices (or files)
+	mem       map[ota.Slot]*slots.MemSlot // or the slots in memory
+	bootedDev string
+	stateDir  string // the chunked install's checkpoint; "" in memory (no chunked installs)
+	client    *http.Client
+	keys      *Keys
+}
+
+func parts(cfg *config.Config, opt Options, st storage) *Parts {
+	dl := cfg.Download
 	return &Parts{
 		Deps: agent.Deps{
-			Store:      agent.Journal{Dir: cfg.StateDir},
-			Bootloader: orderedBootloader{bl},
-			Installer: &installer{devices: devs, booted: devs[booted], stateDir: cfg.StateDir, readback: *cfg.Slots.Readback,
+			Store:      st.store,
+			Bootloader: orderedBootloader{st.bl},
+			Installer: &installer{devices: st.devices, mem: st.mem, booted: st.bootedDev, stateDir: st.stateDir, readback: *cfg.Slots.Readback,
 				retry:  slots.Retry{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				client: slots.NewHTTPClient(tc), schemes: dl.Schemes},
-			Checker: &checker{keys: keys, devices: devs, clock: opt.Clock, policy: verify.Policy{
+				client: st.client, schemes: dl.Schemes},
+			Checker: &checker{keys: st.keys, devices: st.devices, mem: st.mem, clock: opt.Clock, policy: verify.Policy{
 				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
 				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
 				Chunked: true,
 			}},
-			Rebooter:   reboot,
+			Rebooter:   st.reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
 			Clock:      opt.Clock,
 			Publishers: opt.Publishers,
 		},
-		Booted: booted, BootID: bootID, Keys: keys,
-	}, nil
+		Booted: st.booted, BootID: st.bootID, Keys: st.keys,
+	}
 }
 
 // Assemble builds the agent on p with the policy of cfg.

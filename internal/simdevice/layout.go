@@ -114,8 +114,8 @@ func Layout(s Spec) (Paths, *config.Config, error) {
 	fail := func(what string, err error) (Paths, *config.Config, error) {
 		return p, nil, fmt.Errorf("simulated device %s: %s: %w", s.ID, what, err)
 	}
-	if s.ID == "" || strings.ContainsAny(s.ID, `/\+#`) {
-		return p, nil, fmt.Errorf("simulated device: bad ID %q", s.ID)
+	if err := checkID(s.ID); err != nil {
+		return p, nil, err
 	}
 	b, err := s.Config()
 	if err != nil {
@@ -173,4 +173,11 @@ func writeSlot(path string, r io.Reader, size int64) (err error) {
 		}
 	}
 	return f.Truncate(size)
+}
+
+func checkID(id string) error {
+	if id == "" || strings.ContainsAny(id, `/\+#`) {
+		return fmt.Errorf("simulated device: bad ID %q", id)
+	}
+	return nil
 }

@@ -22,7 +22,12 @@ type Device struct {
 	Config *config.Config
 
 	agentVersion string
+	life
+}
 
+// life is a simulated device's power: the agent started again after each
+// simulated reboot, as systemd starts otad.
+type life struct {
 	mu      sync.Mutex
 	boots   int
 	lastErr error
@@ -38,17 +43,17 @@ func New(s Spec, agentVersion string) (*Device, error) {
 }
 
 // Boots is how many times the agent has started (one more per simulated reboot).
-func (d *Device) Boots() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.boots
+func (l *life) Boots() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.boots
 }
 
 // Err is the last error the agent stopped with, if any.
-func (d *Device) Err() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.lastErr
+func (l *life) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
 }
 
 // restartPause is how long a failed agent waits before it starts again.
@@ -64,21 +69,27 @@ func (d *Device) Run(ctx context.Context) error {
 	}
 	defer f.Close()
 	log := slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})).With("device", d.ID)
+	d.run(ctx, log, func(ctx context.Context) error { return d.runOnce(ctx, log) })
+	return nil
+}
+
+// run powers the device on with once until ctx ends: again at once after
+// a simulated reboot (once returns nil), after a pause after an error.
+func (l *life) run(ctx context.Context, log *slog.Logger, once func(context.Context) error) {
 	for ctx.Err() == nil {
-		err := d.runOnce(ctx, log)
+		err := once(ctx)
 		if err == nil {
 			continue // a simulated reboot: power on again
 		}
 		log.Error("agent stopped", "err", err)
-		d.mu.Lock()
-		d.lastErr = err
-		d.mu.Unlock()
+		l.mu.Lock()
+		l.lastErr = err
+		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
 		case <-time.After(restartPause):
 		}
 	}
-	return nil
 }
 
 // lockWait bounds how long a restarting agent waits for its state lock.
@@ -112,15 +123,19 @@ func (d *Device) runOnce(ctx context.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	d.mu.Lock()
-	d.boots++
-	d.mu.Unlock()
-	log.Info("power on")
+	d.poweredOn(log)
 	err = runAgent(ctx, d.Config, daemon.Options{AgentVersion: d.agentVersion, Logger: log})
 	if rerr := lock.Release(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("state lock: %w", rerr))
 	}
 	return err
+}
+
+func (l *life) poweredOn(log *slog.Logger) {
+	l.mu.Lock()
+	l.boots++
+	l.mu.Unlock()
+	log.Info("power on")
 }
 
 // runAgent is the daemon without its control socket and key watcher: an
