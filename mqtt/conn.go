@@ -30,6 +30,7 @@ type Conn struct {
 	cfg     Config
 	topics  Topics
 	desired map[string]bool
+	reports map[string]bool // the report request topics (SPEC §8)
 	client  paho.Client
 	log     *slog.Logger
 	onOffer func(topic string, payload []byte)
@@ -50,6 +51,8 @@ type Conn struct {
 	progress      []byte
 	progressAt    time.Time // when progress was last handed to paho
 	dropped       []string  // topics of oversized messages paho still has to hand over, emptied
+	answers       answerPolicy
+	answerTimer   *time.Timer // the pending answer to a report request
 }
 
 // Dial returns at once: it connects (and reconnects, forever, with backoff) in the
@@ -57,6 +60,8 @@ type Conn struct {
 // paho's goroutine for every message on the device's and its groups' desired topics (an
 // empty payload means the retained offer was cleared); it must not block. A persistent
 // session may deliver an offer twice (queued, then again as retained on resubscribe).
+// The device also answers report requests on the fleet's and its groups' report topics
+// by publishing its status again (ReportRequest).
 // The error is only for a bad config.
 func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error) {
 	if onOffer == nil {
@@ -79,6 +84,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		cfg:     cfg,
 		topics:  t,
 		desired: map[string]bool{t.Desired(): true},
+		reports: map[string]bool{t.FleetReport(): true},
 		log:     cfg.logger().With("broker", cfg.Broker, "client_id", cfg.DeviceID),
 		onOffer: onOffer,
 		wake:    make(chan struct{}, 1),
@@ -86,6 +92,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 	}
 	for _, g := range cfg.Groups {
 		d.desired[t.Group(g)] = true
+		d.reports[t.GroupReport(g)] = true
 	}
 	// Persistent session so offers published while the device was away are queued for it;
 	// subscriptions are still renewed on every connect in case the broker lost the session.
@@ -151,6 +158,10 @@ func (d *Conn) handle(_ paho.Client, m paho.Message) {
 	if d.wasDropped(m.Topic(), m.Payload()) {
 		return
 	}
+	if d.reports[m.Topic()] {
+		d.onReport(m)
+		return
+	}
 	if !d.desired[m.Topic()] {
 		d.log.Warn("mqtt: message on an unexpected topic dropped", "topic", m.Topic())
 		return
@@ -205,9 +216,15 @@ func (d *Conn) onConnect(c paho.Client) {
 	d.mu.Unlock()
 	d.kick()
 
-	filters := make(map[string]byte, len(d.desired))
+	filters := make(map[string]byte, len(d.desired)+len(d.reports))
 	for topic := range d.desired {
 		filters[topic] = 1
+	}
+	// QoS 0: a device that is away has nothing to answer later (it
+	// publishes its status when it connects), and no broker queues
+	// requests for it.
+	for topic := range d.reports {
+		filters[topic] = 0
 	}
 	tok := c.SubscribeMultiple(filters, nil) // nil: messages go to the default handler
 	if err := waitToken(d.ctx, tok, d.cfg.connectTimeout()); err != nil {
@@ -244,7 +261,12 @@ func (d *Conn) Close(ctx context.Context) error {
 }
 
 func (d *Conn) close(ctx context.Context) error {
+	d.mu.Lock()
 	d.stop()
+	if d.answerTimer != nil {
+		d.answerTimer.Stop()
+	}
+	d.mu.Unlock()
 	done := make(chan struct{})
 	go func() { d.loopsDone.Wait(); close(done) }()
 	var err error

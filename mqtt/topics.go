@@ -22,6 +22,12 @@ func (t Topics) Desired() string { return t.device("desired") }
 // Group is group g's offer topic (cloud → device, retained).
 func (t Topics) Group(g string) string { return t.prefix() + "/groups/" + g + "/desired" }
 
+// FleetReport is where report requests to every device go.
+func (t Topics) FleetReport() string { return t.prefix() + "/fleet/report" }
+
+// GroupReport is where report requests to group g's devices go.
+func (t Topics) GroupReport(g string) string { return t.prefix() + "/groups/" + g + "/report" }
+
 // Status is the retained status snapshot topic.
 func (t Topics) Status() string { return t.device("status") }
 
