@@ -236,6 +236,11 @@ func TestHugeRetainedMessage(t *testing.T) {
 	waitFor(t, "the drop to be logged", 60*time.Second, s, func() bool {
 		return strings.Contains(s.Log.String(), "oversized message dropped unread")
 	})
+	for _, l := range strings.Split(s.Log.String(), "\n") {
+		if strings.Contains(l, "oversized message dropped unread") {
+			t.Log(l)
+		}
+	}
 	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
 	pub(t, b, "ota/devices/gw-0001/desired", env)
 	waitFor(t, "the valid offer installed", 60*time.Second, s, func() bool {
