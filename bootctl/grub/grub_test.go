@@ -19,14 +19,9 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-func requireTool(t *testing.T, tool, pkg string) string {
-	t.Helper()
-	return testtool.Require(t, tool, pkg)
-}
-
 func editenv(t *testing.T, file string, args ...string) string {
 	t.Helper()
-	tool := requireTool(t, "grub-editenv", "grub-common")
+	tool := testtool.Require(t, "grub-editenv", "grub-common")
 	out, err := exec.Command(tool, append([]string{file}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("grub-editenv %s %v: %v\n%s", file, args, err, out)

@@ -10,10 +10,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/powercut"
 	"github.com/otad/otad/ota"
 )
-
-var errPowerCut = errors.New("power cut")
 
 // grubBoot models GRUB running grub.cfg: load_env (ignoring a torn tail, as GRUB
 // does), pick, save_env in place. GRUB's own write is not torn here.
@@ -117,7 +116,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				}
 				ctx := context.Background()
 				e := open(t, file)
-				e.disk.Sync = func(*os.File) error { return nil }
+				e.disk.Sync = powercut.NoSync
 				for _, s := range sc[:cut] {
 					if s.mark == "boot" {
 						if got := grubBoot(t, file); got != "B" {
@@ -133,30 +132,12 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Restore without truncating: ext4 flushes files replaced by truncation.
-				restore := func() {
-					f, err := os.OpenFile(file, os.O_WRONLY, 0)
-					if err == nil {
-						_, err = f.WriteAt(before, 0)
-						f.Close()
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
 				for n := 0; n <= BlockSize; n++ {
 					name := fmt.Sprintf("%s/%s/%s/%d", startName, scName, sc[cut].name, n)
-					restore()
-					cutAt := n
-					e.disk.WriteAt = func(f *os.File, b []byte, off int64) (int, error) {
-						w, err := f.WriteAt(b[:cutAt], off)
-						if err != nil {
-							return w, err
-						}
-						return w, errPowerCut
-					}
+					powercut.Restore(t, file, before)
+					e.disk = powercut.Torn(n)
 					err := e.mark(ctx, sc[cut].mark, sc[cut].slot)
-					if err != nil && !errors.Is(err, errPowerCut) {
+					if err != nil && !errors.Is(err, powercut.ErrPowerCut) {
 						t.Fatalf("%s: %v", name, err)
 					}
 					raw, _ := os.ReadFile(file)

@@ -2,18 +2,15 @@ package grub
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
@@ -79,19 +76,11 @@ type cfgRun struct {
 
 func runGrubCfg(t *testing.T, file string, vars map[string]string) cfgRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", file)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "prefix=(hd0,gpt1)/EFI/BOOT"}
+	env := []string{"prefix=(hd0,gpt1)/EFI/BOOT"}
 	for k, v := range vars {
-		cmd.Env = append(cmd.Env, "__in_"+k+"="+v)
+		env = append(env, "__in_"+k+"="+v)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("sh: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	r := cfgRun{out: stdout.String()}
+	r := cfgRun{out: testtool.Sh(t, file, env...)}
 	for _, l := range strings.Split(r.out, "\n") {
 		switch {
 		case l == "SAVE_ENV":
@@ -118,10 +107,7 @@ func TestGrubCfgMatchesPick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := filepath.Join(t.TempDir(), "grub.sh")
-	if err := os.WriteFile(sh, []byte(translateGrubCfg(t, string(src))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sh := testtool.WriteFile(t, filepath.Join(t.TempDir(), "grub.sh"), []byte(translateGrubCfg(t, string(src))))
 	orders := []string{"-", "A B", "B A", "A", "B", "B B", "", "C"}
 	vals := []string{"-", "0", "1"}
 	var cases []map[string]string

@@ -17,11 +17,6 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-func requireTool(t *testing.T, tool, pkg string) string {
-	t.Helper()
-	return testtool.Require(t, tool, pkg)
-}
-
 const envSize = 0x4000
 
 // layout is a test env: single copy in one file, or two copies (in two files or at
@@ -95,7 +90,7 @@ func writeImage(t *testing.T, path string, size int64, at map[int64][]byte) {
 
 func fwPrintenv(t *testing.T, cfg string) map[string]string {
 	t.Helper()
-	tool := requireTool(t, "fw_printenv", "libubootenv-tool")
+	tool := testtool.Require(t, "fw_printenv", "libubootenv-tool")
 	out, err := exec.Command(tool, "-c", cfg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("fw_printenv -c %s: %v\n%s", cfg, err, out)
@@ -116,7 +111,7 @@ func fwPrintenv(t *testing.T, cfg string) map[string]string {
 
 func fwSetenv(t *testing.T, cfg string, args ...string) {
 	t.Helper()
-	tool := requireTool(t, "fw_setenv", "libubootenv-tool")
+	tool := testtool.Require(t, "fw_setenv", "libubootenv-tool")
 	out, err := exec.Command(tool, append([]string{"-c", cfg}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("fw_setenv -c %s %v: %v\n%s", cfg, args, err, out)
@@ -132,6 +127,17 @@ func testOpen(t *testing.T, cfg string) *Env {
 	return e.WithLockFile(filepath.Join(t.TempDir(), "lock")).WithLogger(slog.New(slog.DiscardHandler))
 }
 
+// forEachLayout runs test once for each layout, on an env set up with vars and
+// opened.
+func forEachLayout(t *testing.T, vars map[string]string, test func(t *testing.T, cfg string, e *Env)) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			cfg, _ := setup(t, l, vars)
+			test(t, cfg, testOpen(t, cfg))
+		})
+	}
+}
+
 var base = map[string]string{
 	"bootcmd":     "run distro_bootcmd",
 	"BOOT_ORDER":  "A B",
@@ -141,86 +147,78 @@ var base = map[string]string{
 }
 
 func TestOurWritesReadByFwPrintenv(t *testing.T) {
-	for _, l := range layouts {
-		t.Run(l.name, func(t *testing.T) {
-			ctx := context.Background()
-			cfg, _ := setup(t, l, base)
-			e := testOpen(t, cfg)
-			// Several writes so a redundant env alternates copies and bumps flags.
-			steps := []struct {
-				mark func(context.Context, ota.Slot) error
-				slot ota.Slot
-			}{{e.MarkBad, "B"}, {e.MarkActive, "B"}, {e.MarkGood, "B"}, {e.MarkBad, "A"}}
-			want := maps.Clone(base)
-			for i, s := range steps {
-				if err := s.mark(ctx, s.slot); err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				switch i {
-				case 0:
-					want["BOOT_B_LEFT"] = "0"
-				case 1:
-					want["BOOT_B_LEFT"], want["BOOT_ORDER"] = "3", "B A"
-				case 2:
-				case 3:
-					want["BOOT_A_LEFT"] = "0"
-				}
-				if got := fwPrintenv(t, cfg); !maps.Equal(got, want) {
-					t.Fatalf("step %d: fw_printenv = %v, want %v", i, got, want)
-				}
+	forEachLayout(t, base, func(t *testing.T, cfg string, e *Env) {
+		ctx := t.Context()
+		// Several writes so a redundant env alternates copies and bumps flags.
+		steps := []struct {
+			mark func(context.Context, ota.Slot) error
+			slot ota.Slot
+		}{{e.MarkBad, "B"}, {e.MarkActive, "B"}, {e.MarkGood, "B"}, {e.MarkBad, "A"}}
+		want := maps.Clone(base)
+		for i, s := range steps {
+			if err := s.mark(ctx, s.slot); err != nil {
+				t.Fatalf("step %d: %v", i, err)
 			}
-			st, err := e.State(ctx)
-			if err != nil {
-				t.Fatal(err)
+			switch i {
+			case 0:
+				want["BOOT_B_LEFT"] = "0"
+			case 1:
+				want["BOOT_B_LEFT"], want["BOOT_ORDER"] = "3", "B A"
+			case 2:
+			case 3:
+				want["BOOT_A_LEFT"] = "0"
 			}
-			if st.Primary() != "B" || st.Slots["A"].Bootable || st.Slots["B"].AttemptsLeft != 3 {
-				t.Fatalf("state %+v", st)
+			if got := fwPrintenv(t, cfg); !maps.Equal(got, want) {
+				t.Fatalf("step %d: fw_printenv = %v, want %v", i, got, want)
 			}
-		})
-	}
+		}
+		st, err := e.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Primary() != "B" || st.Slots["A"].Bootable || st.Slots["B"].AttemptsLeft != 3 {
+			t.Fatalf("state %+v", st)
+		}
+	})
 }
 
 func TestFwSetenvWritesReadByUs(t *testing.T) {
-	for _, l := range layouts {
-		t.Run(l.name, func(t *testing.T) {
-			ctx := context.Background()
-			cfg, _ := setup(t, l, base)
-			e := testOpen(t, cfg)
-			want := maps.Clone(base)
-			for i, kv := range [][2]string{{"BOOT_ORDER", "B A"}, {"BOOT_B_LEFT", "1"}, {"newvar", "x=y z"}, {"bootcmd", ""}} {
-				args := []string{kv[0]}
-				if kv[1] != "" {
-					args = append(args, kv[1])
-					want[kv[0]] = kv[1]
-				} else {
-					delete(want, kv[0])
-				}
-				fwSetenv(t, cfg, args...)
-				snap, err := e.Load(ctx)
-				if err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				if !maps.Equal(snap.Vars, want) {
-					t.Fatalf("step %d: got %v, want %v", i, snap.Vars, want)
-				}
-				if len(snap.Corrupt) != 0 {
-					t.Fatalf("step %d: corrupt copies after fw_setenv: %v", i, snap.Corrupt)
-				}
+	forEachLayout(t, base, func(t *testing.T, cfg string, e *Env) {
+		ctx := t.Context()
+		want := maps.Clone(base)
+		for i, kv := range [][2]string{{"BOOT_ORDER", "B A"}, {"BOOT_B_LEFT", "1"}, {"newvar", "x=y z"}, {"bootcmd", ""}} {
+			args := []string{kv[0]}
+			if kv[1] != "" {
+				args = append(args, kv[1])
+				want[kv[0]] = kv[1]
+			} else {
+				delete(want, kv[0])
 			}
-			// And we can keep writing on top of what fw_setenv wrote, and it reads ours.
-			if err := e.MarkActive(ctx, "A"); err != nil {
-				t.Fatal(err)
+			fwSetenv(t, cfg, args...)
+			snap, err := e.Load(ctx)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
 			}
-			want["BOOT_ORDER"], want["BOOT_A_LEFT"] = "A B", "3"
-			if got := fwPrintenv(t, cfg); !maps.Equal(got, want) {
-				t.Fatalf("fw_printenv = %v, want %v", got, want)
+			if !maps.Equal(snap.Vars, want) {
+				t.Fatalf("step %d: got %v, want %v", i, snap.Vars, want)
 			}
-		})
-	}
+			if len(snap.Corrupt) != 0 {
+				t.Fatalf("step %d: corrupt copies after fw_setenv: %v", i, snap.Corrupt)
+			}
+		}
+		// And we can keep writing on top of what fw_setenv wrote, and it reads ours.
+		if err := e.MarkActive(ctx, "A"); err != nil {
+			t.Fatal(err)
+		}
+		want["BOOT_ORDER"], want["BOOT_A_LEFT"] = "A B", "3"
+		if got := fwPrintenv(t, cfg); !maps.Equal(got, want) {
+			t.Fatalf("fw_printenv = %v, want %v", got, want)
+		}
+	})
 }
 
 func TestMkenvimageParsed(t *testing.T) {
-	mk := requireTool(t, "mkenvimage", "u-boot-tools")
+	mk := testtool.Require(t, "mkenvimage", "u-boot-tools")
 	dir := t.TempDir()
 	txt := filepath.Join(dir, "vars.txt")
 	if err := os.WriteFile(txt, []byte("# comment\nBOOT_ORDER=B A\nBOOT_A_LEFT=2\n\nbootargs=console=ttyS0 quiet\n"), 0o644); err != nil {

@@ -10,10 +10,9 @@ import (
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/internal/testkit/powercut"
 	"github.com/otad/otad/ota"
 )
-
-var errPowerCut = errors.New("power cut")
 
 // tearLengths are the prefix lengths of a copy that reach the disk before the cut.
 func tearLengths(size int) []int {
@@ -102,7 +101,7 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				ctx := context.Background()
 				cfg, copies := setup(t, l, initial)
 				e := testOpen(t, cfg).WithLockFile("")
-				e.disk.Sync = func(*os.File) error { return nil }
+				e.disk.Sync = powercut.NoSync
 				for _, s := range sc[:cut] {
 					if s.mark == "boot" {
 						if got := ubootBoot(t, e); got != "B" {
@@ -125,26 +124,19 @@ func TestPowerCutAtEveryWrite(t *testing.T) {
 				for _, n := range tearLengths(envSize) {
 					name := fmt.Sprintf("%s/%s/%s/%d", l.name, scName, sc[cut].name, n)
 					for p, b := range saved {
-						restore(t, p, b)
+						powercut.Restore(t, p, b)
 					}
 					before, err := e.Load(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
-					cutAfter := n
-					e.disk.WriteAt = func(f *os.File, b []byte, off int64) (int, error) {
-						w, err := f.WriteAt(b[:cutAfter], off)
-						if err != nil {
-							return w, err
-						}
-						return w, errPowerCut
-					}
-					if err := doMark(ctx, e, sc[cut]); !errors.Is(err, errPowerCut) {
+					e.disk = powercut.Torn(n)
+					if err := doMark(ctx, e, sc[cut]); !errors.Is(err, powercut.ErrPowerCut) {
 						t.Fatalf("%s: write was not cut: %v", name, err)
 					}
 					// Power back on: a fresh reader, as U-Boot and then otad would have.
 					e2 := testOpen(t, cfg).WithLockFile("")
-					e2.disk.Sync = e.disk.Sync
+					e2.disk.Sync = powercut.NoSync
 					snap, err := e2.Load(ctx)
 					if !l.redundant {
 						if err != nil {
@@ -202,25 +194,21 @@ func applyMark(v map[string]string, s step, attempts int) error {
 // A slot written while the power failed stays unbootable: the install's mark bad
 // completed, the slot write did not, so no later boot picks it.
 func TestPowerCutDuringSlotWrite(t *testing.T) {
-	for _, l := range layouts {
-		t.Run(l.name, func(t *testing.T) {
-			ctx := context.Background()
-			cfg, _ := setup(t, l, map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "3"})
-			e := testOpen(t, cfg)
-			// Running B, installing A.
-			if err := e.MarkBad(ctx, "A"); err != nil {
+	forEachLayout(t, map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "3"}, func(t *testing.T, _ string, e *Env) {
+		ctx := t.Context()
+		// Running B, installing A.
+		if err := e.MarkBad(ctx, "A"); err != nil {
+			t.Fatal(err)
+		}
+		for boot := 0; boot < 10; boot++ {
+			if got := ubootBoot(t, e); got != "B" {
+				t.Fatalf("boot %d picked %q", boot, got)
+			}
+			if err := e.MarkGood(ctx, "B"); err != nil { // healthy boot of B
 				t.Fatal(err)
 			}
-			for boot := 0; boot < 10; boot++ {
-				if got := ubootBoot(t, e); got != "B" {
-					t.Fatalf("boot %d picked %q", boot, got)
-				}
-				if err := e.MarkGood(ctx, "B"); err != nil { // healthy boot of B
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func mustEncodeVars(t *testing.T, v map[string]string) []byte {
@@ -234,18 +222,4 @@ func mustEncodeVars(t *testing.T, v map[string]string) []byte {
 		end++
 	}
 	return b[:end+2]
-}
-
-// restore rewrites a file without truncating it: ext4 flushes files replaced by
-// truncation, which makes thousands of restores slow.
-func restore(t *testing.T, path string, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err == nil {
-		_, err = f.WriteAt(b, 0)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 }

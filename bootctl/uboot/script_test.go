@@ -2,8 +2,6 @@ package uboot
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -13,8 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
@@ -164,35 +162,22 @@ type scriptRun struct {
 // again from the saved env.
 func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "boot.sh")
-	if err := os.WriteFile(file, []byte(sh), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testtool.WriteFile(t, filepath.Join(t.TempDir(), "boot.sh"), []byte(sh))
 	env := vars
 	var run scriptRun
 	for boot := 0; boot < 4; boot++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cmd := exec.CommandContext(ctx, "/bin/sh", file)
-		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		var shEnv []string
 		names := ""
 		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+			shEnv = append(shEnv, k+"="+v)
 			names += " " + k
 		}
-		cmd.Env = append(cmd.Env, "__envnames="+names)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		cancel()
-		if err != nil {
-			t.Fatalf("sh %s: %v\nstdout:\n%s\nstderr:\n%s", file, err, stdout.String(), stderr.String())
-		}
-		run.out += stdout.String()
+		stdout := testtool.Sh(t, file, append(shEnv, "__envnames="+names)...)
+		run.out += stdout
 		run.loads = nil
 		saved := map[string]string(nil)
 		reset := false
-		for _, l := range strings.Split(stdout.String(), "\n") {
+		for _, l := range strings.Split(stdout, "\n") {
 			switch {
 			case l == "SAVEENV":
 				saved = map[string]string{}
@@ -215,7 +200,7 @@ func runBootCmd(t *testing.T, sh string, vars map[string]string) scriptRun {
 			}
 		}
 		if saved == nil {
-			t.Fatalf("the script never ran saveenv:\n%s", stdout.String())
+			t.Fatalf("the script never ran saveenv:\n%s", stdout)
 		}
 		run.saved = saved
 		if !reset {
@@ -364,7 +349,7 @@ func TestPickNoSlotInOrder(t *testing.T) {
 }
 
 func TestBootCmdBuildsWithMkimage(t *testing.T) {
-	mk := requireTool(t, "mkimage", "u-boot-tools")
+	mk := testtool.Require(t, "mkimage", "u-boot-tools")
 	out := filepath.Join(t.TempDir(), "boot.scr")
 	b, err := exec.Command(mk, "-A", "arm64", "-T", "script", "-C", "none", "-d", bootCmdPath, out).CombinedOutput()
 	if err != nil {

@@ -1,17 +1,21 @@
 // Package testtool finds the Debian tools that integration tests (and the
 // benchmarks) run for real: a missing tool fails the test under CI (which
 // must install it) and skips it elsewhere, naming the package to install.
-// Buffer collects a process's output while it runs.
+// Sh runs a shell script as the tests' stand-in for a bootloader; WriteFile
+// writes a test's input file. Buffer collects a process's output while it
+// runs.
 package testtool
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Find returns the path of tool; the error names the package to install.
@@ -47,6 +51,33 @@ func Require(t testing.TB, tool, aptPackage string) string {
 // installed.
 func Missing(tool, aptPackage string) string {
 	return fmt.Sprintf("missing tool %s (apt-get install %s)", tool, aptPackage)
+}
+
+// WriteFile writes data to path (mode 0644) and returns path; a failure ends
+// the test.
+func WriteFile(t testing.TB, path string, data []byte) string {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Sh runs file with /bin/sh, PATH=/usr/bin:/bin and env (KEY=value) as its
+// whole environment, for at most 10 s, and returns its standard output; a
+// failure ends the test with both outputs.
+func Sh(t testing.TB, file string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", file)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sh %s: %v\nstdout:\n%s\nstderr:\n%s", file, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }
 
 // Buffer is a bytes.Buffer safe for one writer goroutine (a process's
