@@ -1,14 +1,11 @@
 package payload
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/otad/otad/ota"
 )
@@ -16,12 +13,14 @@ import (
 // CheckStore reads store from its start to its end and checks it against x: exactly
 // StoreSize bytes, every chunk decoding to its recorded SHA-256, and the image the
 // chunks make hashing to imageSHA256 (64 hex digits, the manifest's payload.sha256).
+// The chunks' bytes go to image as they are checked (io.Discard when only the check
+// matters); image holds the image only when CheckStore returns nil.
 // A chunk that fails is a chunk_mismatch *ota.Error, a store of the wrong length
 // size_mismatch, an image with another hash hash_mismatch.
 // Memory is one chunk and a decoder, whatever the store size.
-func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 string) error {
-	want, err := hex.DecodeString(imageSHA256)
-	if err != nil || len(want) != sha256.Size {
+func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 string, image io.Writer) error {
+	want, ok := ota.ParseSHA256(imageSHA256)
+	if !ok {
 		return fmt.Errorf("check store: image sha256 %q is not 64 hex digits", truncate(imageSHA256))
 	}
 	d, err := NewDecoder(x)
@@ -31,6 +30,7 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 	defer d.Close()
 	buf := make([]byte, x.chunkSize)
 	img := sha256.New()
+	out := io.MultiWriter(img, image)
 	for i := range x.Count() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("check store: %w", err)
@@ -43,18 +43,20 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 			}
 			return fmt.Errorf("check store: read chunk %d at offset %d: %w", i, c.StoreOffset, err)
 		}
-		out, err := d.Decode(i, stored)
+		b, err := d.Decode(i, stored)
 		if err != nil {
 			return err
 		}
-		img.Write(out)
+		if _, err := out.Write(b); err != nil {
+			return fmt.Errorf("check store: write chunk %d of the image: %w", i, err)
+		}
 	}
 	var one [1]byte
 	if n, _ := io.ReadFull(store, one[:]); n > 0 {
 		return ota.Errorf(ota.CodeSizeMismatch, "check store: store is longer than the %d bytes the index says", x.storeSize)
 	}
-	if sum := img.Sum(nil); !bytes.Equal(sum, want) {
-		return ota.Errorf(ota.CodeHashMismatch, "check store: the chunks make an image with sha256 %x, the manifest says %s", sum, strings.ToLower(imageSHA256))
+	if sum := [sha256.Size]byte(img.Sum(nil)); sum != want {
+		return ota.Errorf(ota.CodeHashMismatch, "check store: the chunks make an image with sha256 %x, the manifest says %x", sum, want)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"io"
 	"strings"
 	"testing"
 
@@ -11,8 +12,7 @@ import (
 )
 
 func TestCheckStore(t *testing.T) {
-	img := testImage(300<<10+11, 20000, 8)
-	b := build(t, img, Options{ChunkSize: 16 << 10})
+	b := build(t, testImage(300<<10+11, 20000, 8), Options{ChunkSize: 16 << 10})
 	x := b.parse(t)
 	sum := hex.EncodeToString(b.res.ImageSHA256[:])
 	flip := func(off int64) []byte {
@@ -45,7 +45,7 @@ func TestCheckStore(t *testing.T) {
 			if ctx == nil {
 				ctx = t.Context()
 			}
-			err := CheckStore(ctx, x, bytes.NewReader(tc.store), tc.sum)
+			err := CheckStore(ctx, x, bytes.NewReader(tc.store), tc.sum, io.Discard)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -41,15 +41,15 @@ const (
 )
 
 func (k Kind) String() string {
-	switch k {
-	case KindZstd:
-		return "zstd"
-	case KindRaw:
-		return "raw"
-	case KindZero:
-		return "zero"
+	return enumName([]string{KindZstd: "zstd", KindRaw: "raw", KindZero: "zero"}, k, "kind")
+}
+
+// enumName is names[v], or what(v) for a value without a name.
+func enumName[T ~uint8](names []string, v T, what string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+	return fmt.Sprintf("%s(%d)", what, uint8(v))
 }
 
 // maxStoredLen is the largest length a record's 24-bit field holds; MaxChunkSize fits.

@@ -16,11 +16,7 @@ import (
 func FuzzParseIndex(f *testing.F) {
 	img := testImage(100<<10+7, 5000, 1)
 	for _, opts := range []Options{{ChunkSize: 4 << 10}, {ChunkSize: 8 << 10, Compression: ota.CompressionNone}} {
-		var store bytes.Buffer
-		res, err := Build(f.Context(), bytes.NewReader(img), &store, opts)
-		if err != nil {
-			f.Fatal(err)
-		}
+		res := build(f, img, opts).res
 		f.Add(res.Index, res.StoreSize, res.ChunkSize, res.ImageSize, res.ChunkCount, true)
 	}
 	data, want := sampleIndex()

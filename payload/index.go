@@ -1,10 +1,8 @@
 package payload
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -89,8 +87,8 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	if int64(len(data)) != want.IndexSize {
 		return nil, indexErr("index", "%d bytes, payload.chunks.index_size says %d", len(data), want.IndexSize)
 	}
-	wantSum, _ := hex.DecodeString(want.IndexSHA256)
-	if sum := sha256.Sum256(data); !bytes.Equal(sum[:], wantSum) {
+	wantSum, _ := ota.ParseSHA256(want.IndexSHA256)
+	if sum := sha256.Sum256(data); sum != wantSum {
 		return nil, indexErr("index", "sha256 %x, payload.chunks.index_sha256 says %s", sum, strings.ToLower(want.IndexSHA256))
 	}
 	if err := checkHeader(data[:HeaderSize], want); err != nil {
@@ -132,7 +130,7 @@ func (w Expect) Validate() error {
 	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
 		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(string(w.Compression)))
 	}
-	if b, err := hex.DecodeString(w.IndexSHA256); err != nil || len(b) != sha256.Size {
+	if _, ok := ota.ParseSHA256(w.IndexSHA256); !ok {
 		return bad("payload.chunks.index_sha256", "want 64 hex digits")
 	}
 	return nil

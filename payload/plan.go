@@ -19,17 +19,7 @@ const (
 )
 
 func (s Source) String() string {
-	switch s {
-	case FromTarget:
-		return "target"
-	case FromZero:
-		return "zero"
-	case FromBooted:
-		return "booted"
-	case FromNetwork:
-		return "network"
-	}
-	return fmt.Sprintf("source(%d)", uint8(s))
+	return enumName([]string{FromTarget: "target", FromZero: "zero", FromBooted: "booted", FromNetwork: "network"}, s, "source")
 }
 
 // DefaultMaxSpan bounds one range request when PlanInput.MaxSpan is 0.

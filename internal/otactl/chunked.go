@@ -96,7 +96,7 @@ func checkChunked(ctx context.Context, p *verify.Payload, out string) (int, erro
 		return 0, err
 	}
 	defer s.Close()
-	if err := payload.CheckStore(ctx, x, bufio.NewReaderSize(s, copyBufferSize), p.SHA256); err != nil {
+	if err := payload.CheckStore(ctx, x, bufio.NewReaderSize(s, copyBufferSize), p.SHA256, io.Discard); err != nil {
 		return 0, fmt.Errorf("%s.store: %w", out, err)
 	}
 	return x.Count(), nil

@@ -96,29 +96,20 @@ func decodeAll(t *testing.T, p *verify.Payload, out string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := os.ReadFile(out + ".store")
-	if err != nil {
-		t.Fatal(err)
-	}
 	x, err := payload.ParseIndex(idx, p.Expect())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := payload.NewDecoder(x)
+	store, err := os.Open(out + ".store")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	var img []byte
-	for i := range x.Count() {
-		c := x.Chunk(i)
-		b, err := d.Decode(i, store[c.StoreOffset:c.StoreOffset+int64(c.StoreLength)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		img = append(img, b...)
+	defer store.Close()
+	var img bytes.Buffer
+	if err := payload.CheckStore(t.Context(), x, store, p.SHA256, &img); err != nil {
+		t.Fatal(err)
 	}
-	return img
+	return img.Bytes()
 }
 
 func writeEnvelope(t *testing.T, dir, env string) string {
