@@ -38,7 +38,7 @@ type observer struct {
 func observe(t *testing.T, broker string) *observer {
 	t.Helper()
 	o := &observer{}
-	opts := paho.NewClientOptions().AddBroker(broker).SetClientID("observer").SetCleanSession(true)
+	opts := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprint("observer-", time.Now().UnixNano())) // two observers must not take over each other.SetCleanSession(true)
 	o.c = paho.NewClient(opts)
 	if tok := o.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("observer connect: %v", tok.Error())
