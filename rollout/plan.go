@@ -104,7 +104,7 @@ type waveFile struct {
 
 type haltFile struct {
 	MaxFailedPercent *float64 `toml:"max_failed_percent"`
-	MinOutcomes      *int64   `toml:"min_outcomes"`
+	MinOutcomes      int64    `toml:"min_outcomes"` // 1 when missing
 	DeviceTimeout    *string  `toml:"device_timeout"`
 }
 
@@ -135,7 +135,7 @@ func LoadPlan(path string) (*Plan, error) {
 // ParsePlan decodes and checks a plan's TOML. Unknown keys are refused;
 // every error names path and the key.
 func ParsePlan(data []byte, path string) (*Plan, error) {
-	var f planFile
+	f := planFile{Halt: haltFile{MinOutcomes: 1}}
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
 		return nil, decodeError(path, err)
 	}
@@ -211,13 +211,10 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 	if mf := *h.MaxFailedPercent; !(mf >= 0 && mf <= 100) {
 		return nil, bad("halt.max_failed_percent", "%v is not in [0, 100]", mf)
 	}
-	p.Halt = HaltRule{MaxFailedPercent: *h.MaxFailedPercent, MinOutcomes: 1, DeviceTimeout: DefaultDeviceTimeout}
-	if h.MinOutcomes != nil {
-		if *h.MinOutcomes < 1 || *h.MinOutcomes > math.MaxInt32 {
-			return nil, bad("halt.min_outcomes", "%d is not a count ≥ 1", *h.MinOutcomes)
-		}
-		p.Halt.MinOutcomes = int(*h.MinOutcomes)
+	if h.MinOutcomes < 1 || h.MinOutcomes > math.MaxInt32 {
+		return nil, bad("halt.min_outcomes", "%d is not a count ≥ 1", h.MinOutcomes)
 	}
+	p.Halt = HaltRule{MaxFailedPercent: *h.MaxFailedPercent, MinOutcomes: int(h.MinOutcomes), DeviceTimeout: DefaultDeviceTimeout}
 	if h.DeviceTimeout != nil {
 		d, err := parseDuration(*h.DeviceTimeout)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/verify"
 )
 
@@ -181,11 +182,7 @@ func TestAttachOfferRefuses(t *testing.T) {
 
 func TestLoadPlanOfferPath(t *testing.T) {
 	dir := t.TempDir()
-	plan := filepath.Join(dir, "p.toml")
-	body := "name = \"r\"\noffer = \"rel/o.json\"\ngroup = \"g\"\n[[wave]]\npercent = 10\n[halt]\nmax_failed_percent = 5\n"
-	if err := os.WriteFile(plan, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	plan := testtool.WriteFile(t, filepath.Join(dir, "p.toml"), []byte("name = \"r\"\noffer = \"rel/o.json\"\ngroup = \"g\"\n[[wave]]\npercent = 10\n[halt]\nmax_failed_percent = 5\n"))
 	_, err := LoadPlan(plan)
 	var pe *PlanError
 	if !errors.As(err, &pe) || pe.Key != "offer" || !errors.Is(err, os.ErrNotExist) {
@@ -194,9 +191,7 @@ func TestLoadPlanOfferPath(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "rel"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "rel", "o.json"), envelope(t, testManifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testtool.WriteFile(t, filepath.Join(dir, "rel", "o.json"), envelope(t, testManifest))
 	p, err := LoadPlan(plan)
 	if err != nil || p.Offer.ID != "rel-9" {
 		t.Fatalf("offer relative to the plan: %v %+v", err, p)

@@ -6,18 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
 func TestBootedFromCmdline(t *testing.T) {
 	dir := t.TempDir()
-	devA := filepath.Join(dir, "mmcblk0p2")
-	devB := filepath.Join(dir, "mmcblk0p3")
-	for _, p := range []string{devA, devB} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	devA := testtool.WriteFile(t, filepath.Join(dir, "mmcblk0p2"), nil)
+	devB := testtool.WriteFile(t, filepath.Join(dir, "mmcblk0p3"), nil)
 	byLabel := filepath.Join(dir, "by-partlabel")
 	if err := os.Mkdir(byLabel, 0o700); err != nil {
 		t.Fatal(err)
@@ -59,33 +55,16 @@ func TestBootedFromCmdline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := BootedFromCmdline(tt.cmdline, tt.devices)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("BootedFromCmdline() = %q, %v; want error containing %q", got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("BootedFromCmdline() = %q, %v; want %q", got, err, tt.want)
-			}
+			wantBooted(t, "BootedFromCmdline", got, err, tt.want, tt.wantErr)
 		})
 	}
 }
 
 func TestReadBooted(t *testing.T) {
 	dir := t.TempDir()
-	good := filepath.Join(dir, "cmdline")
-	if err := os.WriteFile(good, []byte("BOOT_IMAGE=/vmlinuz rauc.slot=B ro\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	huge := filepath.Join(dir, "huge")
-	if err := os.WriteFile(huge, []byte(strings.Repeat("x", maxCmdline+1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bad := filepath.Join(dir, "bad")
-	if err := os.WriteFile(bad, []byte("ro quiet"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	good := testtool.WriteFile(t, filepath.Join(dir, "cmdline"), []byte("BOOT_IMAGE=/vmlinuz rauc.slot=B ro\n"))
+	huge := testtool.WriteFile(t, filepath.Join(dir, "huge"), []byte(strings.Repeat("x", maxCmdline+1)))
+	bad := testtool.WriteFile(t, filepath.Join(dir, "bad"), []byte("ro quiet"))
 	tests := []struct {
 		name, path string
 		want       ota.Slot
@@ -99,16 +78,22 @@ func TestReadBooted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ReadBooted(tt.path, nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ReadBooted() = %q, %v; want error containing %q", got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("ReadBooted() = %q, %v; want %q", got, err, tt.want)
-			}
+			wantBooted(t, "ReadBooted", got, err, tt.want, tt.wantErr)
 		})
+	}
+}
+
+// wantBooted checks what call returned: an error containing wantErr, or else want.
+func wantBooted(t *testing.T, call string, got ota.Slot, err error, want ota.Slot, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s() = %q, %v; want error containing %q", call, got, err, wantErr)
+		}
+		return
+	}
+	if err != nil || got != want {
+		t.Fatalf("%s() = %q, %v; want %q", call, got, err, want)
 	}
 }
 

@@ -38,21 +38,13 @@ type observer struct {
 func observe(t *testing.T, broker string) *observer {
 	t.Helper()
 	o := &observer{}
-	opts := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprint("observer-", time.Now().UnixNano())) // two observers must not take over each other.SetCleanSession(true)
-	o.c = paho.NewClient(opts)
-	if tok := o.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("observer connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { o.c.Disconnect(100) })
+	o.c = mosquittotest.Client(t, broker, fmt.Sprint("observer-", time.Now().UnixNano())) // two observers must not take over each other
 	sub := func(topic string, fn func([]byte)) {
-		tok := o.c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+		mosquittotest.Subscribe(t, o.c, topic, func(_ paho.Client, m paho.Message) {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			fn(m.Payload())
 		})
-		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-			t.Fatalf("subscribe %s: %v", topic, tok.Error())
-		}
 	}
 	sub("ota/devices/"+devID+"/status", func(b []byte) {
 		var st ota.Status // fresh: snapshots handed out share its pointers

@@ -21,21 +21,14 @@ import (
 func retainedOn(t *testing.T, broker, topic string) (payload string, ok bool) {
 	t.Helper()
 	got := make(chan paho.Message, 1)
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("test-reader")
-	c := paho.NewClient(opts)
-	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	defer c.Disconnect(100)
-	tok := c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+	c := mosquittotest.Client(t, broker, "test-reader")
+	defer c.Disconnect(100) // the next call connects as test-reader again
+	mosquittotest.Subscribe(t, c, topic, func(_ paho.Client, m paho.Message) {
 		select {
 		case got <- m:
 		default:
 		}
 	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
 	select {
 	case m := <-got:
 		if !m.Retained() || m.Qos() != 1 {
@@ -47,25 +40,26 @@ func retainedOn(t *testing.T, broker, topic string) (payload string, ok bool) {
 	}
 }
 
-// signedEnvelope makes a real envelope with otactl keygen + sign.
-func signedEnvelope(t *testing.T) string {
+// signedEnvelope signs a 64 KiB image with a fresh key (otactl keygen + sign) and
+// writes the envelope to a file; url "" offers the image file itself. It returns the
+// envelope's path and the directory holding the image and release.key/.pub.
+func signedEnvelope(t *testing.T, version, compatible, url string) (env, dir string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir = t.TempDir()
 	img := filepath.Join(dir, "rootfs.img")
 	makeImage(t, img, 64<<10)
-	mustRun(t, "keygen", filepath.Join(dir, "release"))
-	r := mustRun(t, "sign", "--key", filepath.Join(dir, "release.key"), "--image", img, "--version", "4.2.0",
-		"--compatible", "acme,gw-v2", "--url", "https://updates.example.com/rootfs.img")
-	env := filepath.Join(dir, "offer.json")
-	if err := os.WriteFile(env, []byte(r.stdout), 0o644); err != nil {
-		t.Fatal(err)
+	if url == "" {
+		url = "file://" + img
 	}
-	return env
+	mustRun(t, "keygen", filepath.Join(dir, "release"))
+	r := mustRun(t, "sign", "--key", filepath.Join(dir, "release.key"), "--image", img, "--version", version,
+		"--compatible", compatible, "--url", url)
+	return writeEnvelope(t, dir, r.stdout), dir
 }
 
 func TestPublishCommand(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
-	env := signedEnvelope(t)
+	env, _ := signedEnvelope(t, "4.2.0", "acme,gw-v2", "https://updates.example.com/rootfs.img")
 	want, err := os.ReadFile(env)
 	if err != nil {
 		t.Fatal(err)

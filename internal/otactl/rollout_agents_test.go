@@ -25,16 +25,10 @@ import (
 // check fails. It returns the devices and the signed offer's path.
 func agentFleet(t *testing.T, broker string, n int, bad map[string]bool) ([]*simdevice.Device, string) {
 	t.Helper()
-	dir := t.TempDir()
-	img := filepath.Join(dir, "rootfs.img")
-	makeImage(t, img, 64<<10)
-	mustRun(t, "keygen", filepath.Join(dir, "release"))
-	r := mustRun(t, "sign", "--key", filepath.Join(dir, "release.key"), "--image", img, "--version", "2.0.0",
-		"--compatible", "rollout-test", "--url", "file://"+img)
-	env := filepath.Join(dir, "offer.json")
+	env, dir := signedEnvelope(t, "2.0.0", "rollout-test", "")
 	pub, err := os.ReadFile(filepath.Join(dir, "release.pub"))
-	if err != nil || os.WriteFile(env, []byte(r.stdout), 0o644) != nil {
-		t.Fatalf("offer: %v", err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

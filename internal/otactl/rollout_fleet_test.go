@@ -111,13 +111,8 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 // recordOffers subscribes to every device's desired topic before anything
 // is offered.
 func (r *fleetRun) recordOffers(t *testing.T) {
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(r.broker.URL, "mqtt://", "tcp://", 1)).SetClientID("offer-recorder")
-	c := paho.NewClient(opts)
-	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	tok := c.Subscribe("ota/devices/+/desired", 1, func(_ paho.Client, m paho.Message) {
+	c := mosquittotest.Client(t, r.broker.URL, "offer-recorder")
+	mosquittotest.Subscribe(t, c, "ota/devices/+/desired", func(_ paho.Client, m paho.Message) {
 		id := strings.TrimSuffix(strings.TrimPrefix(m.Topic(), "ota/devices/"), "/desired")
 		if len(m.Payload()) > 0 {
 			r.mu.Lock()
@@ -125,10 +120,7 @@ func (r *fleetRun) recordOffers(t *testing.T) {
 			r.mu.Unlock()
 		}
 	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	tok = c.Subscribe("ota/rollouts/fleet500/state", 1, func(_ paho.Client, m paho.Message) {
+	mosquittotest.Subscribe(t, c, "ota/rollouts/fleet500/state", func(_ paho.Client, m paho.Message) {
 		var st rollout.State
 		if json.Unmarshal(m.Payload(), &st) == nil {
 			r.mu.Lock()
@@ -136,9 +128,6 @@ func (r *fleetRun) recordOffers(t *testing.T) {
 			r.mu.Unlock()
 		}
 	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
 }
 
 func (r *fleetRun) latest() rollout.State {

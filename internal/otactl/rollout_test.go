@@ -39,16 +39,11 @@ func device(i int) string { return fmt.Sprintf("gw-%03d", i) }
 func startProtoFleet(t *testing.T, broker string, n int, id, sum string, bad func(int) bool) *protoFleet {
 	t.Helper()
 	f := &protoFleet{id: id, sum: sum, bad: bad, offers: map[string]int{}}
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("proto-fleet")
-	f.c = paho.NewClient(opts)
-	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { f.c.Disconnect(100) })
+	f.c = mosquittotest.Client(t, broker, "proto-fleet")
 	for i := range n {
 		f.status(i, `{"id":"rel-old","result":"success"}`, 1).Wait()
 	}
-	tok := f.c.Subscribe("ota/devices/+/desired", 1, func(_ paho.Client, m paho.Message) {
+	mosquittotest.Subscribe(t, f.c, "ota/devices/+/desired", func(_ paho.Client, m paho.Message) {
 		var i int
 		if _, err := fmt.Sscanf(m.Topic(), "ota/devices/gw-%03d/desired", &i); err != nil || len(m.Payload()) == 0 {
 			return
@@ -65,9 +60,6 @@ func startProtoFleet(t *testing.T, broker string, n int, id, sum string, bad fun
 			f.status(i, fmt.Sprintf(`{"id":%q,"sha256":%q,"result":%q}`, f.id, f.sum, r), 2)
 		}
 	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
 	return f
 }
 
@@ -86,7 +78,7 @@ func (f *protoFleet) offered() map[string]int {
 // rolloutPlan writes a plan releasing a real signed envelope.
 func rolloutPlan(t *testing.T, name, canarySoak string, maxFailed int) (path, id, sum string) {
 	t.Helper()
-	env := signedEnvelope(t)
+	env, _ := signedEnvelope(t, "4.2.0", "acme,gw-v2", "https://updates.example.com/rootfs.img")
 	m, _ := manifestOf(t, mustReadFile(t, env))
 	path = filepath.Join(t.TempDir(), name+".toml")
 	plan := fmt.Sprintf(`name = %q
@@ -274,13 +266,8 @@ type stateWatch struct {
 func watchState(t *testing.T, broker, name string) *stateWatch {
 	t.Helper()
 	w := &stateWatch{}
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("state-watch-" + name)
-	c := paho.NewClient(opts)
-	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	tok := c.Subscribe("ota/rollouts/"+name+"/state", 1, func(_ paho.Client, m paho.Message) {
+	c := mosquittotest.Client(t, broker, "state-watch-"+name)
+	mosquittotest.Subscribe(t, c, "ota/rollouts/"+name+"/state", func(_ paho.Client, m paho.Message) {
 		var s rollout.State
 		if json.Unmarshal(m.Payload(), &s) == nil {
 			w.mu.Lock()
@@ -288,9 +275,6 @@ func watchState(t *testing.T, broker, name string) *stateWatch {
 			w.mu.Unlock()
 		}
 	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
 	return w
 }
 

@@ -7,27 +7,25 @@ import (
 )
 
 func TestDebVersion(t *testing.T) {
-	for _, c := range []struct {
-		describe string
-		commits  int
-		want     string
-	}{
-		{"v1.2.3-0-gabcdef0", 40, "1.2.3-1"},
-		{"1.2.3-0-gabcdef0", 40, "1.2.3-1"},
-		{"v1.2.3-0-gabcdef0-dirty", 40, "1.2.3+dirty-1"},
-		{"v1.2.3-4-gabcdef0", 44, "1.2.3+git4.gabcdef0-1"},
-		{"v1.2.3-4-gabcdef0-dirty", 44, "1.2.3+git4.gabcdef0.dirty-1"},
-		{"v1.3.0-rc1-0-g1234567", 50, "1.3.0~rc1-1"},
-		{"v1.3.0-rc1-2-g1234567", 52, "1.3.0~rc1+git2.g1234567-1"},
-		{"20240101-0-g1234567", 52, "20240101-1"},
-		{"5da54b9", 21, "0.0.0+git21.g5da54b9-1"},
-		{"1234567", 21, "0.0.0+git21.g1234567-1"},
-		{"5da54b9-dirty", 21, "0.0.0+git21.g5da54b9.dirty-1"},
-		{"  v2.0.0-0-g1234567\n", 1, "2.0.0-1"},
+	// The commit count matters only when git describe found no tag.
+	const commits = 21
+	for _, c := range []struct{ describe, want string }{
+		{"v1.2.3-0-gabcdef0", "1.2.3-1"},
+		{"1.2.3-0-gabcdef0", "1.2.3-1"},
+		{"v1.2.3-0-gabcdef0-dirty", "1.2.3+dirty-1"},
+		{"v1.2.3-4-gabcdef0", "1.2.3+git4.gabcdef0-1"},
+		{"v1.2.3-4-gabcdef0-dirty", "1.2.3+git4.gabcdef0.dirty-1"},
+		{"v1.3.0-rc1-0-g1234567", "1.3.0~rc1-1"},
+		{"v1.3.0-rc1-2-g1234567", "1.3.0~rc1+git2.g1234567-1"},
+		{"20240101-0-g1234567", "20240101-1"},
+		{"5da54b9", "0.0.0+git21.g5da54b9-1"},
+		{"1234567", "0.0.0+git21.g1234567-1"},
+		{"5da54b9-dirty", "0.0.0+git21.g5da54b9.dirty-1"},
+		{"  v2.0.0-0-g1234567\n", "2.0.0-1"},
 	} {
-		got, err := debVersion(c.describe, c.commits)
+		got, err := debVersion(c.describe, commits)
 		if err != nil || got != c.want {
-			t.Errorf("debVersion(%q, %d) = %q, %v; want %q", c.describe, c.commits, got, err, c.want)
+			t.Errorf("debVersion(%q, %d) = %q, %v; want %q", c.describe, commits, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"", "dev", "v1.2.3", "release-x-0-g1234567", "v-0-g1234567", "5da54b9"} {
