@@ -46,36 +46,15 @@ func (r *reporter) report(phase string, done, fetched, reused int64, force bool)
 func (in *chunkInstall) readBack(ctx context.Context, block []byte, fetched, reused int64) error {
 	cs := in.x.ChunkSize()
 	half := max(cs, int64(len(block))/2/cs*cs)
-	free := [][]byte{block[:half], block[half : 2*half]}
+	q := &readQueue{read: func(r *readReq) { readRegion(in.rd, in.direct, r) }, target: in.job.Target, free: [][]byte{block[:half], block[half : 2*half]}}
+	defer q.wait()
 	size := in.job.Size
 	h := sha256.New()
-	var queue []*readReq
-	defer func() {
-		for _, r := range queue {
-			<-r.done
-		}
-	}()
-	for issued, hashed := int64(0), int64(0); hashed < size; {
-		for len(free) > 0 && issued < size {
-			r := &readReq{off: issued, n: min(int64(len(free[0])), size-issued), buf: free[0], done: make(chan struct{})}
-			free = free[1:]
-			queue = append(queue, r)
-			issued += r.n
-			go readRegion(in.rd, in.direct, r)
-		}
-		r := queue[0]
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		queue = queue[1:]
-		if int64(r.got) < r.n {
-			err := r.err
-			if err == nil {
-				err = fmt.Errorf("short read (%d of %d bytes)", r.got, r.n)
-			}
-			return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", in.job.Target, r.off, err))
+	for hashed := int64(0); hashed < size; {
+		q.issue(size, nil)
+		r, err := q.next(ctx)
+		if err != nil {
+			return err
 		}
 		for off := int64(0); off < r.n; off += cs {
 			c := in.x.Chunk(int((r.off + off) / cs))
@@ -85,7 +64,7 @@ func (in *chunkInstall) readBack(ctx context.Context, block []byte, fetched, reu
 		}
 		h.Write(r.buf[:r.n])
 		hashed += r.n
-		free = append(free, r.buf)
+		q.release(r)
 		in.progress.report(PhaseVerifying, hashed, fetched, reused, hashed == size)
 	}
 	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {

@@ -24,11 +24,67 @@ type readReq struct {
 	done   chan struct{}
 }
 
+// readQueue reads a slot back in order with one read in flight per free
+// buffer, so the device is busy while the previous region is hashed (a
+// single synchronous O_DIRECT read leaves it idle). Both writers read back
+// through it.
+type readQueue struct {
+	read   func(*readReq)
+	target string // the slot, for errors
+	free   [][]byte
+	queue  []*readReq
+	issued int64 // bytes asked for
+}
+
+// issue starts reads of the next regions, up to limit, while buffers are
+// free; before, when not nil, sees each read as it starts.
+func (q *readQueue) issue(limit int64, before func(off, n int64)) {
+	for len(q.free) > 0 && q.issued < limit {
+		buf := q.free[0]
+		q.free = q.free[1:]
+		r := &readReq{off: q.issued, n: min(limit, q.issued+int64(len(buf))) - q.issued, buf: buf, done: make(chan struct{})}
+		if before != nil {
+			before(r.off, r.n)
+		}
+		q.queue = append(q.queue, r)
+		q.issued += r.n
+		go q.read(r)
+	}
+}
+
+// next waits for the oldest read; one that came back short is
+// readback_mismatch. Hand its buffer back with release.
+func (q *readQueue) next(ctx context.Context) (*readReq, error) {
+	r := q.queue[0]
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	q.queue = q.queue[1:]
+	if int64(r.got) < r.n {
+		err := r.err
+		if err == nil {
+			err = fmt.Errorf("short read (%d of %d bytes)", r.got, r.n)
+		}
+		return nil, ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", q.target, r.off, err))
+	}
+	return r, nil
+}
+
+func (q *readQueue) release(r *readReq) { q.free = append(q.free, r.buf) }
+
+// wait returns once no read is in flight: every read must end before the
+// buffers are unmapped.
+func (q *readQueue) wait() {
+	for _, r := range q.queue {
+		<-r.done
+	}
+}
+
 // readback hashes the slot's storage again, trailing the writer: it reads
 // each region once the writer has synced it, so verifying overlaps writing and
-// only the last few MiB are read after the final fdatasync. Several reads are
-// in flight at once (one per readback buffer) because a single synchronous
-// O_DIRECT read leaves the device idle while the previous one is hashed.
+// only the last few MiB are read after the final fdatasync.
 func (p *pipeline) readback(ctx context.Context) (err error) {
 	read, direct, closeRead, err := p.out.reader(p.tun.noDirect, p.readBufs[0])
 	if err != nil {
@@ -36,34 +92,19 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 	}
 	defer closeRead()
 	p.direct.Store(direct)
-	free := append([][]byte(nil), p.readBufs...)
-	var queue []*readReq
-	// Every read must end before the buffers are unmapped.
-	defer func() {
-		for _, r := range queue {
-			<-r.done
-		}
-	}()
+	q := &readQueue{read: read, target: p.job.Target, free: append([][]byte(nil), p.readBufs...)}
+	defer q.wait()
+	var before func(off, n int64)
+	if p.tun.beforeReadback != nil {
+		before = func(off, n int64) { p.tun.beforeReadback(off, n, direct) }
+	}
 	h := sha256.New()
-	size := p.job.Size
-	var issued, hashed int64
-	for hashed < size {
+	for hashed := int64(0); hashed < p.job.Size; {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		durable := p.durable.Load()
-		for len(free) > 0 && issued < durable {
-			buf := free[len(free)-1]
-			free = free[:len(free)-1]
-			r := &readReq{off: issued, n: min(durable, issued+int64(len(buf))) - issued, buf: buf, done: make(chan struct{})}
-			if p.tun.beforeReadback != nil {
-				p.tun.beforeReadback(r.off, r.n, direct)
-			}
-			queue = append(queue, r)
-			issued += r.n
-			go read(r)
-		}
-		if len(queue) == 0 {
+		q.issue(p.durable.Load(), before)
+		if len(q.queue) == 0 {
 			select {
 			case <-p.durableCh:
 			case <-ctx.Done():
@@ -71,24 +112,14 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 			}
 			continue
 		}
-		r := queue[0]
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		queue = queue[1:]
-		if int64(r.got) < r.n {
-			err := r.err
-			if err == nil {
-				err = fmt.Errorf("short read (%d of %d bytes)", r.got, r.n)
-			}
-			return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("read back %s at offset %d: %w", p.job.Target, r.off, err))
+		r, err := q.next(ctx)
+		if err != nil {
+			return err
 		}
 		h.Write(r.buf[:r.n])
 		hashed += r.n
 		p.readDone.Store(hashed)
-		free = append(free, r.buf)
+		q.release(r)
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
 		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %s", p.job.Target, sum, strings.ToLower(p.job.SHA256)))
