@@ -13,14 +13,12 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	notPEM := filepath.Join(dir, "ca.txt")
-	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	notPEM := testtool.WriteFile(t, filepath.Join(dir, "ca.txt"), []byte("hello"))
 	pki := mosquittotest.NewPKI(t)
 	cert, key := pki.Client(t, "gw-1")
 	ok := Config{Broker: "mqtt://127.0.0.1:1883", DeviceID: "gw-1"}
