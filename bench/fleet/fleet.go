@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/simdevice"
+	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 )
@@ -23,63 +27,122 @@ import (
 const group = "bench"
 
 type fleetOptions struct {
-	imageSize int64
-	timeout   time.Duration // for the devices to come up, and again for the rollout to converge
-	nodelay   bool
-	keep      bool
+	imageSize   int64
+	timeout     time.Duration // for the devices to come up, and again for the rollout to converge
+	nodelay     bool
+	maxInstalls int
 }
 
 // fleetResult is one fleet size's run.
 type fleetResult struct {
 	N         int
-	Setup     time.Duration // laying out the devices' files
-	Up        time.Duration // from starting the agents to every status idle on slot A
-	Converge  time.Duration // from the group offer's publish to the last success status
+	Up        time.Duration // from starting the fleet to every device idle on slot A
+	Converge  time.Duration // from the group offer's publish to the last device's success
 	PerDevice summary       // each device's publish-to-success time
-	IdleRSS   int64         // this process's VmRSS once all agents are up, before the rollout
-	Succeeded int           // devices whose live status said success in time
-	Retained  int           // devices whose retained status, read afresh at the end, says success
+	IdleRSS   int64         // this process's VmRSS once all agents are up, before the offer
+	IdleGor   int           // goroutines then
+	Succeeded int
+	Downloads [2]int // fewest and most image downloads by one device
 	Peaks     peaks
 	Err       error
 }
 
-// watch runs v.Watch until ctx ends; the returned channel has its error.
-func watch(ctx context.Context, brokerURL string, v *fleetview.View) <-chan error {
-	errc := make(chan error, 1)
-	go func() {
-		errc <- v.Watch(ctx, mqtt.Config{Broker: brokerURL, Logger: slog.New(slog.DiscardHandler)}, nil)
-	}()
-	return errc
+// tracker is the fleet's own view of its devices (simfleet Observe): no
+// broker in the way, so it holds at any size.
+type tracker struct {
+	rollout string
+	start   time.Time
+
+	mu      sync.Mutex
+	idle    map[string]bool
+	success map[string]time.Duration
 }
 
-// waitFor polls until want devices satisfy ok, the watcher fails or timeout passes.
-func waitFor(ctx context.Context, v *fleetview.View, watchErr <-chan error, want int, timeout time.Duration, what string, ok func(ota.Status) bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		n := v.Count(ok)
-		if n >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %d of %d after %v (%s)", what, n, want, timeout, v.Tally())
-		}
-		select {
-		case err := <-watchErr:
-			return fmt.Errorf("%s: status watcher stopped: %w", what, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+func (t *tracker) observe(st ota.Status) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case st.State == ota.Idle && st.BootedSlot == ota.SlotA && st.LastResult == nil:
+		t.idle[st.Device] = true
+	case t.rollout != "" && st.State == ota.Idle && st.BootedSlot == ota.SlotB && st.LastResult != nil &&
+		st.LastResult.ID == t.rollout && st.LastResult.Result == ota.ResultSuccess && st.Slots[ota.SlotB].Status == ota.SlotGood:
+		if _, ok := t.success[st.Device]; !ok {
+			t.success[st.Device] = time.Since(t.start)
 		}
 	}
 }
 
-// succeeded reports whether st says rollout ended in success.
-func succeeded(st ota.Status, rollout string) bool {
-	return st.LastResult != nil && st.LastResult.ID == rollout && st.LastResult.Result == ota.ResultSuccess
+func (t *tracker) begin(rollout string) {
+	t.mu.Lock()
+	t.rollout, t.start = rollout, time.Now()
+	t.mu.Unlock()
 }
 
-// runFleet lays out n devices, runs them against a fresh mosquitto and times
-// one group rollout to success on all of them.
+func (t *tracker) counts() (idle, success int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle), len(t.success)
+}
+
+// waitFor polls until want devices are counted by which, or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, want int, what string, count func() int) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n := count()
+		if n >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d of %d after %v", what, n, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// imageServer serves the image and counts each device's downloads.
+type imageServer struct {
+	url  string
+	srv  *http.Server
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func serveImage(img []byte) (*imageServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("image server: %w", err)
+	}
+	s := &imageServer{url: "http://" + ln.Addr().String(), gets: map[string]int{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.gets[r.Header.Get(simdevice.DeviceHeader)]++
+		s.mu.Unlock()
+		http.ServeContent(w, r, "fleet.img", time.Time{}, bytes.NewReader(img))
+	})}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// downloads is the fewest and most downloads by one of n devices.
+func (s *imageServer) downloads(n int) [2]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lo, hi := 0, 0
+	if len(s.gets) == n {
+		lo = n
+	}
+	for _, c := range s.gets {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return [2]int{lo, hi}
+}
+
+// runFleet runs n in-memory devices (otasim fleet) against a fresh, stock
+// mosquitto and times one group offer to success on all of them.
 func runFleet(ctx context.Context, dir string, n int, o fleetOptions, progress func(string)) (res fleetResult) {
 	res.N = n
 	res.Err = runFleetInto(ctx, dir, n, o, progress, &res)
@@ -87,48 +150,45 @@ func runFleet(ctx context.Context, dir string, n int, o fleetOptions, progress f
 }
 
 func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progress func(string), res *fleetResult) error {
-	// Each size starts from a clean heap, so its figures are its own.
+	// Each size starts from a clean heap and a reset peak, so its figures are its own.
 	runtime.GC()
 	debug.FreeOSMemory()
+	resetPeakRSS()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("fleet directory: %w", err)
 	}
-	if !o.keep {
-		defer os.RemoveAll(dir)
-	}
+	defer os.RemoveAll(dir)
 	b, err := startBroker(ctx, dir, o.nodelay)
 	if err != nil {
 		return err
 	}
 	defer b.Stop()
-	www := filepath.Join(dir, "www")
-	if err := os.MkdirAll(www, 0o755); err != nil {
-		return fmt.Errorf("image directory: %w", err)
+	var img bytes.Buffer
+	if err := demo.WriteImage(&img, demo.ImageSpec{Version: "fleet.1", Seed: 42, Size: o.imageSize}); err != nil {
+		return err
 	}
-	srv, err := demo.StartFileServer(www, 0)
+	srv, err := serveImage(img.Bytes())
 	if err != nil {
 		return err
 	}
-	defer closeServer(srv)
-	sg, err := newReleases(www, srv.URL)
+	defer srv.srv.Close()
+	sg, err := newReleases(dir, srv.url)
 	if err != nil {
 		return err
 	}
-	sum, err := sg.image("fleet.img", demo.ImageSpec{Version: "fleet.1", Seed: 42, Size: o.imageSize})
+	keys := filepath.Join(dir, "keys")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(keys, "release.pub"), sg.PublicKeyPEM, 0o644); err != nil {
+		return err
+	}
+	tr := &tracker{idle: map[string]bool{}, success: map[string]time.Duration{}}
+	f, err := simfleet.New(simfleet.Options{Broker: b.URL, Devices: n, KeysDir: keys, Prefix: devicePrefix, Group: group,
+		Compatible: compatible, MaxInstalls: o.maxInstalls, Observe: tr.observe})
 	if err != nil {
 		return err
 	}
-
-	setup := time.Now()
-	devs := make([]*simdevice.Device, n)
-	ids := make([]string, n)
-	for i := range devs {
-		ids[i] = fmt.Sprintf("%s%05d", devicePrefix, i)
-		if devs[i], err = newDevice(filepath.Join(dir, "devices"), ids[i], b.URL, []string{group}, o.imageSize+1<<20, sg.PublicKeyPEM); err != nil {
-			return err
-		}
-	}
-	res.Setup = time.Since(setup)
 
 	smp := &sampler{brokerPID: b.PID(), every: 250 * time.Millisecond}
 	smpCtx, stopSampling := context.WithCancel(ctx)
@@ -144,86 +204,53 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		}
 	}()
 
-	tr := fleetview.New("")
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watchErr := watch(watchCtx, b.URL, tr)
-
 	devCtx, stopDevs := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		stopDevs()
-		wg.Wait()
-	}()
+	fleetDone := make(chan error, 1)
+	go func() { fleetDone <- f.Run(devCtx) }()
+	defer func() { stopDevs(); <-fleetDone }()
 	up := time.Now()
-	for _, d := range devs {
-		wg.Add(1)
-		go func() { defer wg.Done(); d.Run(devCtx) }()
-	}
-	if err := waitFor(ctx, tr, watchErr, n, o.timeout, "devices idle on slot A", func(s ota.Status) bool {
-		return s.State == ota.Idle && s.BootedSlot == "A"
-	}); err != nil {
-		return fmt.Errorf("%w%s", err, agentErrors(devs))
+	if err := waitFor(ctx, o.timeout, n, "devices idle on slot A", func() int { i, _ := tr.counts(); return i }); err != nil {
+		return errors.Join(err, f.Errs())
 	}
 	res.Up = time.Since(up)
+	time.Sleep(2 * time.Second) // the last devices' first status and subscriptions settle
+	runtime.GC()
 	if m, err := procStatus("self", "VmRSS"); err == nil {
 		res.IdleRSS = m["VmRSS"]
 	}
-	progress(fmt.Sprintf("fleet %d: all up in %v; rolling out", n, res.Up.Round(time.Millisecond)))
+	res.IdleGor = runtime.NumGoroutine()
+	progress(fmt.Sprintf("fleet %d: all up in %v (spread %v), %s idle; offering", n, res.Up.Round(time.Millisecond), f.Spread, mib(res.IdleRSS)))
 
 	rollout := fmt.Sprintf("rel-fleet-%d", n)
-	env, err := sg.offer(rollout, "fleet.1", "fleet.img", o.imageSize, sum, time.Now().Add(-time.Minute))
+	sum := sha256.Sum256(img.Bytes())
+	env, err := sg.offer(rollout, "fleet.1", "fleet.img", o.imageSize, hex.EncodeToString(sum[:]), time.Now().Add(-time.Minute))
 	if err != nil {
 		return err
 	}
-	tr.Begin(rollout)
-	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL, Logger: slog.New(slog.DiscardHandler)}, "ota/groups/"+group+"/desired", env); err != nil {
+	tr.begin(rollout)
+	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL}, "ota/groups/"+group+"/desired", env); err != nil {
 		return err
 	}
-	convErr := waitFor(ctx, tr, watchErr, n, o.timeout, "devices with success", func(s ota.Status) bool { return succeeded(s, rollout) })
+	convErr := waitFor(ctx, o.timeout, n, "devices with success", func() int { _, s := tr.counts(); return s })
+	tr.mu.Lock()
 	var each []time.Duration
-	for _, id := range ids {
-		// Took counts from Begin, just before the publish.
-		if f, ok := tr.Finished(id, rollout); ok && f.Result == ota.ResultSuccess {
-			each = append(each, f.Took)
-			res.Converge = max(res.Converge, f.Took)
-		}
+	for _, d := range tr.success {
+		each = append(each, d)
+		res.Converge = max(res.Converge, d)
 	}
+	tr.mu.Unlock()
 	res.Succeeded = len(each)
 	res.PerDevice = summarize(each)
+	res.Downloads = srv.downloads(n)
 	if convErr != nil {
-		return fmt.Errorf("%w%s", convErr, agentErrors(devs))
+		return errors.Join(convErr, f.Errs())
 	}
 	if b.Exited() {
 		return fmt.Errorf("mosquitto exited during the run: %s", b.Log())
 	}
-
-	// What the issue asks for is the retained status: read it afresh, as a
-	// dashboard connecting now would.
-	fresh := fleetview.New("")
-	freshCtx, stopFresh := context.WithCancel(ctx)
-	defer stopFresh()
-	freshErr := watch(freshCtx, b.URL, fresh)
-	ok := func(s ota.Status) bool { return succeeded(s, rollout) && s.BootedSlot == "B" }
-	err = waitFor(ctx, fresh, freshErr, n, 30*time.Second, "retained statuses saying success", ok)
-	res.Retained = fresh.Count(ok)
-	return err
+	return nil
 }
 
-// agentErrors lists the first few errors agents stopped with, for a failed run.
-func agentErrors(devs []*simdevice.Device) string {
-	var errs []error
-	count := 0
-	for _, d := range devs {
-		if err := d.Err(); err != nil {
-			count++
-			if len(errs) < 3 {
-				errs = append(errs, fmt.Errorf("%s: %w", d.ID, err))
-			}
-		}
-	}
-	if count == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %d agents stopped with errors, e.g. %v", count, errors.Join(errs...))
-}
+// resetPeakRSS resets this process's VmHWM to its VmRSS (Linux 4.0+), so
+// each fleet size's peak is its own.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }

@@ -14,19 +14,23 @@
 // that offer: broker hops both ways, signature and checks, the journal's
 // fsyncs, cancelling the running transfer, marking the slot bad.
 //
-// Fleet: for each size in -agents, that many devices in this process (each
-// its own slots, state, boot env and MQTT connection; all in group "bench")
-// against a fresh mosquitto; one group offer, published retained to
-// ota/groups/bench/desired; the time until every device's status says
-// last_result success for it (each downloads, verifies, sim-reboots, starts
-// again, confirms, commits). Then the retained statuses are read afresh and
-// must all say so. Sizes run in order and stop at the first that does not
-// converge within -timeout.
+// Fleet: for each size in -agents, that many in-memory devices in this
+// process (otasim fleet: real agents, slots, journal and sim bootloader in
+// memory; all in group "bench"; installs bounded by -max-installs) against
+// a fresh mosquitto with its stock settings (but the listener); one group
+// offer, published retained to ota/groups/bench/desired; the time until
+// every device's status says last_result success for it, booted on slot B
+// and committed (each downloads, verifies, sim-reboots, starts again,
+// confirms, commits). The statuses are observed in-process as the agents
+// publish them, so the figure does not depend on the broker's queue limits
+// for wildcard subscriptions. The image server counts downloads per device
+// (each request names its device): every device must download once. Sizes
+// run in order and stop at the first that does not converge within
+// -timeout.
 //
-// Memory: this process's VmRSS and mosquitto's VmRSS are sampled every
-// 250 ms; mosquitto's VmHWM is the kernel's own peak; this process's
-// ru_maxrss is its peak over its whole life (so it only grows from one fleet
-// size to the next).
+// Memory: this process's peak is its VmHWM, reset before each size
+// (/proc/self/clear_refs), so each size's peak is its own; mosquitto's is
+// its VmHWM (a fresh broker per size). Both are also sampled every 250 ms.
 package main
 
 import (
@@ -44,6 +48,7 @@ import (
 	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/internal/node"
+	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
@@ -54,8 +59,6 @@ type options struct {
 	agents  []int          // fleet sizes, growing; none skips the fleet runs
 	fleet   fleetOptions
 	dir     string // work directory; "" makes a temporary one
-	// raiseInotify lets root raise fs.inotify.max_user_instances for the run.
-	raiseInotify bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -64,13 +67,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.latency.n, "latency-n", 200, "offers timed in the latency run (0: skip it)")
 	fs.DurationVar(&o.latency.gap, "latency-gap", 100*time.Millisecond, "pause after each downloading event, so the next offer interrupts a transfer in flight")
 	rate := fs.String("latency-rate", "64KiB", "the latency run's image server pace per response, per second")
-	agents := fs.String("agents", "100,250,500", "fleet sizes, growing (empty: skip the fleet runs)")
-	size := fs.String("image-size", "2MiB", "image size (slots are 1 MiB larger, sparse)")
+	agents := fs.String("agents", "1000,5000,10000", "fleet sizes, growing (empty: skip the fleet runs)")
+	size := fs.String("image-size", "1MiB", "image size (the latency run's slots are 1 MiB larger, sparse)")
+	fs.IntVar(&o.fleet.maxInstalls, "max-installs", simfleet.DefaultMaxInstalls, "installs at once in a fleet, at most")
 	fs.DurationVar(&o.fleet.timeout, "timeout", 3*time.Minute, "a fleet size fails when its devices have not come up, or not converged, in this long")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
-	fs.BoolVar(&o.fleet.keep, "keep", false, "keep the work directory (device logs: fleet-N/devices/*/otad.log)")
 	fs.BoolVar(&o.fleet.nodelay, "tcp-nodelay", false, "set set_tcp_nodelay in mosquitto.conf (default off, as mosquitto ships)")
-	fs.BoolVar(&o.raiseInotify, "raise-inotify", true, "as root, raise fs.inotify.max_user_instances for the run if the fleet needs it, and restore it at exit")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}
@@ -108,40 +110,21 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 		if dir, err = os.MkdirTemp("", "fleetbench-"); err != nil {
 			return fmt.Errorf("work directory: %w", err)
 		}
-		if !o.fleet.keep {
-			defer os.RemoveAll(dir)
-		}
+		defer os.RemoveAll(dir)
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("-dir %s: %w", dir, err)
 	}
 	progress := func(s string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), s) }
 
-	largest := 0
-	if len(o.agents) > 0 {
-		largest = o.agents[len(o.agents)-1]
-	}
-	nofile, err := raiseNoFile(largest)
+	// Our soft limit is raised before mosquitto starts: it inherits it.
+	was, nofile, err := simfleet.RaiseNoFile()
 	if err != nil {
 		return err
 	}
-	inotifyNote := "not needed"
-	if largest > 0 && o.raiseInotify {
-		restore, note, err := raiseInotify(largest)
-		if err != nil {
-			return err
-		}
-		defer restore()
-		inotifyNote = note
-	}
-
 	fmt.Fprintf(out, "fleetbench: %s, %d CPUs, %s, mosquitto %s\n", runtime.Version(), runtime.NumCPU(), runtime.GOARCH, mosquittoVersion())
 	fmt.Fprintf(out, "load average at start: %s\n", loadAvg())
-	fdNote := ""
-	if need := uint64(largest*fdsPerDevice + 1024); nofile < need {
-		fdNote = fmt.Sprintf(" (could not raise it to %d: the largest sizes may run out of descriptors)", need)
-	}
-	fmt.Fprintf(out, "RLIMIT_NOFILE %d%s; %s\n", nofile, fdNote, inotifyNote)
-	fmt.Fprintf(out, "image %s per offer, slots %s (sparse); work directory %s\n\n", mib(o.latency.imageSize), mib(o.latency.imageSize+1<<20), dir)
+	fmt.Fprintf(out, "RLIMIT_NOFILE soft limit set from %d to %d (the hard limit) in-process (Go raises it at start, for itself only); mosquitto inherits it\n", was, nofile)
+	fmt.Fprintf(out, "image %s per offer; fleet installs at once: at most %d; work directory %s\n\n", mib(o.latency.imageSize), o.fleet.maxInstalls, dir)
 
 	if o.latency.n > 0 {
 		progress(fmt.Sprintf("latency: %d offers, image server paced at %d B/s", o.latency.n, o.latency.rate))
@@ -193,23 +176,25 @@ func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
 const agentOfferSettle = node.OfferSettle
 
 func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
-	fmt.Fprintln(out, "Group rollout to N agents in one process, one mosquitto (converge: publish → last device's status says success)")
+	fmt.Fprintln(out, "Group offer to N in-memory agents in one process (otasim fleet), one stock mosquitto (converge: publish → last device's success)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tresult\tsetup\tup\tconverge\tdevice p50\tdevice p99\tretained ok\tself VmRSS idle\tself VmRSS peak\tself maxrss\tmosquitto VmHWM\tmosquitto VmRSS peak\tgoroutines\tFDs\t")
+	fmt.Fprintln(tw, "N\tresult\tup\tconverge\tdevice p50\tdevice p99\tdownloads/device\tself RSS idle\tself peak RSS\tmosquitto peak RSS\tgoroutines idle\tgoroutines peak\tFDs\t")
 	largest := 0
 	for _, r := range rs {
-		res, converge, retained := "ok", r.Converge.Round(time.Millisecond).String(), fmt.Sprintf("%d/%d", r.Retained, r.N)
+		res, converge := "ok", r.Converge.Round(time.Millisecond).String()
 		if r.Err != nil {
-			// The device columns then cover the devices that succeeded.
-			res, converge, retained = fmt.Sprintf("FAILED %d/%d", r.Succeeded, r.N), "-", "-"
+			res, converge = fmt.Sprintf("FAILED %d/%d", r.Succeeded, r.N), "-"
 		} else {
 			largest = r.N
 		}
+		dl := fmt.Sprint(r.Downloads[0])
+		if r.Downloads[1] != r.Downloads[0] {
+			dl = fmt.Sprintf("%d-%d", r.Downloads[0], r.Downloads[1])
+		}
 		p := r.Peaks
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.N, res,
-			r.Setup.Round(time.Millisecond), r.Up.Round(time.Millisecond), converge,
-			r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond), retained,
-			mib(r.IdleRSS), mib(p.SelfRSS), mib(p.SelfMaxRSS), mib(p.BrokerHWM), mib(p.BrokerRSS), p.Goroutines, p.FDs)
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", r.N, res,
+			r.Up.Round(time.Millisecond), converge, r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond),
+			dl, mib(r.IdleRSS), mib(p.SelfHWM), mib(p.BrokerHWM), r.IdleGor, p.Goroutines, p.FDs)
 	}
 	tw.Flush()
 	for _, r := range rs {

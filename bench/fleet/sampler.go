@@ -13,6 +13,7 @@ import (
 // peaks are the highest figures a sampler saw during one run.
 type peaks struct {
 	SelfRSS      int64 // this process's VmRSS, sampled
+	SelfHWM      int64 // this process's VmHWM: the kernel's own peak since resetPeakRSS
 	BrokerRSS    int64 // mosquitto's VmRSS, sampled
 	BrokerHWM    int64 // mosquitto's VmHWM: the kernel's own peak, not sampled
 	Goroutines   int
@@ -56,7 +57,7 @@ func countFDs() (int, error) {
 }
 
 func (s *sampler) sample() {
-	self, err1 := procStatus("self", "VmRSS")
+	self, err1 := procStatus("self", "VmRSS", "VmHWM")
 	br, err2 := procStatus(fmt.Sprint(s.brokerPID), "VmRSS", "VmHWM")
 	fds, err3 := countFDs()
 	g := runtime.NumGoroutine()
@@ -70,6 +71,7 @@ func (s *sampler) sample() {
 		}
 	}
 	s.p.SelfRSS = max(s.p.SelfRSS, self["VmRSS"])
+	s.p.SelfHWM = max(s.p.SelfHWM, self["VmHWM"])
 	s.p.BrokerRSS = max(s.p.BrokerRSS, br["VmRSS"])
 	s.p.BrokerHWM = max(s.p.BrokerHWM, br["VmHWM"])
 	s.p.Goroutines = max(s.p.Goroutines, g)

@@ -29,6 +29,10 @@ type Shared struct {
 	Installs     chan struct{}
 	AgentVersion string
 	Logger       *slog.Logger
+	// Observe, when set, is given every status snapshot a device's agent
+	// publishes, in the agent's loop (it must not block): a fleet's own view
+	// of its devices that needs no broker.
+	Observe func(ota.Status)
 }
 
 // DeviceHeader names the simulated device on its download requests.
@@ -93,6 +97,9 @@ func (d *MemDevice) build(cfg *config.Config, opt node.Options) (*node.Parts, er
 		return nil, err
 	}
 	p.Deps.Health = simHealth(d.healthy)
+	if d.shared.Observe != nil {
+		p.Deps.Publishers = append(p.Deps.Publishers, observer(d.shared.Observe))
+	}
 	if d.shared.Installs != nil {
 		p.Deps.Installer = bounded{Installer: p.Deps.Installer, slots: d.shared.Installs}
 	}
@@ -139,3 +146,9 @@ func (n named) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set(DeviceHeader, n.id)
 	return n.rt.RoundTrip(r)
 }
+
+// observer hands status snapshots to a func.
+type observer func(ota.Status)
+
+func (o observer) Publish(st ota.Status, _ ota.Event) { o(st) }
+func (observer) Progress(ota.Progress)                {}

@@ -16,6 +16,7 @@ import (
 	"github.com/otad/otad/internal/config"
 	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/internal/simdevice"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 )
 
@@ -35,6 +36,8 @@ type Options struct {
 	Spread      time.Duration // devices start at random times within this; 0: 1 ms per device
 	Commit      time.Duration // the commit window; 0: 30 s
 	Logger      *slog.Logger  // the agents' log; nil: warnings and errors to nowhere
+	// Observe is given every status a device publishes (simdevice.Shared).
+	Observe func(ota.Status)
 }
 
 // DefaultMaxInstalls is the bound on installs at once: each install holds
@@ -97,7 +100,7 @@ func New(o Options) (*Fleet, error) {
 	// Installs at once share connections to the image server.
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxInstalls, o.MaxInstalls
 	sh := &simdevice.Shared{Config: cfg, Keys: keys, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),
-		AgentVersion: "otasim", Logger: o.Logger}
+		AgentVersion: "otasim", Logger: o.Logger, Observe: o.Observe}
 	f := &Fleet{MaxInstalls: o.MaxInstalls, Spread: o.Spread, transport: tr}
 	for i := 1; i <= o.Devices; i++ {
 		id := ID(o.Prefix, i)
