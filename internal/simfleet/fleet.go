@@ -78,6 +78,15 @@ func New(o Options) (*Fleet, error) {
 		return nil, fmt.Errorf("--max-installs %d: want 1 or more (0: %d)", o.MaxInstalls, DefaultMaxInstalls)
 	}
 	o = o.withDefaults()
+	ids := make([]string, o.Devices)
+	for i := range ids {
+		ids[i] = ID(o.Prefix, i+1)
+	}
+	for _, id := range o.FailIDs {
+		if !slices.Contains(ids, id) {
+			return nil, fmt.Errorf("--fail-devices: %q is not one of the fleet's devices (%s to %s)", id, ids[0], ids[len(ids)-1])
+		}
+	}
 	var groups []string
 	if o.Group != "" {
 		groups = []string{o.Group}
@@ -102,8 +111,7 @@ func New(o Options) (*Fleet, error) {
 	sh := &simdevice.Shared{Config: cfg, Keys: keys, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),
 		AgentVersion: "otasim", Logger: o.Logger, Observe: o.Observe}
 	f := &Fleet{MaxInstalls: o.MaxInstalls, Spread: o.Spread, transport: tr}
-	for i := 1; i <= o.Devices; i++ {
-		id := ID(o.Prefix, i)
+	for _, id := range ids {
 		fails := FailsHealth(id, o.FailHealth) || slices.Contains(o.FailIDs, id)
 		d, err := simdevice.NewMemDevice(sh, id, o.SlotSize, !fails)
 		if err != nil {
@@ -113,11 +121,6 @@ func New(o Options) (*Fleet, error) {
 			f.Failing = append(f.Failing, id)
 		}
 		f.Devices = append(f.Devices, d)
-	}
-	for _, id := range o.FailIDs {
-		if !slices.ContainsFunc(f.Devices, func(d *simdevice.MemDevice) bool { return d.ID == id }) {
-			return nil, fmt.Errorf("--fail-devices: %q is not one of the fleet's devices (%s to %s)", id, ID(o.Prefix, 1), ID(o.Prefix, o.Devices))
-		}
 	}
 	return f, nil
 }
