@@ -19,6 +19,7 @@ type View struct {
 	mu      sync.Mutex
 	devices map[string]*device
 	rollout *rollout // the one Begin follows; nil before
+	asked   *asked   // the report request sent; nil before
 }
 
 // device is what is known of one device.
@@ -30,6 +31,10 @@ type device struct {
 	progressAt time.Time
 	baseline   *ota.Refusal      // the last refusal when the current rollout began
 	finish     map[string]Finish // by rollout ID
+	// How its statuses arrived, for Coverage: delivered retained on
+	// subscribing, and published while the view listened (an answer to the
+	// report request, or a change).
+	retained, live bool
 }
 
 type rollout struct {
@@ -58,6 +63,13 @@ func (v *View) Watch(ctx context.Context, cfg mqtt.Config, changed func()) error
 // changed. Payloads come from outside: what does not decode is shown as a
 // bad status, or skipped (progress, QoS 0, is best effort).
 func (v *View) Observe(topic string, payload []byte) bool {
+	return v.ObserveMessage(mqtt.Message{Topic: topic, Payload: payload})
+}
+
+// ObserveMessage is Observe of a message whose retained flag is known, so
+// that Coverage can tell the statuses heard live from retained ones.
+func (v *View) ObserveMessage(m mqtt.Message) bool {
+	topic, payload := m.Topic, m.Payload
 	id, leaf, ok := mqtt.DeviceOf(v.prefix, topic)
 	if !ok {
 		return false
@@ -103,6 +115,10 @@ func (v *View) Observe(topic string, payload []byte) bool {
 	case "progress":
 		d.progress, d.progressAt = &p, v.now()
 	case "status":
+		if st != nil {
+			d.retained = d.retained || m.Retained
+			d.live = d.live || !m.Retained
+		}
 		if st != nil && d.status != nil && st.BootID == d.status.BootID && st.Seq < d.status.Seq {
 			return false // an older snapshot of this boot, delivered late
 		}

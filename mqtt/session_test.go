@@ -18,7 +18,7 @@ func TestSessionPublishAndSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	pub, err := Open(ctx, cfg, nil, func(string, []byte) {})
+	pub, err := Open(ctx, cfg, nil, func(Message) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +36,9 @@ func TestSessionPublishAndSync(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := map[string]string{}
-	s, err := Open(ctx, cfg, map[string]byte{"ota/devices/d007/desired": 1, "ota/rollouts/none/state": 1}, func(topic string, p []byte) {
+	s, err := Open(ctx, cfg, map[string]byte{"ota/devices/d007/desired": 1, "ota/rollouts/none/state": 1}, func(m Message) {
 		mu.Lock()
-		seen[topic] = string(p)
+		seen[m.Topic] = string(m.Payload)
 		mu.Unlock()
 	})
 	if err != nil {

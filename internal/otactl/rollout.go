@@ -50,7 +50,7 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout start", "--broker URL [flags] PLAN", stderr)
 	bf := addBrokerFlags(fs)
-	settle := fs.Duration("settle", 3*time.Second, "collect the fleet's retained statuses this long (and until they stop arriving) before judging anything")
+	settle := fs.Duration("settle", 3*time.Second, "ask the group's devices to report within this long, and collect statuses at least this long (and until they stop arriving) before judging anything")
 	tick := fs.Duration("tick", time.Second, "how often the controller looks at the fleet")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -80,30 +80,33 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		retained []byte
 	)
 	cmds := make(chan rollout.Command, 64)
-	filters := mqtt.DeviceFilters(cfg.TopicPrefix)
-	filters[stateTopic], filters[controlTopic] = 1, 1
-	sess, err := mqtt.Open(ctx, cfg, filters, func(topic string, payload []byte) {
-		switch topic {
-		case stateTopic:
-			mu.Lock()
-			if !started {
-				retained = payload
+	// The fleet view asks the group's devices to report within --settle:
+	// brokers deliver few (Mosquitto, QoS 1) or no (RabbitMQ) retained
+	// statuses to a wildcard subscription.
+	sess, err := fleet.fv.Follow(ctx, cfg, fleetview.FollowOptions{
+		Window: *settle, Group: plan.Group,
+		Extra: map[string]byte{stateTopic: 1, controlTopic: 1},
+		Other: func(m mqtt.Message) {
+			switch m.Topic {
+			case stateTopic:
+				mu.Lock()
+				if !started {
+					retained = m.Payload
+				}
+				mu.Unlock()
+			case controlTopic:
+				c, err := decodeCommand(m.Payload)
+				if err != nil {
+					log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
+					return
+				}
+				select {
+				case cmds <- c:
+				default:
+					log.Warn("rollout: command queue full; ignoring a command", "id", c.ID, "op", c.Op)
+				}
 			}
-			mu.Unlock()
-		case controlTopic:
-			c, err := decodeCommand(payload)
-			if err != nil {
-				log.Warn("rollout: ignoring a control message", "topic", topic, "err", err)
-				return
-			}
-			select {
-			case cmds <- c:
-			default:
-				log.Warn("rollout: command queue full; ignoring a command", "id", c.ID, "op", c.Op)
-			}
-		default:
-			fleet.observe(topic, payload)
-		}
+		},
 	})
 	if err != nil {
 		return err

@@ -48,15 +48,15 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 		mu    sync.Mutex
 		first = true
 	)
-	sess, err := mqtt.Open(ctx, cfg, map[string]byte{topic: 1}, func(_ string, payload []byte) {
+	sess, err := mqtt.Open(ctx, cfg, map[string]byte{topic: 1}, func(m mqtt.Message) {
 		var s rollout.State
-		if json.Unmarshal(payload, &s) != nil {
+		if json.Unmarshal(m.Payload, &s) != nil {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if first {
-			rs.raw, rs.state, first = payload, s, false
+			rs.raw, rs.state, first = m.Payload, s, false
 			return
 		}
 		select { // keep only the newest
@@ -83,8 +83,9 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 }
 
 // fleetSnapshot turns the fleet view into what rollout.Step observes. It is
-// ready once the retained statuses have had settle to arrive and stopped
-// arriving: before that, a device not heard of yet would look absent.
+// ready once the answers to the view's report request are due and the
+// statuses have had settle to arrive and stopped arriving: before that, a
+// device not heard of yet would look absent.
 type fleetSnapshot struct {
 	fv     *fleetview.View
 	settle time.Duration
@@ -102,17 +103,15 @@ func newFleetSnapshot(fv *fleetview.View, settle time.Duration, log *slog.Logger
 	return &fleetSnapshot{fv: fv, settle: settle, log: log, begun: now, lastChange: now}
 }
 
-func (f *fleetSnapshot) observe(topic string, payload []byte) { f.fv.Observe(topic, payload) }
-
 func (f *fleetSnapshot) view() rollout.View {
 	f.mu.Lock()
 	now := time.Now()
 	if n := f.fv.Len(); n != f.lastLen {
 		f.lastLen, f.lastChange = n, now
 	}
-	if !f.ready && now.Sub(f.begun) >= f.settle && now.Sub(f.lastChange) >= f.settle/3 {
+	if !f.ready && now.Sub(f.begun) >= f.settle && now.Sub(f.lastChange) >= f.settle/3 && !now.Before(f.fv.AnswersDue()) {
 		f.ready = true
-		f.log.Info("rollout: fleet view ready", "devices", f.lastLen)
+		f.log.Info("rollout: fleet view ready", "coverage", f.fv.Coverage())
 	}
 	v := rollout.View{Ready: f.ready, Devices: make(map[string]ota.Status, f.lastLen)}
 	f.mu.Unlock()

@@ -10,12 +10,15 @@ import (
 	"github.com/otad/otad/mqtt"
 )
 
-// status prints the fleet table from the retained status topics (SPEC §9).
+// status prints the fleet table (SPEC §9): the retained statuses, and the
+// answers to a report request, which brokers that deliver few or no
+// retained messages to a wildcard subscription need (mqtt.ReportRequest).
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("status", "--broker URL [--watch] [flags]", stderr)
 	bf := addBrokerFlags(fset)
 	watch := fset.Bool("watch", false, "keep running and redraw on every message, with progress bars (Ctrl-C ends)")
-	timeout := fset.Duration("timeout", 2*time.Second, "without --watch: how long to collect the retained status messages")
+	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
+	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -27,45 +30,57 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if *timeout <= 0 {
-		return usagef("--timeout %v: want a positive duration", *timeout)
+	if *window < 0 || *timeout < 0 {
+		return usagef("--window and --timeout must not be negative")
+	}
+	collect := *timeout
+	if collect == 0 {
+		collect = *window + time.Second
 	}
 	f := fleetview.New(cfg.TopicPrefix)
-	if !*watch {
-		// Retained messages arrive right after the subscription; collect them for a while.
-		wctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		if err := f.Watch(wctx, cfg, nil); err != nil {
-			return err
-		}
-		if err := f.Render(stdout, false); err != nil {
-			return fmt.Errorf("write table: %w", err)
-		}
-		if f.Len() == 0 {
-			fmt.Fprintf(stderr, "no device status under %s/devices/ within %v\n", cfg.TopicPrefix, *timeout)
-		}
-		return nil
+	if *watch {
+		return watchFleet(ctx, cfg, f, *window, stdout)
 	}
-	return watchFleet(ctx, cfg, f, stdout)
+	wctx, cancel := context.WithTimeout(ctx, collect)
+	defer cancel()
+	sess, err := f.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window})
+	if err != nil {
+		return err
+	}
+	<-wctx.Done()
+	sess.Close()
+	if err := f.Render(stdout, false); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if f.Len() == 0 {
+		fmt.Fprintf(stderr, "no device status under %s/devices/ within %v\n", cfg.TopicPrefix, collect)
+	}
+	fmt.Fprintln(stderr, f.Coverage())
+	return nil
 }
 
-// watchFleet redraws the table on every change (at most 10 times a second) until ctx ends.
-func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, stdout io.Writer) error {
+// watchFleet redraws the table on every change (at most 10 times a second)
+// until ctx ends, with the view's coverage under it.
+func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, window time.Duration, stdout io.Writer) error {
 	dirty := make(chan struct{}, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- f.Watch(ctx, cfg, func() {
-			select {
-			case dirty <- struct{}{}:
-			default:
-			}
-		})
-	}()
+	sess, err := f.Follow(ctx, cfg, fleetview.FollowOptions{Window: window, Changed: func() {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer sess.Close()
 	tty := fleetview.IsTerminal(stdout)
 	for {
 		select {
-		case err := <-done:
-			return err
+		case <-ctx.Done():
+			return nil
 		case <-dirty:
 		}
 		if tty {
@@ -76,10 +91,11 @@ func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, stdout 
 		if err := f.Render(stdout, true); err != nil {
 			return fmt.Errorf("write table: %w", err)
 		}
+		fmt.Fprintln(stdout, f.Coverage())
 		select {
 		case <-time.After(100 * time.Millisecond):
-		case err := <-done:
-			return err
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }

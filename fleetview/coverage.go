@@ -1,0 +1,168 @@
+package fleetview
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/otad/otad/mqtt"
+)
+
+// asked is the report request the view sent.
+type asked struct {
+	at     time.Time
+	window time.Duration // as the devices bound it
+	group  string        // "": the whole fleet
+}
+
+// answerGrace is how long after a request's window answers may still be on
+// their way.
+const answerGrace = time.Second
+
+// FollowOptions shape View.Follow.
+type FollowOptions struct {
+	// Window is the report request's: devices answer at a random time
+	// within it. 0 sends no request (retained statuses only).
+	Window time.Duration
+	// Group asks only this group's devices ({prefix}/groups/{group}/report)
+	// and makes Coverage count only them; "" asks the whole fleet.
+	Group string
+	// Extra are more subscriptions on the same session (a rollout's state
+	// and control topics); their messages go to Other.
+	Extra map[string]byte
+	Other func(mqtt.Message)
+	// Changed, if set, is called after a device message that changed the view.
+	Changed func()
+}
+
+// Follow subscribes to every device's status, presence and progress (and
+// o.Extra) on one session, feeds the device messages into v, and then asks
+// the devices to report (o.Window): a fleet view cannot rely on a broker
+// delivering thousands of retained statuses to one wildcard subscription
+// (RabbitMQ delivers none). The caller closes the session; until then it
+// can publish on it.
+func (v *View) Follow(ctx context.Context, cfg mqtt.Config, o FollowOptions) (*mqtt.Session, error) {
+	filters := mqtt.DeviceFilters(cfg.TopicPrefix)
+	maps.Copy(filters, o.Extra)
+	sess, err := mqtt.Open(ctx, cfg, filters, func(m mqtt.Message) {
+		if _, extra := o.Extra[m.Topic]; extra && o.Other != nil {
+			o.Other(m)
+			return
+		}
+		if v.ObserveMessage(m) && o.Changed != nil {
+			o.Changed()
+		}
+	})
+	if err != nil || o.Window <= 0 {
+		return sess, err
+	}
+	if err := v.ask(ctx, sess, o.Group, o.Window); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	return sess, nil
+}
+
+// ask publishes a report request on sess, which is subscribed already: every
+// answer arrives after it.
+func (v *View) ask(ctx context.Context, sess *mqtt.Session, group string, window time.Duration) error {
+	r := mqtt.NewReportRequest(window)
+	t := mqtt.Topics{Prefix: v.prefix}
+	topic := t.FleetReport()
+	if group != "" {
+		topic = t.GroupReport(group)
+	}
+	v.mu.Lock()
+	v.asked = &asked{at: v.now(), window: r.Window(), group: group}
+	v.mu.Unlock()
+	if err := sess.Publish(ctx, topic, r.Encode()); err != nil {
+		return fmt.Errorf("report request: %w", err)
+	}
+	return nil
+}
+
+// AnswersDue is when the answers to the report request should all have
+// arrived (its window and a grace second after it was sent); zero when no
+// request was sent.
+func (v *View) AnswersDue() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.asked == nil {
+		return time.Time{}
+	}
+	return v.asked.at.Add(v.asked.window + answerGrace)
+}
+
+// Coverage says how the view was filled, so that a user can judge how
+// complete it is: no view knows the size of the fleet, but it can tell
+// when retained delivery evidently lost statuses.
+type Coverage struct {
+	Devices      int           // devices in the view (with Group: those whose status lists it)
+	Live         int           // of them, statuses heard live: they answered the report request (or changed)
+	RetainedOnly int           // of them, statuses known only from a retained delivery
+	NoStatus     int           // of them, heard of without a valid status (presence, progress, a bad status)
+	Missed       int           // of the live ones, those whose retained status never arrived
+	Window       time.Duration // the report request's window; 0: none was sent
+	Group        string        // the request asked only this group
+}
+
+// Coverage counts how the devices' statuses arrived.
+func (v *View) Coverage() Coverage {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var c Coverage
+	if v.asked != nil {
+		c.Window, c.Group = v.asked.window, v.asked.group
+	}
+	for _, d := range v.devices {
+		if c.Group != "" && (d.status == nil || !slices.Contains(d.status.Groups, c.Group)) {
+			continue
+		}
+		c.Devices++
+		switch {
+		case d.status == nil:
+			c.NoStatus++
+		case d.live:
+			c.Live++
+			if !d.retained {
+				c.Missed++
+			}
+		default:
+			c.RetainedOnly++
+		}
+	}
+	return c
+}
+
+// Incomplete reports whether devices may be missing from the view: no
+// request was sent, or retained delivery lost the status of devices that
+// answered, so it may have lost those of devices that could not answer
+// (offline) as well.
+func (c Coverage) Incomplete() bool { return c.Window == 0 || c.Missed > 0 }
+
+// String says it for a user: "3000 devices (2987 answered the report
+// request within 10s, 13 from retained only)", and why the view may be
+// incomplete.
+func (c Coverage) String() string {
+	what := "devices"
+	if c.Group != "" {
+		what = "devices of group " + c.Group
+	}
+	without := ""
+	if c.NoStatus > 0 {
+		without = fmt.Sprintf(", %d without a valid status", c.NoStatus)
+	}
+	if c.Window == 0 {
+		return fmt.Sprintf("%d %s, from retained statuses only (no report request sent%s); "+
+			"the view may be incomplete: a broker may deliver only part of them", c.Devices, what, without)
+	}
+	s := fmt.Sprintf("%d %s (%d answered the report request within %v, %d from retained only%s)",
+		c.Devices, what, c.Live, c.Window, c.RetainedOnly, without)
+	if c.Missed > 0 {
+		s += fmt.Sprintf("; the view may be incomplete: retained delivery missed %d of the %d devices that answered, "+
+			"so devices that did not answer (offline now) may be missing", c.Missed, c.Live)
+	}
+	return s
+}

@@ -1,0 +1,96 @@
+package fleetview
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
+)
+
+// member is a status of dev in groups, as a device publishes it.
+func member(dev string, seq uint64, groups ...string) []byte {
+	b, _ := json.Marshal(ota.Status{Device: dev, Seq: seq, BootID: "b", State: ota.Idle, Groups: groups})
+	return b
+}
+
+func TestCoverage(t *testing.T) {
+	st := func(dev string, retained bool, groups ...string) mqtt.Message {
+		return mqtt.Message{Topic: "ota/devices/" + dev + "/status", Payload: member(dev, 1, groups...), Retained: retained}
+	}
+	tests := []struct {
+		name   string
+		window time.Duration // 0: no report request
+		group  string
+		msgs   []mqtt.Message
+		want   Coverage
+		text   string
+	}{
+		{"no request", 0, "", []mqtt.Message{st("a", true), st("b", true)},
+			Coverage{Devices: 2, RetainedOnly: 2},
+			"2 devices, from retained statuses only (no report request sent); the view may be incomplete: a broker may deliver only part of them"},
+		{"every retained status arrived, some answered", 3 * time.Second, "", []mqtt.Message{
+			st("a", true), st("b", true), st("c", true), st("a", false), st("b", false),
+		}, Coverage{Devices: 3, Live: 2, RetainedOnly: 1, Window: 3 * time.Second},
+			"3 devices (2 answered the report request within 3s, 1 from retained only)"},
+		{"no retained delivery to a wildcard (RabbitMQ)", 10 * time.Second, "", []mqtt.Message{
+			st("a", false), st("b", false),
+		}, Coverage{Devices: 2, Live: 2, Missed: 2, Window: 10 * time.Second},
+			"2 devices (2 answered the report request within 10s, 0 from retained only); the view may be incomplete: " +
+				"retained delivery missed 2 of the 2 devices that answered, so devices that did not answer (offline now) may be missing"},
+		{"an answer before its retained copy is not a miss", 3 * time.Second, "", []mqtt.Message{
+			st("a", false), {Topic: "ota/devices/a/status", Payload: member("a", 0), Retained: true},
+		}, Coverage{Devices: 1, Live: 1, Window: 3 * time.Second}, ""},
+		{"a window below the devices' bound", 100 * time.Millisecond, "", nil,
+			Coverage{Window: mqtt.MinReportWindow}, "0 devices (0 answered the report request within 1s, 0 from retained only)"},
+		{"group request counts the group", 3 * time.Second, "eu", []mqtt.Message{
+			st("a", false, "eu"), st("b", true, "eu", "canary"), st("c", false, "us"),
+			{Topic: "ota/devices/d/online", Payload: []byte(`{"online":true}`), Retained: true},
+		}, Coverage{Devices: 2, Live: 1, RetainedOnly: 1, Missed: 1, Window: 3 * time.Second, Group: "eu"}, ""},
+		{"devices without a valid status", 3 * time.Second, "", []mqtt.Message{
+			st("a", true), {Topic: "ota/devices/b/status", Payload: []byte("{"), Retained: true},
+			{Topic: "ota/devices/c/online", Payload: []byte(`{"online":false}`), Retained: true},
+		}, Coverage{Devices: 3, RetainedOnly: 1, NoStatus: 2, Window: 3 * time.Second},
+			"3 devices (0 answered the report request within 3s, 1 from retained only, 2 without a valid status)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := New("ota")
+			if tt.window > 0 {
+				r := mqtt.NewReportRequest(tt.window)
+				v.asked = &asked{at: v.now(), window: r.Window(), group: tt.group}
+			}
+			for _, m := range tt.msgs {
+				v.ObserveMessage(m)
+			}
+			got := v.Coverage()
+			if got != tt.want {
+				t.Fatalf("coverage %+v, want %+v", got, tt.want)
+			}
+			if got.Incomplete() != (tt.window == 0 || tt.want.Missed > 0) {
+				t.Errorf("Incomplete() = %v", got.Incomplete())
+			}
+			if tt.text != "" && got.String() != tt.text {
+				t.Errorf("String() = %q\nwant        %q", got, tt.text)
+			}
+		})
+	}
+}
+
+// Coverage is counted from outside input: whatever arrives, the counts add up.
+func FuzzCoverage(f *testing.F) {
+	f.Add("a", string(member("a", 1, "eu")), true, "eu")
+	f.Add("a", `{"device":"a","groups":null}`, false, "")
+	f.Fuzz(func(t *testing.T, dev, payload string, retained bool, group string) {
+		v := New("ota")
+		v.asked = &asked{window: time.Second, group: group}
+		v.ObserveMessage(mqtt.Message{Topic: "ota/devices/" + dev + "/status", Payload: []byte(payload), Retained: retained})
+		c := v.Coverage()
+		if c.Devices != c.Live+c.RetainedOnly+c.NoStatus || c.Missed > c.Live || c.Devices > 1 {
+			t.Fatalf("coverage %+v does not add up", c)
+		}
+		_ = fmt.Sprint(c)
+	})
+}
