@@ -5,12 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,6 +22,7 @@ import (
 	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
@@ -39,7 +38,6 @@ type fleetRun struct {
 	mu     sync.Mutex
 	gets   map[string]int // image downloads by device
 	offers map[string]int // offers seen on each device's desired topic
-	state  rollout.State  // the latest rollout state published
 }
 
 const fleetPlan = `name = "fleet500"
@@ -60,12 +58,8 @@ device_timeout = "2m"
 func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 	t.Helper()
 	r := &fleetRun{broker: mosquittotest.Start(t, mosquittotest.Options{Quiet: true}), gets: map[string]int{}, offers: map[string]int{}}
-	s, err := signer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, keys := signer.Trusted(t)
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
 	img := bytes.Repeat([]byte("fleet image "), 6000)
 	sum := sha256.Sum256(img)
 	// Slow enough that a wave is still installing when the controller is killed.
@@ -79,10 +73,10 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 	t.Cleanup(srv.Close)
 	env, err := s.Sign(signer.Offer{ID: "rel-fleet", Version: "2.0", Compatible: "otasim", URL: srv.URL + "/img",
 		Size: int64(len(img)), SHA256: hex.EncodeToString(sum[:])})
-	if err != nil || os.MkdirAll(keys, 0o755) != nil || os.WriteFile(filepath.Join(keys, "release.pub"), s.PublicKeyPEM, 0o644) != nil ||
-		os.WriteFile(filepath.Join(dir, "offer.json"), env, 0o644) != nil {
+	if err != nil {
 		t.Fatalf("offer: %v", err)
 	}
+	offer := writeEnvelope(t, dir, string(env))
 	r.fleet, err = simfleet.New(simfleet.Options{Broker: r.broker.URL, Devices: n, KeysDir: keys, Group: "fleet",
 		FailHealth: failHealth, Spread: 2 * time.Second})
 	if err != nil {
@@ -96,10 +90,7 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 			canaries = append(canaries, d.ID)
 		}
 	}
-	r.plan = filepath.Join(dir, "plan.toml")
-	if err := os.WriteFile(r.plan, fmt.Appendf(nil, fleetPlan, filepath.Join(dir, "offer.json"), canaries[0], canaries[1]), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	r.plan = testtool.WriteFile(t, filepath.Join(dir, "plan.toml"), fmt.Appendf(nil, fleetPlan, offer, canaries[0], canaries[1]))
 	r.recordOffers(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -120,20 +111,6 @@ func (r *fleetRun) recordOffers(t *testing.T) {
 			r.mu.Unlock()
 		}
 	})
-	mosquittotest.Subscribe(t, c, "ota/rollouts/fleet500/state", func(_ paho.Client, m paho.Message) {
-		var st rollout.State
-		if json.Unmarshal(m.Payload(), &st) == nil {
-			r.mu.Lock()
-			r.state = st
-			r.mu.Unlock()
-		}
-	})
-}
-
-func (r *fleetRun) latest() rollout.State {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state
 }
 
 func (r *fleetRun) counts() (gets, offers map[string]int) {
@@ -175,18 +152,13 @@ func members(s rollout.State) [][]string {
 func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	r := startFleetRun(t, 500, 20)
 	r.waitUp(t)
+	state := watchState(t, r.broker.URL, "fleet500")
 	ctx, kill := context.WithCancel(context.Background())
 	first := make(chan result, 1)
 	go func() { first <- r.controller(ctx) }()
-	var mid rollout.State
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if mid = r.latest(); mid.Wave == 2 && mid.Phase == rollout.PhaseRunning && !mid.Waves[1].Offered.IsZero() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("wave 2 not running within 60s")
-		}
-	}
+	mid := state.wait(t, "wave 2 running", func(s rollout.State) bool {
+		return s.Wave == 2 && s.Phase == rollout.PhaseRunning && !s.Waves[1].Offered.IsZero()
+	})
 	if mid.Counts.Pending == 0 {
 		t.Fatalf("wave 2 had no device installing when the controller was killed: %+v", mid.Counts)
 	}

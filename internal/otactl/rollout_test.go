@@ -289,7 +289,7 @@ func (w *stateWatch) now() (rollout.State, bool) {
 
 func (w *stateWatch) wait(t *testing.T, what string, ok func(rollout.State) bool) rollout.State {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if s, found := w.now(); found && ok(s) {
 			return s

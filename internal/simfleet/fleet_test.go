@@ -7,8 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -52,14 +50,7 @@ func (s *imageServer) downloads() map[string]int {
 // the image in it, the failing ones back on A; each downloads once.
 func TestFleetTakesAGroupOffer(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
-	s, err := signer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	if err := os.WriteFile(filepath.Join(keys, "release.pub"), s.PublicKeyPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s, keys := signer.Trusted(t)
 	img := make([]byte, 300_000)
 	for i := range img {
 		img[i] = byte(i * 7)
@@ -74,13 +65,7 @@ func TestFleetTakesAGroupOffer(t *testing.T) {
 	if !slices.Contains(f.Failing, "sim-00003") || len(f.Failing) < 2 {
 		t.Fatalf("failing %v", f.Failing)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	view := fleetview.New("")
-	go view.Watch(ctx, mqtt.Config{Broker: b.URL}, nil)
+	ctx, view := run(t, f, b.URL)
 	wait(t, view, 40, "idle on A", func(st ota.Status) bool { return st.State == ota.Idle && st.BootedSlot == ota.SlotA })
 
 	env, err := s.Sign(signer.Offer{ID: "rel-2", Version: "2", Compatible: "otasim", URL: srv.URL + "/img", Size: int64(len(img)), SHA256: hex.EncodeToString(sum[:])})
@@ -111,6 +96,18 @@ func TestFleetTakesAGroupOffer(t *testing.T) {
 	if len(gets) != 40 {
 		t.Errorf("downloads by %d devices: %v", len(gets), gets)
 	}
+}
+
+// run runs f until the test ends, and returns the fleet's context and a view
+// of its devices from their topics on broker.
+func run(t *testing.T, f *simfleet.Fleet, broker string) (context.Context, *fleetview.View) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	view := fleetview.New("")
+	go view.Watch(ctx, mqtt.Config{Broker: broker}, nil)
+	return ctx, view
 }
 
 func wait(t *testing.T, v *fleetview.View, n int, what string, ok func(ota.Status) bool) {

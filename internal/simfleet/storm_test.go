@@ -5,19 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
-	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 )
 
@@ -82,25 +78,13 @@ func TestBrokerRestartReconnectsAreSpread(t *testing.T) {
 	}
 	const n = 200
 	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
-	s, err := signer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	if err := os.WriteFile(filepath.Join(keys, "release.pub"), s.PublicKeyPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, keys := signer.Trusted(t)
 	rec := &connects{at: map[string][]time.Time{}}
 	f, err := simfleet.New(simfleet.Options{Broker: b.URL, Devices: n, KeysDir: keys, Spread: time.Second, Logger: slog.New(handler{c: rec})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	view := fleetview.New("")
-	go view.Watch(ctx, mqtt.Config{Broker: b.URL}, nil)
+	_, view := run(t, f, b.URL)
 	wait(t, view, n, "idle", func(st ota.Status) bool { return st.State == ota.Idle })
 
 	restarted := time.Now()

@@ -7,6 +7,9 @@ package signer
 import (
 	"crypto"
 	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/otad/otad/ota"
@@ -30,6 +33,21 @@ func New() (*Signer, error) {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
 	return &Signer{Key: k, PublicKeyPEM: pub}, nil
+}
+
+// Trusted is a fresh key for a test and a directory holding its public key
+// as release.pub: the trust.keys_dir of devices that trust it.
+func Trusted(t testing.TB) (s *Signer, keysDir string) {
+	t.Helper()
+	s, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysDir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(keysDir, "release.pub"), s.PublicKeyPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s, keysDir
 }
 
 // Offer is what a signed offer says of an uncompressed image.
