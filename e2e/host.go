@@ -235,43 +235,40 @@ var ErrNoSuchStatus = errors.New("no matching status")
 // WaitStatus waits for a status snapshot (one already received counts) for
 // which ok is true.
 func (f *Fleet) WaitStatus(ctx context.Context, ok func(ota.Status) bool) (ota.Status, error) {
-	seen := 0
-	for {
-		f.mu.Lock()
-		for ; seen < len(f.status); seen++ {
-			if ok(f.status[seen]) {
-				st := f.status[seen]
-				f.mu.Unlock()
-				return st, nil
-			}
-		}
-		changed := f.changed
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ota.Status{}, fmt.Errorf("%w: %w", ErrNoSuchStatus, ctx.Err())
-		case <-changed:
-		}
+	st, err := waitFor(ctx, f, &f.status, ok)
+	if err != nil {
+		return st, fmt.Errorf("%w: %w", ErrNoSuchStatus, err)
 	}
+	return st, nil
 }
 
 // WaitProgress waits for a progress report with at least bytesDone.
 func (f *Fleet) WaitProgress(ctx context.Context, bytesDone int64) (ota.Progress, error) {
+	p, err := waitFor(ctx, f, &f.progress, func(p ota.Progress) bool { return p.BytesDone >= bytesDone })
+	if err != nil {
+		return p, fmt.Errorf("no progress report with %d bytes done: %w", bytesDone, err)
+	}
+	return p, nil
+}
+
+// waitFor waits for a message of those f gathers in *got (one already
+// received counts) for which ok is true.
+func waitFor[T any](ctx context.Context, f *Fleet, got *[]T, ok func(T) bool) (T, error) {
 	seen := 0
 	for {
 		f.mu.Lock()
-		for ; seen < len(f.progress); seen++ {
-			if f.progress[seen].BytesDone >= bytesDone {
-				p := f.progress[seen]
+		for ; seen < len(*got); seen++ {
+			if m := (*got)[seen]; ok(m) {
 				f.mu.Unlock()
-				return p, nil
+				return m, nil
 			}
 		}
 		changed := f.changed
 		f.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return ota.Progress{}, fmt.Errorf("no progress report with %d bytes done: %w", bytesDone, ctx.Err())
+			var none T
+			return none, ctx.Err()
 		case <-changed:
 		}
 	}
