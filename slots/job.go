@@ -1,8 +1,6 @@
 package slots
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -106,9 +104,9 @@ func (j *Job) check() ([]byte, error) {
 	if j.DownloadSize < 0 {
 		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: download_size %d is negative", j.URL, j.DownloadSize))
 	}
-	sum, err := hex.DecodeString(j.SHA256)
-	if err != nil || len(sum) != sha256.Size {
+	sum, ok := ota.ParseSHA256(j.SHA256)
+	if !ok {
 		return nil, ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
 	}
-	return sum, nil
+	return sum[:], nil
 }

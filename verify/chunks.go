@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -72,7 +71,7 @@ func parseChunks(r *rawChunks, size int64) (*Chunks, error) {
 	if r.IndexSHA256 == nil {
 		return nil, missing("index_sha256")
 	}
-	if b, err := hex.DecodeString(*r.IndexSHA256); err != nil || len(b) != 32 {
+	if _, ok := ota.ParseSHA256(*r.IndexSHA256); !ok {
 		return nil, refuse(ota.CodeBadManifest, at+".index_sha256", "want 64 hex digits")
 	}
 	c.IndexSHA256 = strings.ToLower(*r.IndexSHA256)

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -189,7 +188,7 @@ func parsePayload(r *rawManifest, m *Manifest) error {
 	if len(*p.SHA256) != 64 {
 		return bad("payload.sha256", "want 64 hex digits, got %d characters", len(*p.SHA256))
 	}
-	if _, err := hex.DecodeString(*p.SHA256); err != nil {
+	if _, ok := ota.ParseSHA256(*p.SHA256); !ok {
 		return bad("payload.sha256", "want 64 hex digits")
 	}
 	m.Payload.SHA256 = strings.ToLower(*p.SHA256)
