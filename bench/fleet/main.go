@@ -41,6 +41,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,6 +60,7 @@ type options struct {
 	agents  []int          // fleet sizes, growing; none skips the fleet runs
 	fleet   fleetOptions
 	dir     string // work directory; "" makes a temporary one
+	cpuProf string // write a CPU profile of the fleet runs here
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -72,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.fleet.maxInstalls, "max-installs", simfleet.DefaultMaxInstalls, "installs at once in a fleet, at most")
 	fs.DurationVar(&o.fleet.timeout, "timeout", 3*time.Minute, "a fleet size fails when its devices have not come up, or not converged, in this long")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the fleet runs to this file (go tool pprof)")
 	fs.BoolVar(&o.fleet.nodelay, "tcp-nodelay", false, "set set_tcp_nodelay in mosquitto.conf (default off, as mosquitto ships)")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
@@ -140,6 +143,13 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 
 	if len(o.agents) > 0 {
+		if o.cpuProf != "" {
+			stop, err := startCPUProfile(o.cpuProf)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		var results []fleetResult
 		for _, n := range o.agents {
 			progress(fmt.Sprintf("fleet %d: laying out devices", n))
@@ -229,4 +239,16 @@ func mosquittoVersion() string {
 	b, _ := exec.Command(bin, "-h").CombinedOutput() // exits 3 after printing its usage
 	first, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimPrefix(strings.TrimSpace(first), "mosquitto version ")
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
