@@ -6,46 +6,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/clitest"
 	"github.com/otad/otad/internal/testkit/devicetest"
 )
 
 // Help is asked for in every usual way: usage on stdout, nothing on
 // stderr, exit 0. A wrong command line: usage on stderr, exit 2.
 func TestHelp(t *testing.T) {
-	for _, c := range []struct {
-		args   []string
-		code   int
-		stdout string // contained; "" means empty
-		stderr string
-	}{
-		{[]string{"help"}, 0, "usage: otad COMMAND", ""},
-		{[]string{"-h"}, 0, "  install FILE ", ""},
-		{[]string{"--help"}, 0, "  config check ", ""},
-		{[]string{"-help"}, 0, "Exit codes: 0 ok", ""},
-		{[]string{"help", "install"}, 0, "usage: otad install [-c FILE] [-v] [flags] FILE", ""},
-		{[]string{"install", "-h"}, 0, "usage: otad install", ""},
-		{[]string{"status", "--help"}, 0, "-json", ""},
-		{[]string{"run", "-h"}, 0, "usage: otad run", ""},
-		{[]string{"mark-good", "-h"}, 0, "usage: otad mark-good", ""},
-		{[]string{"version", "--help"}, 0, "usage: otad version", ""},
-		{[]string{"config", "-h"}, 0, "usage: otad config check", ""},
-		{[]string{"help", "config"}, 0, "usage: otad config check", ""},
-		{[]string{"config", "check", "-h"}, 0, "-file-only", ""},
-		{nil, 2, "", "usage: otad COMMAND"},
-		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
-		{[]string{"help", "frobnicate"}, 2, "", `unknown command "frobnicate"`},
-		{[]string{"install", "--nope"}, 2, "", "flag provided but not defined: -nope"},
-		{[]string{"install"}, 2, "", "want 1 arguments"},
-		{[]string{"status", "extra"}, 2, "", "usage: otad status"},
-		{[]string{"config"}, 2, "", "usage: otad config check"},
-		{[]string{"config", "frob"}, 2, "", "usage: otad config check"},
-	} {
-		code, stdout, stderr := otad(t, c.args...)
-		if code != c.code || !strings.Contains(stdout, c.stdout) || !strings.Contains(stderr, c.stderr) ||
-			(c.stdout == "") != (stdout == "") || (c.stderr == "") != (stderr == "") {
-			t.Errorf("otad %q: exit %d\nstdout: %s\nstderr: %s", c.args, code, stdout, stderr)
-		}
-	}
+	clitest.Run(t, func(args ...string) (int, string, string) { return otad(t, args...) }, []clitest.Case{
+		{Args: []string{"help"}, Stdout: "usage: otad COMMAND"},
+		{Args: []string{"-h"}, Stdout: "  install FILE "},
+		{Args: []string{"--help"}, Stdout: "  config check "},
+		{Args: []string{"-help"}, Stdout: "Exit codes: 0 ok"},
+		{Args: []string{"help", "install"}, Stdout: "usage: otad install [-c FILE] [-v] [flags] FILE"},
+		{Args: []string{"install", "-h"}, Stdout: "usage: otad install"},
+		{Args: []string{"status", "--help"}, Stdout: "-json"},
+		{Args: []string{"run", "-h"}, Stdout: "usage: otad run"},
+		{Args: []string{"mark-good", "-h"}, Stdout: "usage: otad mark-good"},
+		{Args: []string{"version", "--help"}, Stdout: "usage: otad version"},
+		{Args: []string{"config", "-h"}, Stdout: "usage: otad config check"},
+		{Args: []string{"help", "config"}, Stdout: "usage: otad config check"},
+		{Args: []string{"config", "check", "-h"}, Stdout: "-file-only"},
+		{Code: 2, Stderr: "usage: otad COMMAND"},
+		{Args: []string{"frobnicate"}, Code: 2, Stderr: `unknown command "frobnicate"`},
+		{Args: []string{"help", "frobnicate"}, Code: 2, Stderr: `unknown command "frobnicate"`},
+		{Args: []string{"install", "--nope"}, Code: 2, Stderr: "flag provided but not defined: -nope"},
+		{Args: []string{"install"}, Code: 2, Stderr: "want 1 arguments"},
+		{Args: []string{"status", "extra"}, Code: 2, Stderr: "usage: otad status"},
+		{Args: []string{"config"}, Code: 2, Stderr: "usage: otad config check"},
+		{Args: []string{"config", "frob"}, Code: 2, Stderr: "usage: otad config check"},
+	})
 }
 
 func TestConfigCheck(t *testing.T) {

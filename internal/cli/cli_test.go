@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/clitest"
 	"github.com/otad/otad/ota"
 )
 
@@ -81,32 +82,23 @@ func testProgram() Program {
 }
 
 func TestProgramRun(t *testing.T) {
-	tests := []struct {
-		args           []string
-		code           int
-		stdout, stderr string
-	}{
-		{nil, ota.ExitUsage, "", "usage: tool COMMAND"},
-		{[]string{"help"}, ota.ExitOK, "  refuse   refuses", ""},
-		{[]string{"help"}, ota.ExitOK, "Exit codes: 0 ok.", ""},
-		{[]string{"help", "ok"}, ota.ExitOK, "usage: tool do", ""},
-		{[]string{"ok", "-h"}, ota.ExitOK, "usage: tool do", ""},
-		{[]string{"ok", "--help"}, ota.ExitOK, "usage: tool do", ""},
-		{[]string{"ok"}, ota.ExitOK, "", ""},
-		{[]string{"nope"}, ota.ExitUsage, "", `tool: unknown command "nope"`},
-		{[]string{"fail"}, ota.ExitFailure, "", "tool fail: broken"},
-		{[]string{"refuse"}, 3, "", "tool refuse: refused"},
-		{[]string{"misused"}, ota.ExitUsage, "", "Run 'tool misused -h' for usage."},
-		{[]string{"ok", "extra"}, ota.ExitUsage, "", "unexpected arguments"},
-		{[]string{"ok", "--bad"}, ota.ExitUsage, "", "flag provided but not defined"},
-	}
-	for _, tt := range tests {
+	clitest.Run(t, func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := testProgram().Run(context.Background(), tt.args, &stdout, &stderr)
-		// Help goes to stdout alone, errors to stderr alone.
-		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) ||
-			(tt.stdout == "") != (stdout.Len() == 0) || (tt.stderr == "") != (stderr.Len() == 0) {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
-		}
-	}
+		code := testProgram().Run(context.Background(), args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}, []clitest.Case{
+		{Code: ota.ExitUsage, Stderr: "usage: tool COMMAND"},
+		{Args: []string{"help"}, Stdout: "  refuse   refuses"},
+		{Args: []string{"help"}, Stdout: "Exit codes: 0 ok."},
+		{Args: []string{"help", "ok"}, Stdout: "usage: tool do"},
+		{Args: []string{"ok", "-h"}, Stdout: "usage: tool do"},
+		{Args: []string{"ok", "--help"}, Stdout: "usage: tool do"},
+		{Args: []string{"ok"}},
+		{Args: []string{"nope"}, Code: ota.ExitUsage, Stderr: `tool: unknown command "nope"`},
+		{Args: []string{"fail"}, Code: ota.ExitFailure, Stderr: "tool fail: broken"},
+		{Args: []string{"refuse"}, Code: 3, Stderr: "tool refuse: refused"},
+		{Args: []string{"misused"}, Code: ota.ExitUsage, Stderr: "Run 'tool misused -h' for usage."},
+		{Args: []string{"ok", "extra"}, Code: ota.ExitUsage, Stderr: "unexpected arguments"},
+		{Args: []string{"ok", "--bad"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined"},
+	})
 }

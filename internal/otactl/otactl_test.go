@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/internal/testkit/clitest"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"
 	"github.com/ulikunitz/xz"
@@ -392,27 +393,17 @@ func TestKeygen(t *testing.T) {
 }
 
 func TestDispatch(t *testing.T) {
-	tests := []struct {
-		args   []string
-		code   int
-		stdout string
-		stderr string
-	}{
-		{nil, ota.ExitUsage, "", "usage: otactl"},
-		{[]string{"frobnicate"}, ota.ExitUsage, "", `unknown command "frobnicate"`},
-		{[]string{"help"}, ota.ExitOK, "keygen", ""},
-		{[]string{"--help"}, ota.ExitOK, "verify", ""},
-		{[]string{"help", "sign"}, ota.ExitOK, "-out-payload", ""},
-		{[]string{"verify", "-h"}, ota.ExitOK, "usage: otactl verify", ""},
-		{[]string{"sign", "--help"}, ota.ExitOK, "usage: otactl sign", ""},
-		{[]string{"verify", "--nope"}, ota.ExitUsage, "", "flag provided but not defined: -nope"},
-	}
-	for _, tt := range tests {
-		r := otactl(t, tt.args...)
-		// Help goes to stdout alone (it can be paged); errors to stderr alone.
-		if r.code != tt.code || !strings.Contains(r.stdout, tt.stdout) || !strings.Contains(r.stderr, tt.stderr) ||
-			(tt.stdout == "") != (r.stdout == "") || (tt.stderr == "") != (r.stderr == "") {
-			t.Errorf("otactl %v: exit %d stdout %q stderr %q", tt.args, r.code, r.stdout, r.stderr)
-		}
-	}
+	clitest.Run(t, func(args ...string) (int, string, string) {
+		r := otactl(t, args...)
+		return r.code, r.stdout, r.stderr
+	}, []clitest.Case{
+		{Code: ota.ExitUsage, Stderr: "usage: otactl"},
+		{Args: []string{"frobnicate"}, Code: ota.ExitUsage, Stderr: `unknown command "frobnicate"`},
+		{Args: []string{"help"}, Stdout: "keygen"},
+		{Args: []string{"--help"}, Stdout: "verify"},
+		{Args: []string{"help", "sign"}, Stdout: "-out-payload"},
+		{Args: []string{"verify", "-h"}, Stdout: "usage: otactl verify"},
+		{Args: []string{"sign", "--help"}, Stdout: "usage: otactl sign"},
+		{Args: []string{"verify", "--nope"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined: -nope"},
+	})
 }
