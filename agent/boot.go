@@ -67,7 +67,7 @@ func (m *machine) bootWriting() {
 		return
 	}
 	m.healthyBoot()
-	m.startInstall(*t, fmt.Sprintf("install interrupted (restart %d); writing again from the start", m.s.Restarts))
+	m.startInstall(*t, fmt.Sprintf("install interrupted (restart %d); starting again (a chunked payload resumes at its checkpoint)", m.s.Restarts))
 }
 
 func (m *machine) bootStaged(ev EvBoot, sameBoot bool) {

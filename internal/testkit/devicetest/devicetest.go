@@ -49,6 +49,10 @@ type Testbed struct {
 	Srv      *httptest.Server
 	Fetched  atomic.Int64 // payload bytes served (bodies as sent)
 	Throttle atomic.Bool  // serve slowly, so a test can interrupt mid-write
+	// HoldAt, when positive, stops the server once Fetched reaches it:
+	// requests wait, sending nothing, until it is raised or cleared, or they
+	// end. A test interrupts a device there, mid-download.
+	HoldAt atomic.Int64
 	Factory  []byte       // what slot A holds at first
 	images   map[string][]byte
 	hits     map[string]int // requests per image name
@@ -62,6 +66,8 @@ type Options struct {
 	Groups []string
 	Health []string // [commit] health_command
 	Window string   // [commit] window; default 10s
+	// SlotSize is the size of each slot; default SlotSize.
+	SlotSize int
 }
 
 // ImageSize is the size of the images Offer makes.
@@ -77,14 +83,17 @@ func New(t *testing.T, opt Options) *Testbed {
 	Must(t, err)
 	dir := t.TempDir()
 	tb := &Testbed{T: t, Dir: dir, images: map[string][]byte{}}
-	tb.Factory = RandBytes(1, SlotSize)
+	if opt.SlotSize == 0 {
+		opt.SlotSize = SlotSize
+	}
+	tb.Factory = RandBytes(1, opt.SlotSize)
 	rel, err := signer.New()
 	Must(t, err)
 	tb.signer, tb.Key = rel, rel.Key
 	tb.Srv = httptest.NewServer(http.HandlerFunc(tb.serve))
 	t.Cleanup(tb.Srv.Close)
 	spec := simdevice.Spec{
-		ID: "gw-0001", Dir: dir, Compatible: "acme,gw-v2", SlotSize: SlotSize, Factory: bytes.NewReader(tb.Factory),
+		ID: "gw-0001", Dir: dir, Compatible: "acme,gw-v2", SlotSize: int64(opt.SlotSize), Factory: bytes.NewReader(tb.Factory),
 		TrustedKey: rel.PublicKeyPEM, Broker: opt.Broker, Groups: opt.Groups, RebootPolicy: opt.Policy, CommitWindow: window,
 		Download: config.Download{Retries: 2, Backoff: config.Duration{Duration: 10 * time.Millisecond}, MaxBackoff: config.Duration{Duration: 50 * time.Millisecond}},
 	}
@@ -124,7 +133,7 @@ func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !tb.Throttle.Load() {
-		http.ServeContent(countingWriter{w, &tb.Fetched}, r, "img", time.Time{}, bytes.NewReader(img))
+		http.ServeContent(countingWriter{w, tb, r}, r, "img", time.Time{}, bytes.NewReader(img))
 		return
 	}
 	w.Header().Set("Content-Length", fmt.Sprint(len(img)))
@@ -139,16 +148,46 @@ func (tb *Testbed) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// countingWriter counts the bytes of the body sent.
+// countingWriter counts the bytes of the body sent in Fetched, and holds
+// them at HoldAt.
 type countingWriter struct {
 	http.ResponseWriter
-	n *atomic.Int64
+	tb *Testbed
+	r  *http.Request
 }
 
 func (w countingWriter) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	w.n.Add(int64(n))
-	return n, err
+	sent := 0
+	for len(b) > 0 {
+		part := b
+		if hold := w.tb.HoldAt.Load(); hold > 0 {
+			part = b[:max(0, min(int64(len(b)), hold-w.tb.Fetched.Load()))]
+		}
+		if len(part) == 0 {
+			select {
+			case <-w.r.Context().Done():
+				return sent, w.r.Context().Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		n, err := w.ResponseWriter.Write(part)
+		w.tb.Fetched.Add(int64(n))
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		b = b[n:]
+	}
+	return sent, nil
+}
+
+// Size is the size of what the server holds under name (an image, or a
+// chunked payload's name.idx and name.store).
+func (tb *Testbed) Size(name string) int64 {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return int64(len(tb.images[name]))
 }
 
 // Hits is how many requests the image name was asked for.
@@ -362,7 +401,7 @@ func (tb *Testbed) CheckBootable(label string) {
 	info := j.Slots[slot]
 	switch {
 	case slot == "A" && info.SHA256 == "":
-		if got, want := FileSHA(tb.T, path, SlotSize), hex.EncodeToString(sha(tb.Factory)); got != want {
+		if got, want := FileSHA(tb.T, path, int64(len(tb.Factory))), hex.EncodeToString(sha(tb.Factory)); got != want {
 			tb.T.Fatalf("%s: booted A, and A no longer holds the factory image", label)
 		}
 	case info.SHA256 == "" || (info.Status != ota.SlotGood && info.Status != ota.SlotStaged):
