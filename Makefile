@@ -55,7 +55,7 @@ vet:
 	$(GO) -C packaging/mkdeb vet ./...
 
 # Install throughput and peak RSS of bin/otad against a plain read+hash+write
-# baseline, same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
+# baseline, stream and chunked payloads (nothing to reuse, 1% changed, killed at 50% and resumed), same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
 bench: build
 	$(GO) run ./bench/install -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
 

@@ -25,17 +25,13 @@ func (s Source) String() string {
 // DefaultMaxSpan bounds one range request when PlanInput.MaxSpan is 0.
 const DefaultMaxSpan = 4 << 20
 
-// Have maps the SHA-256 of a chunk the booted slot holds to its offset in that slot.
-type Have map[[sha256.Size]byte]int64
-
 // BootedChunks lists the chunks of the booted slot's image from its kept index, first
 // occurrence of each hash. Zero chunks are left out: zeros need no source.
-func BootedChunks(x *Index) Have {
-	h := make(Have, x.Count())
+func BootedChunks(x *Index) *Have {
+	h := &Have{entries: make([]haveEntry, 0, x.Count())}
 	for i := range x.Count() {
-		c := x.Chunk(i)
-		if _, ok := h[c.SHA256]; !ok && c.Kind != KindZero {
-			h[c.SHA256] = c.Offset
+		if c := x.Chunk(i); c.Kind != KindZero {
+			h.Add(c.SHA256, c.Offset)
 		}
 	}
 	return h
@@ -44,11 +40,11 @@ func BootedChunks(x *Index) Have {
 // ScanChunks lists the chunks of r, hashed in pieces of chunkSize bytes up to limit
 // bytes or r's end, like BootedChunks: for a booted slot whose image has no kept index
 // (a factory image), hashed once. A short last piece is listed too.
-func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (Have, error) {
+func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (*Have, error) {
 	if !ValidChunkSize(chunkSize) {
 		return nil, fmt.Errorf("scan chunks: chunk size %d is not a power of two from %d to %d", chunkSize, MinChunkSize, MaxChunkSize)
 	}
-	h := Have{}
+	h := &Have{}
 	buf := make([]byte, chunkSize)
 	r = io.LimitReader(r, limit)
 	for off := int64(0); ; off += chunkSize {
@@ -57,10 +53,7 @@ func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (Have,
 		}
 		n, err := io.ReadFull(r, buf)
 		if n > 0 && !allZero(buf[:n]) {
-			sum := sha256.Sum256(buf[:n])
-			if _, ok := h[sum]; !ok {
-				h[sum] = off
-			}
+			h.Add(sha256.Sum256(buf[:n]), off)
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return h, nil
@@ -79,7 +72,7 @@ type PlanInput struct {
 	// the index's; nil means the target holds nothing usable.
 	TargetHas func(i int) bool
 	// Booted lists the booted slot's chunks; nil means nothing to reuse.
-	Booted Have
+	Booted *Have
 	// MaxSpan bounds the bytes of one range request (0: DefaultMaxSpan); a chunk
 	// larger than it still gets a request of its own.
 	MaxSpan int64
@@ -135,7 +128,7 @@ func MakePlan(x *Index, in PlanInput) (*Plan, error) {
 		} else if c.Kind == KindZero {
 			st.Source = FromZero
 			p.ZeroBytes += n
-		} else if off, ok := in.Booted[c.SHA256]; ok {
+		} else if off, ok := in.Booted.Find(c.SHA256); ok {
 			st.Source, st.BootedOffset = FromBooted, off
 			p.BootedBytes += n
 		} else {

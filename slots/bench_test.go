@@ -1,14 +1,20 @@
 package slots
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
 )
 
 // BenchmarkWrite streams an image over loopback HTTP into a slot file on the
@@ -40,4 +46,73 @@ func BenchmarkWrite(b *testing.B) {
 		}
 		srv.Close()
 	}
+}
+
+// BenchmarkWriteChunked installs a chunked payload (64 KiB chunks) of an
+// incompressible image with nothing to reuse, beside the stream install of
+// the same image (compression none), both from files over loopback HTTP
+// into a fresh file of allocated, unwritten blocks, as installbench does:
+// what a sync costs depends on it.
+func BenchmarkWriteChunked(b *testing.B) {
+	const size = 128 << 20
+	img := make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(img)
+	var store bytes.Buffer
+	res, err := payload.Build(b.Context(), bytes.NewReader(img), &store, payload.Options{Level: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	for name, data := range map[string][]byte{"img": img, "img.idx": res.Index, "img.store": store.Bytes()} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	slot := filepath.Join(dir, "slot")
+	fresh := func(b *testing.B) {
+		b.StopTimer()
+		defer b.StartTimer()
+		os.Remove(slot)
+		f, err := os.Create(slot)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+			b.Skipf("fallocate: %v", err)
+		}
+		unix.Sync()
+	}
+	b.Run("stream", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			fresh(b)
+			c0 := cpuNow()
+			if err := Write(b.Context(), Job{URL: srv.URL + "/img", Compression: "none", Size: size, SHA256: sha(img), Target: slot}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
+		}
+	})
+	b.Run("chunked", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			fresh(b)
+			job := ChunkedJob{Job: Job{URL: srv.URL + "/img.store", Size: size, SHA256: sha(img), Target: slot},
+				IndexURL: srv.URL + "/img.idx", Expect: res.Expect(), Offer: "bench", StateDir: b.TempDir()}
+			c0 := cpuNow()
+			if err := WriteChunked(b.Context(), job); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
+		}
+	})
+}
+
+func cpuNow() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

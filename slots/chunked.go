@@ -45,13 +45,21 @@ const maxIndexSize = 8 << 20
 
 // chunkTuning holds the chunked install's knobs; tests try others.
 type chunkTuning struct {
-	lanes           int   // range requests in flight
-	laneBytes       int   // decoded chunks buffered per lane
-	localBytes      int   // buffers for chunks read from the slots
-	batchBytes      int   // bytes per vectored write
-	maxSpan         int64 // bytes per range request
-	checkpointBytes int64 // checkpoint after this many image bytes...
+	lanes      int   // range requests in flight
+	laneBytes  int   // decoded chunks buffered per lane
+	localBytes int   // buffers for chunks read from the slots
+	batchBytes int   // bytes per vectored write
+	maxSpan    int64 // bytes per range request
+	// A checkpoint is due after checkpointBytes of image once checkpointGap
+	// has passed since the last, and after checkpointEvery in any case: on a
+	// slow link every few MiB, on a fast one a few times a second, where
+	// each sync of the slot would otherwise cost more than it saves.
+	checkpointBytes int64
+	checkpointGap   time.Duration
 	checkpointEvery time.Duration
+	// slack is how far past the last chunk the target holds a restart still
+	// looks: a power cut can lose some writes before others.
+	slack int64
 	// beforeCheckpoint runs after the slot is synced and before the
 	// checkpoint file is replaced; an error stops the install there, as a
 	// power cut would (tests).
@@ -61,27 +69,24 @@ type chunkTuning struct {
 func defaultChunkTuning() chunkTuning {
 	return chunkTuning{
 		lanes:           3,
-		laneBytes:       1 << 20,
+		laneBytes:       512 << 10,
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
 		maxSpan:         1 << 20,
 		checkpointBytes: 8 << 20,
+		checkpointGap:   250 * time.Millisecond,
 		checkpointEvery: 2 * time.Second,
+		slack:           16 << 20,
 	}
 }
-
-// window is how far past the checkpoint a restart looks for chunks the
-// target already holds: what was written before the crash but after the
-// last checkpoint (at most a few intervals, see committer).
-func (ct *chunkTuning) window() int64 { return 4 * ct.checkpointBytes }
 
 // WriteChunked installs a chunked payload into the target slot: it fetches
 // and checks the index, then takes every chunk from the checkpoint on from
 // the first source that has it (the target slot, zeros, the booted slot, the
 // network), checks its hash before writing it, records a durable checkpoint
-// every few MiB or seconds, and ends with the image's sha256 and, with
-// Readback, a read-back of the slot against the index and sha256. A restart
-// of the same offer resumes at the checkpoint. It returns nil only when all
+// every few MiB or seconds, and with Readback ends with a read-back of the
+// slot against the index and sha256. A restart of the same offer resumes at
+// the checkpoint. It returns nil only when all
 // of that succeeded, otherwise an *ota.Error with a SPEC §6 code.
 func WriteChunked(ctx context.Context, job ChunkedJob) error {
 	return writeChunked(ctx, job, defaultTuning(), defaultChunkTuning())
@@ -239,8 +244,9 @@ func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atom
 }
 
 // makePlan decides each chunk's source from the checkpoint on. After a
-// restart, chunks within the window past the checkpoint are read from the
-// target and count as written when their hash matches.
+// restart, the target is read from the checkpoint on, and a chunk whose hash
+// matches counts as written: what was written after the last checkpoint
+// before the crash, up to slack past the last chunk found.
 func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 	have, err := in.bootedChunks(ctx)
 	if err != nil {
@@ -252,11 +258,8 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 			in.resumed = nil
 		} else {
 			pi.Next = cp.Next
-			end := int64(cp.Next)*in.x.ChunkSize() + in.ct.window()
-			pi.TargetHas = func(i int) bool {
-				c := in.x.Chunk(i)
-				return c.Offset < end && ctx.Err() == nil && in.targetHolds(c, scratch)
-			}
+			held := in.targetHeld(ctx, cp.Next, scratch)
+			pi.TargetHas = func(i int) bool { return held[i-cp.Next] }
 		}
 	}
 	in.plan, err = payload.MakePlan(in.x, pi)
@@ -264,6 +267,23 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		return ota.Wrap(ota.CodeWriteFailed, err)
 	}
 	return ctx.Err()
+}
+
+// targetHeld reads the target from chunk next on and reports which chunks
+// it holds, stopping slack bytes past the last one it holds.
+func (in *chunkInstall) targetHeld(ctx context.Context, next int, scratch []byte) []bool {
+	held := make([]bool, in.x.Count()-next)
+	end := int64(next) * in.x.ChunkSize()
+	for i := next; i < in.x.Count() && ctx.Err() == nil; i++ {
+		c := in.x.Chunk(i)
+		if c.Offset >= end+in.ct.slack {
+			break
+		}
+		if in.targetHolds(c, scratch) {
+			held[i-next], end = true, c.Offset+int64(c.Length)
+		}
+	}
+	return held
 }
 
 // targetHolds reports whether the target's bytes of c hash as the index says.

@@ -177,6 +177,7 @@ func chunkTestTuning() chunkTuning {
 	ct.batchBytes = 8 * testChunk
 	ct.maxSpan = 8 * testChunk
 	ct.checkpointBytes = 256 << 10
+	ct.checkpointGap = 0
 	ct.checkpointEvery = time.Hour
 	return ct
 }

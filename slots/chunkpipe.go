@@ -3,10 +3,8 @@ package slots
 import (
 	"context"
 	"crypto/sha256"
-	"encoding"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"sync"
 	"time"
@@ -74,10 +72,14 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 
 // write runs the install from the checkpoint on:
 //
-//	assembler: each chunk from its source (lanes for the network), checked → pieces
-//	writer:    pieces → vectored pwrite, writeback started as it goes
-//	hasher:    the image's sha256 over the pieces, buffers back, checkpoints due
+//	lanes:     range requests → chunks decoded and checked against the index
+//	assembler: each chunk from its source (the lanes for the network), in order → pieces
+//	writer:    pieces → vectored pwrite, writeback started as it goes, buffers back, checkpoints due
 //	committer: fdatasync the slot, then replace the checkpoint file
+//
+// Every chunk is checked against the authenticated index before it is
+// written, so the image is not hashed again as it is written; the
+// read-back checks the slot against the index and sha256.
 func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -92,7 +94,6 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		local <- b
 	}
 	pieces := make(chan piece, len(bufs.local))
-	written := make(chan piece, len(bufs.local)+in.ct.batchBytes/len(bufs.scratch))
 	due := make(chan checkpoint, 1)
 	var wg sync.WaitGroup
 	fail := func(err error) {
@@ -105,12 +106,8 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
 	})
 	wg.Go(func() {
-		defer close(written)
-		fail(in.writeLoop(ctx, pieces, written))
-	})
-	wg.Go(func() {
 		defer close(due)
-		fail(in.hashLoop(ctx, written, due))
+		fail(in.writeLoop(ctx, pieces, due))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -217,25 +214,33 @@ func readBooted(f *os.File, off int64, n int, buf []byte) ([]byte, error) {
 }
 
 // writeLoop writes pieces in order, as many neighbours as are waiting in
-// one vectored write, and passes them on to the hasher.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, out chan<- piece) error {
+// one vectored write, gives their buffers back, reports progress and hands
+// the committer a checkpoint when one is due (chunkTuning); at most one
+// waits while another is written.
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
 	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.Target, lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
 	maxBatch := max(1, in.ct.batchBytes/int(in.x.ChunkSize()))
 	batch := make([]piece, 0, maxBatch)
 	iov := make([][]byte, 0, maxBatch)
+	cp := checkpoint{Key: in.key, Offer: in.job.Offer}
+	if r := in.resumed; r != nil {
+		cp = *r
+	}
+	lastAt, lastDone := time.Now(), cp.Done
 	for open := true; open; {
 		batch = batch[:0]
 		select {
 		case p, ok := <-pieces:
 			if !ok {
-				return s.finish(in.job.Size)
+				open = false
+				break
 			}
 			batch = append(batch, p)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 	gather:
-		for len(batch) < maxBatch {
+		for open && len(batch) < maxBatch {
 			select {
 			case p, ok := <-pieces:
 				if !ok {
@@ -251,22 +256,47 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, out 
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if len(batch) == 0 {
+			break
+		}
 		if err := in.writeBatch(batch, iov); err != nil {
 			return err
 		}
+		// Writeback is started in pieces as large as the stream writer's:
+		// many small ones make the storage slower.
 		last := in.x.Chunk(batch[len(batch)-1].chunk)
-		if err := s.advance(last.Offset + int64(last.Length)); err != nil {
-			return err
+		if end := last.Offset + int64(last.Length); end-s.started >= int64(in.tun.chunk) {
+			if err := s.advance(end); err != nil {
+				return err
+			}
 		}
 		for _, p := range batch {
+			n := int64(len(p.buf))
+			p.release()
+			cp.Next, cp.Done = p.chunk+1, cp.Done+n
+			if p.reused {
+				cp.Reused += n
+			}
+		}
+		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+		in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, false)
+		since := time.Since(lastAt)
+		if (cp.Done-lastDone >= in.ct.checkpointBytes && since >= in.ct.checkpointGap) || since >= in.ct.checkpointEvery {
 			select {
-			case out <- p:
+			case due <- cp:
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
+			lastAt, lastDone = time.Now(), cp.Done
 		}
 	}
-	return s.finish(in.job.Size)
+	if err := s.finish(in.job.Size); err != nil {
+		return err
+	}
+	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+	in.counts = cp
+	in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, true)
+	return nil
 }
 
 // writeBatch writes the runs of consecutive pieces that need writing.
@@ -313,66 +343,6 @@ func pwritev(f *os.File, iov [][]byte, off int64) error {
 		}
 	}
 	return nil
-}
-
-// hashLoop hashes the image as it is written, gives the buffers back,
-// reports progress and hands the committer a checkpoint every few MiB or
-// seconds. At most one checkpoint waits while another is written, so what
-// is written past the last durable checkpoint stays within a few intervals
-// (chunkTuning.window).
-func (in *chunkInstall) hashLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
-	h, err := in.imageHash()
-	if err != nil {
-		return err
-	}
-	cp := checkpoint{Key: in.key, Offer: in.job.Offer}
-	if r := in.resumed; r != nil {
-		cp = *r
-	}
-	lastAt, lastDone := time.Now(), cp.Done
-	for p := range pieces {
-		h.Write(p.buf)
-		n := int64(len(p.buf))
-		p.release()
-		cp.Next, cp.Done = p.chunk+1, cp.Done+n
-		if p.reused {
-			cp.Reused += n
-		}
-		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-		in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, false)
-		if cp.Done-lastDone >= in.ct.checkpointBytes || time.Since(lastAt) >= in.ct.checkpointEvery {
-			if cp.Hash, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
-				return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
-			}
-			select {
-			case due <- cp:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-			lastAt, lastDone = time.Now(), cp.Done
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return context.Cause(ctx)
-	}
-	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-	in.counts = cp
-	in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, true)
-	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
-		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("image written to %s from %s has sha256 %x, manifest says %x", in.job.Target, in.job.URL, sum, in.expected))
-	}
-	return nil
-}
-
-// imageHash is the image's sha256 so far: restored from the checkpoint.
-func (in *chunkInstall) imageHash() (hash.Hash, error) {
-	h := sha256.New()
-	if r := in.resumed; r != nil && r.Next > 0 {
-		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(r.Hash); err != nil {
-			return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: image hash state: %w", err))
-		}
-	}
-	return h, nil
 }
 
 // commitLoop makes checkpoints durable: the slot first, then the file that

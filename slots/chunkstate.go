@@ -3,7 +3,6 @@ package slots
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,13 +25,11 @@ const (
 )
 
 // checkpoint is how far an install got: chunks before Next are on storage
-// (the slot was synced before the file was replaced), and Hash is the state
-// of the image's sha256 after them.
+// (the slot was synced before the file was replaced).
 type checkpoint struct {
 	Key     string `json:"key"`
 	Offer   string `json:"offer"`
 	Next    int    `json:"next_chunk"`
-	Hash    []byte `json:"image_sha256_state,omitempty"`
 	Done    int64  `json:"bytes_done"`
 	Fetched int64  `json:"bytes_fetched"`
 	Reused  int64  `json:"bytes_reused"`
@@ -126,7 +123,7 @@ func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
 // bootedChunks lists what the booted slot holds: from the kept index of its
 // image, or by hashing the slot chunk by chunk once (a factory image, or an
 // index of another chunk size), kept in booted.scan for the next restart.
-func (in *chunkInstall) bootedChunks(ctx context.Context) (payload.Have, error) {
+func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error) {
 	job := in.job
 	if job.Booted == "" {
 		return nil, nil
@@ -166,30 +163,25 @@ func scanKey(booted, image string, chunkSize, size int64) [sha256.Size]byte {
 	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 1\x00%s\x00%s\x00%d\x00%d", booted, image, chunkSize, size))
 }
 
-// The scan file: the key, then 40 bytes per chunk (sha256, offset).
-const scanRecord = sha256.Size + 8
-
-func (s chunkState) loadScan(key [sha256.Size]byte) payload.Have {
+// The scan file: the key, then the chunk list (payload.Have's bytes).
+func (s chunkState) loadScan(key [sha256.Size]byte) *payload.Have {
 	b, err := readSmall(s.path(scanName), 64<<20)
-	if err != nil || len(b) < len(key) || [sha256.Size]byte(b[:len(key)]) != key || (len(b)-len(key))%scanRecord != 0 {
+	if err != nil || len(b) < len(key) || [sha256.Size]byte(b[:len(key)]) != key {
 		return nil
 	}
-	b = b[len(key):]
-	h := make(payload.Have, len(b)/scanRecord)
-	for ; len(b) > 0; b = b[scanRecord:] {
-		h[[sha256.Size]byte(b[:sha256.Size])] = int64(binary.LittleEndian.Uint64(b[sha256.Size:]))
+	h := &payload.Have{}
+	if h.UnmarshalBinary(b[len(key):]) != nil {
+		return nil
 	}
 	return h
 }
 
-func (s chunkState) saveScan(key [sha256.Size]byte, h payload.Have) error {
-	b := make([]byte, 0, len(key)+len(h)*scanRecord)
-	b = append(b, key[:]...)
-	for sum, off := range h {
-		b = append(b, sum[:]...)
-		b = binary.LittleEndian.AppendUint64(b, uint64(off))
+func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have) error {
+	list, err := h.MarshalBinary()
+	if err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
 	}
-	if err := durable.WriteFile(s.path(scanName), b, 0o600); err != nil {
+	if err := durable.WriteFile(s.path(scanName), append(key[:], list...), 0o600); err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
 	}
 	return nil

@@ -76,10 +76,10 @@ type tuning struct {
 
 func defaultTuning() tuning {
 	return tuning{
-		chunk:         2 << 20,
-		buffers:       4,
+		chunk:         1 << 20,
+		buffers:       3,
 		syncLag:       16 << 20,
-		readChunk:     2 << 20,
+		readChunk:     1 << 20,
 		readBufs:      2,
 		stall:         60 * time.Second,
 		progressEvery: 250 * time.Millisecond,

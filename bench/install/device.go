@@ -23,20 +23,18 @@ type testDevice struct {
 	// cfg maps readback on/off to a config file for it.
 	cfg      map[bool]string
 	envelope string
+	rel      *signer.Signer
 }
 
 const compatible = "otad,installbench"
 
-// newTestDevice lays the device out under dir and signs an offer for the
-// image at url. Readback on is left to the default, so the bench measures
-// what a device gets without saying anything. The reboot policy is manual:
+// newTestDevice lays the device out under dir, trusting rel, and signs an
+// offer for the image at url (with sum; none without). Readback on is left
+// to the default, so the bench measures what a device gets without saying
+// anything. The reboot policy is manual:
 // `otad install` returns once the image is staged and the boot slot
 // flipped, without a (simulated) reboot in the timing.
-func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error) {
-	rel, err := signer.New()
-	if err != nil {
-		return nil, err
-	}
+func newTestDevice(dir, url string, size int64, sum string, rel *signer.Signer) (*testDevice, error) {
 	spec := simdevice.Spec{
 		ID: "bench-0001", Dir: dir, Compatible: compatible, SlotSize: size, TrustedKey: rel.PublicKeyPEM, RebootPolicy: "manual",
 		Download: config.Download{Retries: 1, Backoff: config.Duration{Duration: 100 * time.Millisecond}, MaxBackoff: config.Duration{Duration: time.Second}},
@@ -55,19 +53,34 @@ func newTestDevice(dir, url string, size int64, sum string) (*testDevice, error)
 		slotA: p.SlotA, slotB: p.SlotB, stateDir: p.StateDir, envFile: p.EnvFile,
 		cfg:      map[bool]string{true: p.Config, false: filepath.Join(dir, "otad-readback-off.toml")},
 		envelope: filepath.Join(dir, "offer.json"),
+		rel:      rel,
 	}
 	if err := os.WriteFile(d.cfg[false], noReadback, 0o600); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	env, err := rel.Sign(signer.Offer{ID: "installbench", Version: "bench-1", SecurityVersion: 1, Compatible: compatible,
-		URL: url, Size: size, SHA256: sum})
+	if sum == "" {
+		return d, nil
+	}
+	d.envelope, err = d.sign(signer.Offer{ID: "installbench", Version: "bench-1", SecurityVersion: 1, Compatible: compatible,
+		URL: url, Size: size, SHA256: sum}, "")
+	return d, err
+}
+
+// sign writes the envelope of o beside the device's config and returns its
+// path: offer.json, or offer-NAME.json.
+func (d *testDevice) sign(o signer.Offer, name string) (string, error) {
+	env, err := d.rel.Sign(o)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := os.WriteFile(d.envelope, env, 0o600); err != nil {
-		return nil, fmt.Errorf("envelope: %w", err)
+	path := filepath.Join(filepath.Dir(d.cfg[true]), "offer.json")
+	if name != "" {
+		path = filepath.Join(filepath.Dir(d.cfg[true]), "offer-"+name+".json")
 	}
-	return d, nil
+	if err := os.WriteFile(path, env, 0o600); err != nil {
+		return "", fmt.Errorf("envelope: %w", err)
+	}
+	return path, nil
 }
 
 // reset forgets the previous install: an empty state directory and a sim

@@ -35,12 +35,20 @@ func parseSize(s string) (int64, error) {
 // (filesystem, virtual disk) can compress or deduplicate them; ChaCha8, so a
 // 1 GiB image takes about a second and is the same in every run.
 func generate(path string, size int64) (string, error) {
+	return generateSeed(path, size, "otad")
+}
+
+// generateSeed is generate with another stream: an image that shares no
+// chunk with generate's.
+func generateSeed(path string, size int64, seed string) (string, error) {
+	var key [32]byte
+	copy(key[:], seed)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("image: %w", err)
 	}
 	defer f.Close()
-	rng := rand.NewChaCha8([32]byte{'o', 't', 'a', 'd'})
+	rng := rand.NewChaCha8(key)
 	h := sha256.New()
 	buf := make([]byte, ioChunk)
 	for left := size; left > 0; {

@@ -232,7 +232,8 @@ func buildOtad(t *testing.T) string {
 // column in MiB.
 func storageRead(t *testing.T, out, phase string) int {
 	t.Helper()
-	m := regexp.MustCompile(regexp.QuoteMeta(phase) + `\s+[\d.]+\s+[\d.]+x\s+\S+\s+[\d.]+ MiB\s+[\d.]+s\s+(\d+) MiB`).FindStringSubmatch(out)
+	// phase, wall, MiB/s, ratio, target, fetched, peak RSS, CPU, storage read
+	m := regexp.MustCompile(regexp.QuoteMeta(phase) + `\s+[\d.]+s\s+[\d.]+\s+[\d.]+x\s+\S+\s+(?:[\d.]+ MiB|-)\s+[\d.]+ MiB\s+[\d.]+s\s+(\d+) MiB`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no table row for %q:\n%s", phase, out)
 	}
@@ -260,7 +261,8 @@ func TestRunEndToEnd(t *testing.T) {
 	}{
 		{"real otad", otad, []string{"-inprocess", "-cpuprofile", prof}, "", []string{
 			"warm-up (not counted)", "round 1:", "round 2:", "source cached; slot B fallocate",
-			"otad install, readback off", "otad install, readback on", "slots.Write, readback on", "RESULT:",
+			"otad install, readback off", "otad install, readback on", "slots.Write, readback on",
+			"otad chunked, nothing to reuse", "otad chunked, 1% changed", "otad chunked, kill at 50%+resume", "RESULT:",
 		}},
 		{"real otad, cold source, zeroed slot", otad, []string{"-source", "cold", "-slot", "zeros"}, "", []string{"source cold; slot B zeros", "RESULT:"}},
 		{"failing otad", script("fail", "echo 'otad: offer refused' >&2; exit 3"), nil, "exit status 3", nil},

@@ -30,6 +30,8 @@ type sample struct {
 	// phases only, from the writer's progress reports; 0 when unknown): the
 	// rest of dur is the readback's tail.
 	written time.Duration
+	// fetched is what the image server sent during the phase.
+	fetched int64
 }
 
 // writeInProcess runs the slot writer alone in this process: no agent, no
@@ -74,11 +76,82 @@ func inProcess(s *sample, fn func() error) error {
 	return err
 }
 
-// selfPeakRSS reads VmHWM from /proc/self/status; -1 when unknown.
+// selfPeakRSS reads this process's VmHWM; -1 when unknown.
 func selfPeakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	if n := peakRSSOf("/proc/self/status"); n > 0 {
+		return n
+	}
+	return -1
+}
+
+// installOtad runs `otad install -c cfg envelope` as its own process (no
+// daemon listens, so it installs in-process under the state lock) and takes
+// its wall time from exec to exit and its CPU and storage reads from wait4.
+func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error) {
+	return runOtad(ctx, bin, cfg, envelope, nil)
+}
+
+// runOtad is installOtad; kill, when set, is asked every millisecond and
+// ends otad with SIGKILL when it says so, which is then no error.
+//
+// Peak RSS is otad's VmHWM, read from /proc while it runs: wait4's maxrss
+// is no good here, because os/exec starts otad with vfork, and Linux counts
+// the parent's peak RSS (this benchmark's, at exec time) into the child's
+// maxrss. VmHWM only grows, so the last reading before exit misses at most
+// the last millisecond.
+func runOtad(ctx context.Context, bin, cfg, envelope string, kill func() bool) (sample, error) {
+	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
+	out := &testtool.Buffer{Max: 2000} // the end of its output, for an error
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sample{}, fmt.Errorf("%s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	var hwm int64
+	killed := false
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-exited:
+			break wait
+		case <-tick.C:
+			hwm = max(hwm, peakRSSOf(status))
+			if kill != nil && !killed && kill() {
+				killed = cmd.Process.Signal(syscall.SIGKILL) == nil
+			}
+		}
+	}
+	dur := time.Since(start)
+	if err != nil && !killed {
+		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, strings.TrimSpace(out.String()))
+	}
+	if kill != nil && !killed {
+		return sample{}, fmt.Errorf("%s install -c %s %s ended before it was killed:\n%s", bin, cfg, envelope, strings.TrimSpace(out.String()))
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return sample{}, errors.New("no resource usage from wait4 on this platform")
+	}
+	return sample{
+		dur:         dur,
+		cpu:         time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)),
+		rss:         hwm,
+		fromStorage: ru.Inblock * 512,
+	}, nil
+}
+
+// peakRSSOf reads VmHWM from a /proc/PID/status file; 0 when unknown.
+func peakRSSOf(status string) int64 {
+	b, err := os.ReadFile(status)
 	if err != nil {
-		return -1
+		return 0
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
@@ -88,31 +161,5 @@ func selfPeakRSS() int64 {
 			}
 		}
 	}
-	return -1
-}
-
-// installOtad runs `otad install -c cfg envelope` as its own process (no
-// daemon listens, so it installs in-process under the state lock) and takes
-// its wall time from exec to exit and its resource use from wait4.
-func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error) {
-	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
-	out := &testtool.Buffer{Max: 2000} // the end of its output, for an error
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	dur := time.Since(start)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, strings.TrimSpace(out.String()))
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return sample{}, errors.New("no resource usage from wait4 on this platform")
-	}
-	return sample{
-		dur:         dur,
-		cpu:         time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)),
-		rss:         ru.Maxrss << 10, // KiB on Linux
-		fromStorage: ru.Inblock * 512,
-	}, nil
+	return 0
 }

@@ -112,6 +112,8 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err), nil
 	}
+	limitMemory()
+	dropStartupPages()
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	runErr := make(chan error, 1)

@@ -108,6 +108,8 @@ func cmdRun(e *env, args []string) int {
 		return code
 	}
 	defer lock.Release()
+	limitMemory()
+	dropStartupPages()
 	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: version, Logger: e.logger()}); err != nil {
 		var envErr *node.BootEnvError
 		if errors.As(err, &envErr) {

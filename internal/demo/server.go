@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +19,9 @@ import (
 type FileServer struct {
 	// URL is the base URL: http://127.0.0.1:PORT
 	URL string
-	srv *http.Server
+	// Sent counts the body bytes sent, for what a device fetched.
+	Sent *atomic.Int64
+	srv  *http.Server
 }
 
 // StartFileServer serves dir; rate caps each response in bytes per second (0: no cap).
@@ -27,9 +30,10 @@ func StartFileServer(dir string, rate int64) (*FileServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image server: %w", err)
 	}
-	srv := &http.Server{Handler: fileHandler{dir: dir, rate: rate}, ReadHeaderTimeout: 10 * time.Second}
+	sent := new(atomic.Int64)
+	srv := &http.Server{Handler: fileHandler{dir: dir, rate: rate, sent: sent}, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) // ends with Close
-	return &FileServer{URL: "http://" + ln.Addr().String(), srv: srv}, nil
+	return &FileServer{URL: "http://" + ln.Addr().String(), Sent: sent, srv: srv}, nil
 }
 
 // Close stops the server, bounded by ctx.
@@ -44,6 +48,7 @@ func (s *FileServer) Close(ctx context.Context) error {
 type fileHandler struct {
 	dir  string
 	rate int64
+	sent *atomic.Int64
 }
 
 func (h fileHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,11 +73,30 @@ func (h fileHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	var out http.ResponseWriter = w
+	var out http.ResponseWriter = counting{w, h.sent}
 	if h.rate > 0 {
 		out = &throttled{ResponseWriter: w, ctx: r.Context(), rate: h.rate}
 	}
 	http.ServeContent(out, r, name, st.ModTime(), f)
+}
+
+// counting counts what is sent.
+type counting struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c counting) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// Flush lets buffered bytes out.
+func (c counting) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // throttled paces the body at rate bytes per second.

@@ -62,6 +62,7 @@ func TestFileServer(t *testing.T) {
 		{"/", "", http.StatusNotFound, nil},
 		{"/sub/../img.zst", "", http.StatusNotFound, nil}, // a flat directory: no path in a name
 	}
+	var files int64
 	for _, tt := range tests {
 		h := map[string]string{}
 		if tt.rng != "" {
@@ -71,6 +72,12 @@ func TestFileServer(t *testing.T) {
 		if code != tt.code || (tt.bytes != nil && !bytes.Equal(b, tt.bytes)) {
 			t.Errorf("GET %s (%s): %d, %d bytes; want %d", tt.path, tt.rng, code, len(b), tt.code)
 		}
+		if tt.bytes != nil {
+			files += int64(len(b))
+		}
+	}
+	if got := s.Sent.Load(); got != files {
+		t.Errorf("Sent counts %d bytes, the files' bodies were %d", got, files)
 	}
 }
 

@@ -52,11 +52,11 @@ type Testbed struct {
 	// HoldAt, when positive, stops the server once Fetched reaches it:
 	// requests wait, sending nothing, until it is raised or cleared, or they
 	// end. A test interrupts a device there, mid-download.
-	HoldAt atomic.Int64
-	Factory  []byte       // what slot A holds at first
-	images   map[string][]byte
-	hits     map[string]int // requests per image name
-	mu       sync.Mutex
+	HoldAt  atomic.Int64
+	Factory []byte // what slot A holds at first
+	images  map[string][]byte
+	hits    map[string]int // requests per image name
+	mu      sync.Mutex
 }
 
 // Options shape the device's config.
