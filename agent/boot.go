@@ -17,7 +17,7 @@ func (m *machine) boot(ev EvBoot) {
 	}
 	switch m.s.Phase {
 	case ota.Idle:
-		m.bootIdle()
+		m.bootIdle(sameBoot)
 	case ota.Downloading, ota.Verifying:
 		m.bootWriting()
 	case ota.Staged:
@@ -34,13 +34,20 @@ func (m *machine) boot(ev EvBoot) {
 	}
 }
 
-func (m *machine) bootIdle() {
+func (m *machine) bootIdle(sameBoot bool) {
 	booted := m.s.Booted
 	if m.s.Slots[booted].Status == ota.SlotBad && m.otherBootable(booted) {
 		// A reboot we asked for after a rejection did not happen yet
 		// (crash, or the bootloader retried): leave again, never commit it.
+		// Within the same boot under the manual policy the operator has not
+		// rebooted yet after their mark-bad: the reboot stays theirs.
 		m.persist()
-		m.do(Mark{Op: MarkBad, Slot: booted}, Reboot{})
+		m.do(Mark{Op: MarkBad, Slot: booted})
+		if sameBoot && !m.p.RebootImmediately {
+			m.emit(ota.Idle, nil, "slot "+string(booted)+" is marked bad; "+rebootToReturn(booted.Other()))
+			return
+		}
+		m.do(Reboot{})
 		return
 	}
 	m.healthyBoot()

@@ -78,7 +78,7 @@ func (m *machine) step(ev Event) {
 		if ev.OK {
 			m.commit("health checks passed")
 		} else {
-			m.reject(ota.CodeHealthCheckFailed, "health check failed: "+ev.Message)
+			m.reject(ota.CodeHealthCheckFailed, "health check failed: "+ev.Message, true)
 		}
 	case EvMarkGood:
 		if m.s.Phase == ota.Confirming {

@@ -225,6 +225,28 @@ func TestStep(t *testing.T) {
 				return s
 			}(), policy: imm, events: []Event{EvMarkBad{}}, phase: ota.Idle, result: ota.ResultRolledBack,
 			effects: "mark(bad,B) mark(active,A) persist emit(idle>idle,rolled_back,cancelled) reboot"},
+		{name: "manual mark-bad under the manual reboot policy marks and leaves the reboot to the operator",
+			start: func() State {
+				s, _ := run(t, atRebooting(), imm, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true})
+				return s
+			}(), policy: manual, events: []Event{EvMarkBad{}}, phase: ota.Idle, result: ota.ResultRolledBack,
+			effects: "mark(bad,B) mark(active,A) persist emit(idle>idle,rolled_back,cancelled)",
+			checkState: func(t *testing.T, s State) {
+				if !strings.Contains(s.LastResult.Message, "reboot to return to slot A") {
+					t.Errorf("message %q does not tell the operator to reboot", s.LastResult.Message)
+				}
+			}},
+		{name: "agent restart after a manual mark-bad, same boot: no reboot under the manual policy",
+			start: func() State {
+				s, _ := run(t, atRebooting(), imm, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true})
+				s, _ = run(t, s, manual, EvMarkBad{})
+				return s
+			}(), policy: manual, events: []Event{EvBoot{Booted: "B", BootID: "b2"}}, phase: ota.Idle,
+			effects: "persist mark(bad,B) persist emit(idle>idle)"},
+		{name: "mark-bad while confirming under the manual policy fails the install without rebooting",
+			start: atRebooting(), policy: manual, events: []Event{EvBoot{Booted: "B", BootID: "b2"}, EvMarkBad{}},
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled,
+			effects: "mark(bad,B) persist emit(confirming>idle,failed,cancelled)"},
 		{name: "manual mark-bad with nothing to return to is refused",
 			start: fresh(), policy: imm, events: []Event{EvMarkBad{}}, phase: ota.Idle, effects: "persist emit(idle>idle)"},
 		{name: "manual mark-good while confirming commits",

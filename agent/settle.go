@@ -18,17 +18,29 @@ func (m *machine) commit(msg string) {
 	m.startPending()
 }
 
-// reject gives up the running new slot and goes back to the other one.
-func (m *machine) reject(code ota.Code, msg string) {
+// reject gives up the running new slot and goes back to the other one: at
+// once after a failed health check, whatever the reboot policy (this slot is
+// bad); by the policy when the operator rejects it.
+func (m *machine) reject(code ota.Code, msg string, reboot bool) {
 	t := m.s.Target
 	m.do(Mark{Op: MarkBad, Slot: t.Slot})
 	info := m.s.Slots[t.Slot]
 	info.Status = ota.SlotBad
 	m.s.Slots[t.Slot] = info
 	m.s.Target = nil
+	if !reboot {
+		msg += "; " + rebootToReturn(t.Slot.Other())
+	}
 	m.transition(ota.Idle, m.result(t, ota.ResultFailed, code, msg), "")
-	// Back to the old slot regardless of the reboot policy: this one is bad.
-	m.do(Reboot{})
+	if reboot {
+		m.do(Reboot{})
+	}
+}
+
+// rebootToReturn is what an operator reads when the reboot policy is manual
+// and a slot was rejected: the bootloader is set, the reboot is theirs.
+func rebootToReturn(slot ota.Slot) string {
+	return "reboot.policy is manual: reboot to return to slot " + string(slot)
 }
 
 // fellBack handles a boot that did not reach the target: the bootloader
@@ -81,7 +93,7 @@ func CanMarkBad(s State) error {
 
 func (m *machine) markBad() {
 	if m.s.Phase == ota.Confirming {
-		m.reject(ota.CodeCancelled, "marked bad by operator")
+		m.reject(ota.CodeCancelled, "marked bad by operator", m.p.RebootImmediately)
 		return
 	}
 	if err := CanMarkBad(m.s); err != nil {
@@ -93,9 +105,14 @@ func (m *machine) markBad() {
 	info.Status = ota.SlotBad
 	m.s.Slots[slot] = info
 	m.do(Mark{Op: MarkBad, Slot: slot}, Mark{Op: MarkActive, Slot: slot.Other()})
-	m.transition(ota.Idle, &ota.Outcome{ID: info.ID, SHA256: info.SHA256, Result: ota.ResultRolledBack, Code: ota.CodeCancelled,
-		Message: "slot " + string(slot) + " marked bad by operator"}, "")
-	m.do(Reboot{})
+	msg := "slot " + string(slot) + " marked bad by operator"
+	if !m.p.RebootImmediately {
+		msg += "; " + rebootToReturn(slot.Other())
+	}
+	m.transition(ota.Idle, &ota.Outcome{ID: info.ID, SHA256: info.SHA256, Result: ota.ResultRolledBack, Code: ota.CodeCancelled, Message: msg}, "")
+	if m.p.RebootImmediately {
+		m.do(Reboot{})
+	}
 }
 
 // effectFailed runs on the state as last journaled: the loop rolls its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/otad/otad/ota"
 )
@@ -65,4 +66,21 @@ func CheckSlot(slot ota.Slot) error {
 		return nil
 	}
 	return fmt.Errorf("slot %q: %w (want %q or %q)", slot, ErrUnknownSlot, ota.SlotA, ota.SlotB)
+}
+
+// OrderWithout returns the words of a boot order other than slot, in order (an
+// empty order is DefaultOrder). Mark bad writes what is left, mark active puts
+// the slot in front of it, as RAUC's U-Boot backend does; words that name no
+// slot of ours stay, as RAUC keeps them.
+func OrderWithout(order string, slot ota.Slot) []string {
+	if strings.TrimSpace(order) == "" {
+		order = DefaultOrder
+	}
+	var rest []string
+	for _, w := range strings.Fields(order) {
+		if w != string(slot) {
+			rest = append(rest, w)
+		}
+	}
+	return rest
 }

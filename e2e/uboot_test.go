@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -163,11 +165,20 @@ func (d *ubootDevice) wantUBootEnv(ctx context.Context, want map[string]string) 
 func ubootPicks(slot string, left int) string {
 	return regexp.QuoteMeta(fmt.Sprintf("otad: slot %s, %x attempts left after this one", slot, left))
 }
+func ubootSkips(slot string) string {
+	return regexp.QuoteMeta("otad: slot " + slot + " has no attempts left")
+}
+func raucPicks(slot string, left int) string {
+	return regexp.QuoteMeta(fmt.Sprintf("Found valid slot %s, %x attempts remaining", slot, left))
+}
 
 func TestUBoot(t *testing.T) {
 	s := newUBootSuite(t)
 	runScenarios(t, ubootScenarioBudget, []scenario{
 		{"1_good_update", func(t *testing.T, ctx context.Context) { ubootGoodUpdate(t, ctx, s) }},
+		{"2_hang_falls_back", func(t *testing.T, ctx context.Context) { ubootHangFallsBack(t, ctx, s) }},
+		{"3_power_cut_env_write", func(t *testing.T, ctx context.Context) { ubootPowerCutEnvWrite(t, ctx, s) }},
+		{"4_rauc_script", func(t *testing.T, ctx context.Context) { ubootRAUCScript(t, ctx, s) }},
 	})
 }
 
@@ -200,4 +211,167 @@ func ubootGoodUpdate(t *testing.T, ctx context.Context, s *ubootSuite) {
 	d.expect(ctx, r, `mark=good slot=B`)
 	r.Kill()
 	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "B A", "BOOT_B_LEFT": "3", "BOOT_A_LEFT": "3"})
+}
+
+// ubootHangFallsBack: the new slot's init hangs; the watchdog resets it, and
+// U-Boot counts its attempts down across three runs, then boots A, where otad
+// reports rolled_back and takes B out of BOOT_ORDER.
+func ubootHangFallsBack(t *testing.T, ctx context.Context, s *ubootSuite) {
+	d := s.newDevice(t, ctx, s.bootScr, 0)
+	r := d.powerOn()
+	d.expect(ctx, r, otadRunning("A"))
+	img, url := d.payload(ctx, "B-hang", Hang, d.cfg)
+	d.offer(ctx, "rel-b-hang", img, url, time.Now())
+	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
+	d.ended(ctx, r)
+	for left := UBootAttempts - 1; left >= 0; left-- {
+		r = d.powerOn()
+		d.expect(ctx, r, ubootPicks("B", left))
+		d.expect(ctx, r, regexp.QuoteMeta(MarkerHang))
+		d.ended(ctx, r) // the i6300esb resets the guest ~5 s later
+	}
+	r = d.powerOn()
+	d.expect(ctx, r, ubootSkips("B"))
+	d.expect(ctx, r, ubootPicks("A", UBootAttempts-1))
+	d.expect(ctx, r, otadRunning("A"))
+	st := d.waitStatus(ctx, "rolled back", settled("A", ota.ResultRolledBack))
+	if st.LastResult.ID != "rel-b-hang" {
+		t.Errorf("rolled back %+v, want id rel-b-hang", st.LastResult)
+	}
+	d.expect(ctx, r, `mark=bad slot=B`)
+	d.expect(ctx, r, `mark=good slot=A`)
+	r.Kill()
+	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "0"})
+}
+
+// ubootPowerCutEnvWrite cuts the power while otad writes the env to flip to
+// the new slot. This flash holds one copy of the env (no CONFIG_ENV_ADDR_REDUND),
+// so nothing makes that write atomic:
+//
+//   - a cut before the write starts or after it ends loses nothing;
+//   - a cut during it can leave a copy whose CRC fails (here: the first page
+//     new, the rest old). U-Boot then runs on its compiled-in default
+//     environment, and every saved variable is gone: otad's BOOT_ORDER and
+//     counters, and the factory's own (bootdelay, otad_bootargs). The boot
+//     script's defaults ("A B", 3 attempts each) pick slot A, and its saveenv
+//     writes a valid env again.
+//
+// The device still boots (slot A, a complete image), and otad, whose journal
+// says staged, sees that the flip did not happen and makes it again.
+func ubootPowerCutEnvWrite(t *testing.T, ctx context.Context, s *ubootSuite) {
+	// The guest writes the env in 4 KiB requests at 32 KiB/s: otad's 256 KiB
+	// write takes ~8 s, a page every ~125 ms.
+	d := s.newDevice(t, ctx, s.bootScr, 4)
+	d.machine.EnvWriteBps = 32 << 10
+	r := d.powerOn()
+	d.expect(ctx, r, otadRunning("A"))
+	img, url := d.payload(ctx, "B-3", Healthy, d.cfg)
+	d.offer(ctx, "rel-b-3", img, url, time.Now())
+	d.expect(ctx, r, `mark=bad slot=B`)
+	before, err := os.ReadFile(d.flash1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = before[:EnvSize]
+	// The next env write is mark active ("A" becomes "B A"): cut the power as
+	// soon as its first page lands. The variables are sorted and the BOOT_*
+	// ones come first, so the longer BOOT_ORDER shifts everything after it and
+	// the new first page does not fit the old second one.
+	for {
+		now, err := os.ReadFile(d.flash1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(now[:EnvSize], before) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("otad never wrote the env after mark bad: %v", ctx.Err())
+		case <-r.Done():
+			t.Fatal("QEMU ended before otad wrote the env")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	r.Kill()
+	t.Logf("run 0 %6.1fs  power cut while otad writes the env (mark active B)", time.Since(r.Started).Seconds())
+	torn, _ := os.ReadFile(d.flash1)
+	var changed []int
+	for i := 0; i < EnvSize; i += 4096 {
+		if !bytes.Equal(torn[i:i+4096], before[i:i+4096]) {
+			changed = append(changed, i/4096)
+		}
+	}
+	t.Logf("the cut left env pages %v of %d rewritten", changed, EnvSize/4096)
+	if _, err := ReadUBootEnv(ctx, d.flash1, d.dir); !errors.Is(err, ErrNoEnv) {
+		t.Fatalf("after the cut fw_printenv reads %v; want a torn env (bad CRC)", err)
+	}
+
+	d.machine.EnvWriteBps = 0
+	r = d.powerOn()
+	d.expect(ctx, r, `bad CRC, using default environment`)
+	d.expect(ctx, r, ubootPicks("A", 2))
+	d.expect(ctx, r, initOf("A-1", "A"))
+	d.expect(ctx, r, otadRunning("A"))
+	d.expect(ctx, r, `mark=active slot=B`)
+	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
+	d.ended(ctx, r)
+	r = d.powerOn()
+	d.expect(ctx, r, ubootPicks("B", 2))
+	d.expect(ctx, r, initOf("B-3", "B"))
+	st := d.waitStatus(ctx, "committed on B after the torn env", settled("B", ota.ResultSuccess))
+	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != "rel-b-3" {
+		t.Errorf("slot B %+v, last %+v; want rel-b-3 %s", st.Slots["B"], st.LastResult, img.SHA256)
+	}
+	d.expect(ctx, r, `mark=good slot=B`)
+	r.Kill()
+	// What the torn write cost: the factory's variables are U-Boot's defaults again.
+	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "B A", "BOOT_B_LEFT": "3",
+		"bootdelay": "2", "otad_bootargs": "", "default_bootargs": ""})
+}
+
+// ubootRAUCScript runs RAUC's example U-Boot script (testdata/rauc/uboot.sh,
+// only its kernel loading adapted) with otad writing the env: an update that
+// commits, then one whose kernel panics three times, after which the script
+// falls back and otad reports rolled_back.
+func ubootRAUCScript(t *testing.T, ctx context.Context, s *ubootSuite) {
+	d := s.newDevice(t, ctx, s.raucScr, 0)
+	r := d.powerOn()
+	d.expect(ctx, r, raucPicks("A", 3))
+	d.expect(ctx, r, otadRunning("A"))
+	img, url := d.payload(ctx, "B-2", Healthy, d.cfg)
+	d.offer(ctx, "rel-b-2", img, url, time.Now())
+	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
+	d.ended(ctx, r)
+	r = d.powerOn()
+	d.expect(ctx, r, raucPicks("B", 3))
+	d.expect(ctx, r, initOf("B-2", "B"))
+	d.waitStatus(ctx, "committed on B", func(s ota.Status) bool {
+		return s.BootedSlot == "B" && s.State == ota.Idle && s.LastResult != nil && s.LastResult.Result == ota.ResultSuccess && s.LastResult.ID == "rel-b-2"
+	})
+	d.expect(ctx, r, `mark=good slot=B`)
+
+	// Slot A gets an image whose init exits: the kernel panics, and
+	// panic=-1 resets at once.
+	img, url = d.payload(ctx, "A-panic", Panic, d.cfg)
+	d.offer(ctx, "rel-a-panic", img, url, time.Now().Add(time.Second))
+	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
+	d.ended(ctx, r)
+	for left := UBootAttempts; left > 0; left-- {
+		r = d.powerOn()
+		d.expect(ctx, r, raucPicks("A", left))
+		d.expect(ctx, r, regexp.QuoteMeta(MarkerPanic))
+		d.expect(ctx, r, `Kernel panic`)
+		d.ended(ctx, r)
+	}
+	r = d.powerOn()
+	d.expect(ctx, r, raucPicks("B", UBootAttempts))
+	d.expect(ctx, r, initOf("B-2", "B"))
+	st := d.waitStatus(ctx, "rolled back", settled("B", ota.ResultRolledBack))
+	if st.LastResult.ID != "rel-a-panic" {
+		t.Errorf("rolled back %+v, want id rel-a-panic", st.LastResult)
+	}
+	d.expect(ctx, r, `mark=bad slot=A`)
+	r.Kill()
+	d.wantUBootEnv(ctx, map[string]string{"BOOT_ORDER": "B", "BOOT_A_LEFT": "0", "BOOT_B_LEFT": "3"})
 }

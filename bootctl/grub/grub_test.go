@@ -96,10 +96,12 @@ func TestOurWritesReadByGrubEditenv(t *testing.T) {
 		slot   ota.Slot
 		change map[string]string
 	}{
-		{e.MarkBad, "B", map[string]string{"B_OK": "0", "B_TRY": "0"}},
+		// Mark bad takes the slot out of ORDER (padded to its length: in place),
+		// mark active puts it first.
+		{e.MarkBad, "B", map[string]string{"ORDER": "A  ", "B_OK": "0", "B_TRY": "0"}},
 		{e.MarkActive, "B", map[string]string{"ORDER": "B A", "B_OK": "1", "B_TRY": "0"}},
 		{e.MarkGood, "B", map[string]string{"B_OK": "1", "B_TRY": "0"}},
-		{e.MarkBad, "A", map[string]string{"A_OK": "0", "A_TRY": "0"}},
+		{e.MarkBad, "A", map[string]string{"ORDER": "B  ", "A_OK": "0", "A_TRY": "0"}},
 	}
 	for i, s := range steps {
 		if err := s.do(ctx, s.slot); err != nil {

@@ -119,14 +119,29 @@ func applyMark(vars map[string]string, mark string, slot ota.Slot) map[string]st
 	e := effective(vars)
 	switch mark {
 	case markBad:
+		// Out of ORDER, by the rule the U-Boot backend follows (RAUC's): only
+		// mark active puts it back. (grub.cfg tries a slot left out of ORDER
+		// last, but never one with x_OK=0.)
+		e[OrderVar] = keepLength(strings.Join(bootctl.OrderWithout(e[OrderVar], slot), " "), e[OrderVar])
 		e[OKVar(slot)], e[TryVar(slot)] = "0", "0"
 	case markActive:
-		e[OrderVar] = string(slot) + " " + string(slot.Other())
+		e[OrderVar] = keepLength(strings.Join(append([]string{string(slot)}, bootctl.OrderWithout(e[OrderVar], slot)...), " "), e[OrderVar])
 		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"
 	case markGood:
 		e[OKVar(slot)], e[TryVar(slot)] = "1", "0"
 	}
 	return e
+}
+
+// keepLength pads a shorter new ORDER with blanks to the old one's length
+// ("A B" without B is "A  "): the grubenv is rewritten in place, and a value
+// of unchanged length rewrites only its own bytes, so a power cut mid-write
+// cannot shift and tear the lines after it. The scripts split ORDER on blanks.
+func keepLength(order, old string) string {
+	if n := len(old) - len(order); n > 0 {
+		return order + strings.Repeat(" ", n)
+	}
+	return order
 }
 
 const (

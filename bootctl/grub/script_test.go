@@ -108,7 +108,7 @@ func TestGrubCfgMatchesPick(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := testtool.WriteFile(t, filepath.Join(t.TempDir(), "grub.sh"), []byte(translateGrubCfg(t, string(src))))
-	orders := []string{"-", "A B", "B A", "A", "B", "B B", "", "C"}
+	orders := []string{"-", "A B", "B A", "A", "B", "B B", "", "C", "A  ", "B  ", " "}
 	vals := []string{"-", "0", "1"}
 	var cases []map[string]string
 	for _, o := range orders {

@@ -76,8 +76,8 @@ func factory(attempts int) state {
 	return state{
 		Vars: map[string]string{
 			uboot.OrderVar:           bootctl.DefaultOrder,
-			uboot.LeftVar(ota.SlotA): strconv.Itoa(attempts),
-			uboot.LeftVar(ota.SlotB): strconv.Itoa(attempts),
+			uboot.LeftVar(ota.SlotA): uboot.Counter(attempts),
+			uboot.LeftVar(ota.SlotB): uboot.Counter(attempts),
 		},
 		Booted: ota.SlotA,
 	}

@@ -109,6 +109,21 @@ func TestUpdateCycle(t *testing.T) {
 				t.Fatalf("booted %q", got)
 			}
 		}},
+		{"a rejected slot stays out after the good slot runs out of attempts", func(t *testing.T, s *Sim) {
+			must(t, s.MarkActive(ctx, "B"))
+			boot(t, s)
+			must(t, s.MarkBad(ctx, "B")) // rejected: out of BOOT_ORDER, as RAUC does
+			// A then fails every boot: its attempts run out, the script resets
+			// both counters, and boots A again, never the rejected B.
+			for i := 0; i < 8; i++ {
+				if got := boot(t, s); got != "A" {
+					t.Fatalf("boot %d after the rejection: %q", i, got)
+				}
+			}
+			if v, _ := s.Vars(); v["BOOT_ORDER"] != "A" {
+				t.Fatalf("vars %v", v)
+			}
+		}},
 		{"half-written slot never boots", func(t *testing.T, s *Sim) {
 			must(t, s.MarkBad(ctx, "B"))
 			for i := 0; i < 10; i++ {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,8 +163,13 @@ func TestOpenErrors(t *testing.T) {
 	}
 	cfg := filepath.Join(dir, "cfg")
 	os.WriteFile(cfg, []byte(filepath.Join(dir, "nodev")+" 0 0x100\n"), 0o644)
-	if _, err := Open(cfg, 10); err == nil {
-		t.Fatal("attempts 10 accepted: U-Boot's setexpr would count it in hex")
+	for _, n := range []int{0, -1, math.MaxInt32 + 1} {
+		if _, err := Open(cfg, n); err == nil {
+			t.Fatalf("attempts %d accepted: RAUC allows 1..%d", n, math.MaxInt32)
+		}
+	}
+	if _, err := Open(cfg, 10); err != nil {
+		t.Fatalf("attempts 10 (written \"a\", as RAUC does): %v", err)
 	}
 	e, err := Open(cfg, 3)
 	if err != nil {

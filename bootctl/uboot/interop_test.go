@@ -149,11 +149,18 @@ var base = map[string]string{
 func TestOurWritesReadByFwPrintenv(t *testing.T) {
 	forEachLayout(t, base, func(t *testing.T, cfg string, e *Env) {
 		ctx := t.Context()
+		// Ten attempts are written "a", as RAUC's %x does.
+		e10, err := Open(cfg, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e10.WithLockFile(filepath.Join(t.TempDir(), "lock"))
 		// Several writes so a redundant env alternates copies and bumps flags.
+		// Mark bad takes the slot out of BOOT_ORDER, mark active puts it first.
 		steps := []struct {
 			mark func(context.Context, ota.Slot) error
 			slot ota.Slot
-		}{{e.MarkBad, "B"}, {e.MarkActive, "B"}, {e.MarkGood, "B"}, {e.MarkBad, "A"}}
+		}{{e.MarkBad, "B"}, {e.MarkActive, "B"}, {e.MarkGood, "B"}, {e.MarkBad, "A"}, {e10.MarkGood, "B"}}
 		want := maps.Clone(base)
 		for i, s := range steps {
 			if err := s.mark(ctx, s.slot); err != nil {
@@ -161,12 +168,14 @@ func TestOurWritesReadByFwPrintenv(t *testing.T) {
 			}
 			switch i {
 			case 0:
-				want["BOOT_B_LEFT"] = "0"
+				want["BOOT_B_LEFT"], want["BOOT_ORDER"] = "0", "A"
 			case 1:
 				want["BOOT_B_LEFT"], want["BOOT_ORDER"] = "3", "B A"
 			case 2:
 			case 3:
-				want["BOOT_A_LEFT"] = "0"
+				want["BOOT_A_LEFT"], want["BOOT_ORDER"] = "0", "B"
+			case 4:
+				want["BOOT_B_LEFT"] = "a"
 			}
 			if got := fwPrintenv(t, cfg); !maps.Equal(got, want) {
 				t.Fatalf("step %d: fw_printenv = %v, want %v", i, got, want)
@@ -176,7 +185,7 @@ func TestOurWritesReadByFwPrintenv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Primary() != "B" || st.Slots["A"].Bootable || st.Slots["B"].AttemptsLeft != 3 {
+		if st.Primary() != "B" || st.Slots["A"].Bootable || st.Slots["B"].AttemptsLeft != 10 || len(st.Order) != 1 {
 			t.Fatalf("state %+v", st)
 		}
 	})

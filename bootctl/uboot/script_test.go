@@ -232,8 +232,10 @@ func TestBootCmdMatchesPick(t *testing.T) {
 	}
 	sh := translateBootCmd(t, string(src))
 
-	orders := []string{"", "A B", "B A", "A", "B", "B B", "C", "A  B", "C B"}
-	lefts := []string{"", "0", "1", "2", "3", "9", "x", "-1"}
+	orders := []string{"", "A B", "B A", "A", "B", "B B", "C", "A  B", "C B", "B C"}
+	// Counters in hex as RAUC writes them ("a", "10"), and junk U-Boot reads as 0
+	// ("x", "-1", and "0x3", which the script's 0x${...} turns into "0x0x3").
+	lefts := []string{"", "0", "1", "3", "9", "a", "10", "x", "-1", "0x3"}
 	type tc struct{ vars map[string]string }
 	var cases []tc
 	for _, o := range orders {
@@ -371,6 +373,8 @@ func TestPickTable(t *testing.T) {
 		{"B exhausted falls back", map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "3", "BOOT_B_LEFT": "0"}, "A", "2", "0", "B A"},
 		{"both exhausted reset", map[string]string{"BOOT_ORDER": "B A", "BOOT_A_LEFT": "0", "BOOT_B_LEFT": "0"}, "B", "3", "2", "B A"},
 		{"hex countdown like setexpr", map[string]string{"BOOT_A_LEFT": "10"}, "A", "f", "3", "A B"},
+		{"ten attempts are a", map[string]string{"BOOT_A_LEFT": "a"}, "A", "9", "3", "A B"},
+		{"a slot out of the order never boots", map[string]string{"BOOT_ORDER": "A", "BOOT_A_LEFT": "0", "BOOT_B_LEFT": "3"}, "A", "2", "3", "A"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -135,9 +135,21 @@ func cmdMark(e *env, args []string) int {
 		}
 		return c.MarkBad(ctx)
 	}
-	err := mark(e.ctx, control.Client{Path: cfg.ControlSocket})
+	manual := cfg.Reboot.Policy == "manual"
+	var booted ota.Slot // the slot marked bad, for the operator's instructions
+	c := control.Client{Path: cfg.ControlSocket}
+	err := mark(e.ctx, c)
+	if err == nil && !good && manual {
+		if st, serr := c.Status(e.ctx); serr == nil {
+			booted = st.BootedSlot
+		}
+	}
 	if errors.Is(err, control.ErrNoDaemon) {
-		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error { return mark(ctx, n.Agent) })
+		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
+			err := mark(ctx, n.Agent)
+			booted = n.Agent.Status().BootedSlot
+			return err
+		})
 		if code != ota.ExitOK {
 			return code
 		}
@@ -145,10 +157,20 @@ func cmdMark(e *env, args []string) int {
 	if err != nil && !errors.Is(err, agent.ErrRebooted) {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
-	st := "good"
-	if !good {
-		st = "bad"
+	switch {
+	case good:
+		fmt.Fprintln(e.stdout, "booted slot marked good")
+	case manual:
+		// otad does not reboot under this policy: the operator must, or the
+		// device keeps running the rejected slot.
+		other := "the other slot"
+		if booted.Valid() {
+			other = "slot " + string(booted.Other())
+		}
+		fmt.Fprintf(e.stdout, "booted slot marked bad; %s is active\n"+
+			"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.\n", other, other)
+	default:
+		fmt.Fprintln(e.stdout, "booted slot marked bad; rebooting")
 	}
-	fmt.Fprintf(e.stdout, "booted slot marked %s\n", st)
 	return ota.ExitOK
 }

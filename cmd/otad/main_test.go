@@ -245,3 +245,45 @@ func TestSigtermMidInstallResumes(t *testing.T) {
 		t.Fatal("slot B does not hold the image")
 	}
 }
+
+// otad mark-bad follows reboot.policy: under "manual" it marks the bootloader,
+// does not reboot, and tells the operator to (issue 13).
+func TestMarkBadManualPolicyDoesNotReboot(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	cfg := tb.Cfg.Path
+	good, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 {
+		t.Fatalf("install: exit %d, %s %s", code, stdout, stderr)
+	}
+	// The operator reboots (manual policy): the sim boots B; mark-good commits it.
+	if _, err := tb.Sim().Boot(); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := otad(t, "mark-good", "-c", cfg); code != 0 {
+		t.Fatalf("mark-good: exit %d, %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr := otad(t, "mark-bad", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("mark-bad: exit %d, %s %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "reboot.policy is manual") || !strings.Contains(stdout, "to return to slot A") {
+		t.Errorf("mark-bad does not say what the operator must do:\n%s", stdout)
+	}
+	// No reboot happened: still on B, but the bootloader will boot A next.
+	if b, _ := tb.Sim().Booted(); b != "B" {
+		t.Fatalf("after mark-bad under the manual policy the sim booted %s, want still B", b)
+	}
+	v, err := tb.Sim().Vars()
+	devicetest.Must(t, err)
+	if v["BOOT_ORDER"] != "A" || v["BOOT_B_LEFT"] != "0" {
+		t.Fatalf("boot variables after mark-bad: %v", v)
+	}
+	// Started again in the same boot (the agent runs in-process for the
+	// command), otad still leaves the reboot to the operator.
+	if code, stdout, stderr := otad(t, "mark-bad", "-c", cfg); code != 0 || !strings.Contains(stdout, "reboot.policy is manual") {
+		t.Fatalf("mark-bad again: exit %d, %s %s", code, stdout, stderr)
+	}
+	if b, _ := tb.Sim().Booted(); b != "B" {
+		t.Fatalf("otad rebooted on its own: booted %s", b)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/ota"
 )
 
@@ -269,8 +270,9 @@ func (c *Config) validate() []error {
 	case c.Slots.A == c.Slots.B:
 		bad("slots.B", "same device as slots.A (%s)", c.Slots.A)
 	}
-	if c.Bootloader.Attempts < 1 || c.Bootloader.Attempts > 9 {
-		bad("bootloader.attempts", "%d is not between 1 and 9", c.Bootloader.Attempts)
+	if uboot.CheckAttempts(c.Bootloader.Attempts) != nil {
+		// RAUC's range; the U-Boot counters are written in hex, as RAUC does.
+		bad("bootloader.attempts", "%d is not between 1 and %d", c.Bootloader.Attempts, uboot.MaxAttempts)
 	}
 	if c.Trust.Threshold < 1 {
 		bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)

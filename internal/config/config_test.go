@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,8 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 		{"bad broker", minimal + "\n[mqtt]\nbroker = \"http://x:1\"\n", "mqtt.broker"},
 		{"cert without key", minimal + "\n[mqtt]\nbroker = \"mqtts://x:8883\"\ncert_file = \"c.pem\"\n", "mqtt.cert_file"},
 		{"wrong type", minimal + "\n[bootloader]\nattempts = \"three\"\n", "attempts"},
+		{"negative attempts", minimal + "\n[bootloader]\nattempts = -1\n", "bootloader.attempts"},
+		{"attempts beyond RAUC's", minimal + "\n[bootloader]\nattempts = 2147483648\n", "bootloader.attempts"},
 		{"syntax", minimal + "\n[slots\n", "line"},
 		{"relative health command", minimal + "\n[commit]\nhealth_command = [\"health-check\"]\n", "commit.health_command"},
 		{"empty health command", minimal + "\n[commit]\nhealth_command = [\"\"]\n", "commit.health_command"},
@@ -108,5 +111,15 @@ func TestEveryProblemNamed(t *testing.T) {
 	}
 	if _, err := Parse([]byte("device_id = \"gw-1\"\n"), "f.toml", ""); err == nil {
 		t.Error("Parse accepted what Decode refused")
+	}
+}
+
+// Attempts beyond 9 are fine: the U-Boot counters are hex, as RAUC writes them.
+func TestAttemptsAsRAUCAllows(t *testing.T) {
+	for _, n := range []int{1, 9, 10, 255, 2147483647} {
+		c, err := Parse([]byte(fmt.Sprintf("%s\n[bootloader]\nattempts = %d\n", minimal, n)), "otad.toml", "")
+		if err != nil || c.Bootloader.Attempts != n {
+			t.Errorf("attempts = %d: %v, %+v", n, err, c)
+		}
 	}
 }

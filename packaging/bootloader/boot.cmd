@@ -2,17 +2,19 @@
 # Build: mkimage -A arm64 -T script -C none -d boot.cmd boot.scr
 #
 # Variables kept in the U-Boot environment (saved with saveenv):
-#   BOOT_ORDER   slots in the order to try, e.g. "A B" (unset: "A B")
-#   BOOT_A_LEFT  boot attempts left for slot A (unset: 3)
-#   BOOT_B_LEFT  boot attempts left for slot B (unset: 3)
-# The default 3 must equal `attempts` in /etc/otad/otad.toml (1..9: setexpr counts
-# in hex, test -gt compares in decimal; they agree on one digit).
+#   BOOT_ORDER   slots in the order to try, e.g. "A B" (unset or empty: "A B")
+#   BOOT_A_LEFT  boot attempts left for slot A, in hex as RAUC writes it (unset: 3)
+#   BOOT_B_LEFT  boot attempts left for slot B, in hex (unset: 3)
+# The default 3 must equal `attempts` in /etc/otad/otad.toml, written in hex
+# (attempts = 10 is "a" here): `test 0x${...}` and setexpr both read hex.
 #
 # Every boot walks BOOT_ORDER and boots the first slot with attempts left, after
 # counting one attempt down and saving the env. otad restores the counter once the
-# slot passes its health check (mark good), sets it to 0 before writing a slot
-# (mark bad) and puts a freshly written slot first (mark active). When no slot has
-# attempts left, both counters are reset and the board resets (RAUC's behaviour).
+# slot passes its health check (mark good), puts a freshly written slot first
+# (mark active), and before writing a slot or when rejecting one sets its counter
+# to 0 and takes it out of BOOT_ORDER (mark bad), so it is never booted again
+# until it is marked active. When no slot in BOOT_ORDER has attempts left, both
+# counters are reset and the board resets (RAUC's behaviour).
 #
 # Where the slots are: partitions 2 (slot A) and 3 (slot B) of the device this
 # script was loaded from (distro boot's devtype and devnum; mmc 0 when they are
@@ -35,7 +37,7 @@ otad_slot=
 for BOOT_SLOT in ${BOOT_ORDER}; do
   if test -z "${otad_slot}"; then
     if test "x${BOOT_SLOT}" = "xA"; then
-      if test "${BOOT_A_LEFT}" -gt 0; then
+      if test 0x${BOOT_A_LEFT} -gt 0; then
         setexpr BOOT_A_LEFT ${BOOT_A_LEFT} - 1
         echo "otad: slot A, ${BOOT_A_LEFT} attempts left after this one"
         otad_slot=A
@@ -44,7 +46,7 @@ for BOOT_SLOT in ${BOOT_ORDER}; do
         echo "otad: slot A has no attempts left"
       fi
     elif test "x${BOOT_SLOT}" = "xB"; then
-      if test "${BOOT_B_LEFT}" -gt 0; then
+      if test 0x${BOOT_B_LEFT} -gt 0; then
         setexpr BOOT_B_LEFT ${BOOT_B_LEFT} - 1
         echo "otad: slot B, ${BOOT_B_LEFT} attempts left after this one"
         otad_slot=B
@@ -57,7 +59,7 @@ for BOOT_SLOT in ${BOOT_ORDER}; do
 done
 
 if test -z "${otad_slot}"; then
-  echo "otad: no slot has attempts left; resetting both counters to 3"
+  echo "otad: no slot in BOOT_ORDER has attempts left; resetting both counters to 3"
   setenv BOOT_A_LEFT 3
   setenv BOOT_B_LEFT 3
   saveenv
