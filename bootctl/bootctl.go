@@ -52,7 +52,8 @@ func (s State) Primary() ota.Slot {
 // read-modify-write of the boot environment that leaves unrelated variables alone.
 type Bootloader interface {
 	State(ctx context.Context) (State, error)
-	// MarkBad makes slot unbootable until it is marked active or good again.
+	// MarkBad makes slot unbootable and takes it out of the boot order (as
+	// RAUC does) until it is marked active again.
 	MarkBad(ctx context.Context, slot ota.Slot) error
 	// MarkActive puts slot first in the boot order with the configured attempts.
 	MarkActive(ctx context.Context, slot ota.Slot) error

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,21 +182,20 @@ type UBootMachine struct {
 	Disk   string
 	// Timeout bounds one QEMU run (timeout -s KILL).
 	Timeout time.Duration
-	// EnvWriteBps > 0 throttles the guest's writes to /dev/vdb, so a test can
-	// cut the power while otad writes the environment.
-	EnvWriteBps int
+	// QMP, when set, is the path of a QMP socket for the run
+	// (ThrottleEnvWrites).
+	QMP string
 }
+
+// envDevice is the QEMU id of the guest's env disk (/dev/vdb).
+const envDevice = "envdisk"
 
 // Args is the QEMU command line (QEMU.md). The env flash is opened twice, as
 // pflash for U-Boot and as a virtio disk for Linux (whose kernel has no driver
 // for the flash); locking is off for both because U-Boot and Linux never run
 // at the same time, and QEMU rereads the pflash at every start.
 func (m UBootMachine) Args() []string {
-	env := "if=none,id=env,format=raw,file.locking=off,file=" + m.Flash1
-	if m.EnvWriteBps > 0 {
-		env += ",throttling.bps-write=" + strconv.Itoa(m.EnvWriteBps)
-	}
-	return []string{
+	args := []string{
 		"-M", "virt", "-cpu", "cortex-a57", "-smp", "1", "-m", "512", "-accel", "tcg",
 		"-no-reboot", "-nographic", "-serial", "stdio", "-monitor", "none",
 		"-drive", "if=pflash,format=raw,index=0,readonly=on,file=" + m.Flash0,
@@ -204,17 +205,82 @@ func (m UBootMachine) Args() []string {
 		"-device", "virtio-blk-pci,drive=d0,addr=0x2",
 		// No request merging: a throttled env write stays a run of small
 		// writes, as on a flash that programs page by page.
-		"-drive", env,
-		"-device", "virtio-blk-pci,drive=env,addr=0x3,request-merging=off",
+		"-drive", "if=none,id=env,format=raw,file.locking=off,file=" + m.Flash1,
+		"-device", "virtio-blk-pci,drive=env,id=" + envDevice + ",addr=0x3,request-merging=off",
 		"-netdev", "user,id=n0,ipv6=off",
 		"-device", "virtio-net-pci,netdev=n0,addr=0x4,romfile=",
 		"-device", "i6300esb,addr=0x5", "-action", "watchdog=reset",
 	}
+	if m.QMP != "" {
+		args = append(args, "-qmp", "unix:"+m.QMP+",server=on,wait=off")
+	}
+	return args
 }
 
 // Start boots the machine once with its console going to logPath.
 func (m UBootMachine) Start(logPath string) (*Run, error) {
+	os.Remove(m.QMP)
 	return startQEMU("qemu-system-aarch64", m.Args(), m.Timeout, logPath)
+}
+
+// ThrottleEnvWrites limits the running guest's writes to its env disk to
+// bytesPerSecond (0: no limit), through QMP's block_set_io_throttle, so a test
+// can cut the power in the middle of one env write without slowing the ones
+// before it.
+func (m UBootMachine) ThrottleEnvWrites(ctx context.Context, bytesPerSecond int) error {
+	if m.QMP == "" {
+		return errors.New("throttle env writes: the machine has no QMP socket")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", m.QMP)
+	if err != nil {
+		return fmt.Errorf("qmp: %w", err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	dec := json.NewDecoder(conn)
+	var greeting map[string]json.RawMessage
+	if err := dec.Decode(&greeting); err != nil {
+		return fmt.Errorf("qmp greeting: %w", err)
+	}
+	for _, cmd := range []map[string]any{
+		{"execute": "qmp_capabilities"},
+		{"execute": "block_set_io_throttle", "arguments": map[string]any{
+			// The virtio-blk device behind the PCI proxy holds the drive.
+			"id": "/machine/peripheral/" + envDevice + "/virtio-backend", "bps": 0, "bps_rd": 0, "bps_wr": bytesPerSecond, "iops": 0, "iops_rd": 0, "iops_wr": 0}},
+	} {
+		if err := json.NewEncoder(conn).Encode(cmd); err != nil {
+			return fmt.Errorf("qmp %s: %w", cmd["execute"], err)
+		}
+		if err := qmpReply(dec); err != nil {
+			return fmt.Errorf("qmp %s: %w", cmd["execute"], err)
+		}
+	}
+	return nil
+}
+
+// qmpReply reads up to the answer to the last command, passing over events.
+func qmpReply(dec *json.Decoder) error {
+	for {
+		var msg struct {
+			Return json.RawMessage `json:"return"`
+			Error  *struct {
+				Class string `json:"class"`
+				Desc  string `json:"desc"`
+			} `json:"error"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			return err
+		}
+		switch {
+		case msg.Error != nil:
+			return fmt.Errorf("%s: %s", msg.Error.Class, msg.Error.Desc)
+		case msg.Return != nil:
+			return nil
+		}
+	}
 }
 
 // ProvisionUBootEnv is the factory step: U-Boot runs once on the blank flash1

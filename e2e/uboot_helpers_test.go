@@ -55,19 +55,22 @@ func TestUBootMachineArgs(t *testing.T) {
 		"if=pflash,format=raw,index=0,readonly=on,file=f0.img",
 		"if=pflash,format=raw,index=1,file.locking=off,file=f1.img",
 		// The same flash as the guest's second virtio disk (/dev/vdb).
-		"if=none,id=env,format=raw,file.locking=off,file=f1.img -device virtio-blk-pci,drive=env",
+		"if=none,id=env,format=raw,file.locking=off,file=f1.img -device virtio-blk-pci,drive=env,id=envdisk",
 		"-device i6300esb", "watchdog=reset",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %q:\n%s", want, args)
 		}
 	}
-	if strings.Contains(args, "throttling") {
-		t.Errorf("unthrottled machine has throttling: %s", args)
+	if strings.Contains(args, "-qmp") {
+		t.Errorf("a QMP socket without QMP set: %s", args)
 	}
-	m.EnvWriteBps = 16384
-	if args := m.Args(); !slices.Contains(args, "if=none,id=env,format=raw,file.locking=off,file=f1.img,throttling.bps-write=16384") {
-		t.Errorf("EnvWriteBps not on the env drive: %v", args)
+	m.QMP = "/tmp/x.qmp"
+	if args := m.Args(); !slices.Contains(args, "unix:/tmp/x.qmp,server=on,wait=off") {
+		t.Errorf("QMP socket missing: %v", args)
+	}
+	if err := (UBootMachine{}).ThrottleEnvWrites(context.Background(), 1); err == nil {
+		t.Error("throttling without a QMP socket: no error")
 	}
 }
 

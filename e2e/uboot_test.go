@@ -259,10 +259,11 @@ func ubootHangFallsBack(t *testing.T, ctx context.Context, s *ubootSuite) {
 // The device still boots (slot A, a complete image), and otad, whose journal
 // says staged, sees that the flip did not happen and makes it again.
 func ubootPowerCutEnvWrite(t *testing.T, ctx context.Context, s *ubootSuite) {
-	// The guest writes the env in 4 KiB requests at 32 KiB/s: otad's 256 KiB
-	// write takes ~8 s, a page every ~125 ms.
+	// The guest writes the env in 4 KiB requests; once slot B is marked bad,
+	// at 8 KiB/s: the next write, otad's 256 KiB mark active, would take 32 s,
+	// a page every half second.
 	d := s.newDevice(t, ctx, s.bootScr, 4)
-	d.machine.EnvWriteBps = 32 << 10
+	d.machine.QMP = filepath.Join(d.dir, "qmp.sock")
 	r := d.powerOn()
 	d.expect(ctx, r, otadRunning("A"))
 	img, url := d.payload(ctx, "B-3", Healthy, d.cfg)
@@ -273,6 +274,12 @@ func ubootPowerCutEnvWrite(t *testing.T, ctx context.Context, s *ubootSuite) {
 		t.Fatal(err)
 	}
 	before = before[:EnvSize]
+	if err := d.machine.ThrottleEnvWrites(ctx, 8<<10); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := os.ReadFile(d.flash1); !bytes.Equal(now[:EnvSize], before) {
+		t.Fatal("otad wrote the env again before the throttle was on")
+	}
 	// The next env write is mark active ("A" becomes "B A"): cut the power as
 	// soon as its first page lands. The variables are sorted and the BOOT_*
 	// ones come first, so the longer BOOT_ORDER shifts everything after it and
@@ -307,7 +314,7 @@ func ubootPowerCutEnvWrite(t *testing.T, ctx context.Context, s *ubootSuite) {
 		t.Fatalf("after the cut fw_printenv reads %v; want a torn env (bad CRC)", err)
 	}
 
-	d.machine.EnvWriteBps = 0
+	d.machine.QMP = ""
 	r = d.powerOn()
 	d.expect(ctx, r, `bad CRC, using default environment`)
 	d.expect(ctx, r, ubootPicks("A", 2))
