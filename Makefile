@@ -71,7 +71,7 @@ demo:
 
 # QEMU image tests under TCG: OVMF + GRUB + Debian's amd64 kernel (TestQEMU, about
 # 5 minutes) and a real U-Boot on arm64 virt + Debian's arm64 kernel (TestUBoot,
-# about 3 minutes; scripts/e2e-arm64-deps fetches the arm64 parts), otad in both.
+# about 2 minutes; scripts/e2e-arm64-deps fetches the arm64 parts), otad in both.
 e2e:
 	$(GO) test -tags e2e -v -count=1 -timeout 25m ./e2e/
 
