@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/internal/testkit/clitest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/mqtt"
@@ -16,19 +15,11 @@ import (
 )
 
 func TestFleetUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"fleet"}, "want --broker, --keys and --devices"},
-		{[]string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k"}, "want --broker, --keys and --devices"},
-		{[]string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k", "--devices", "3", "--slot-size", "x"}, "--slot-size"},
-	} {
-		code, _, stderr := otasim(tc.args...)
-		if code != ota.ExitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
-		}
-	}
+	clitest.Run(t, otasim, []clitest.Case{
+		{Args: []string{"fleet"}, Code: ota.ExitUsage, Stderr: "want --broker, --keys and --devices"},
+		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k"}, Code: ota.ExitUsage, Stderr: "want --broker, --keys and --devices"},
+		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k", "--devices", "3", "--slot-size", "x"}, Code: ota.ExitUsage, Stderr: "--slot-size"},
+	})
 	code, _, stderr := otasim("fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", t.TempDir(), "--devices", "3", "--fail-devices", "sim-00009")
 	if code != ota.ExitFailure || !strings.Contains(stderr, `"sim-00009" is not one of the fleet's devices`) {
 		t.Errorf("unknown failing device: exit %d, %q", code, stderr)
@@ -38,14 +29,7 @@ func TestFleetUsage(t *testing.T) {
 // otasim fleet says what it runs, and its devices come up on the broker.
 func TestFleetRuns(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
-	s, err := signer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	if err := os.WriteFile(filepath.Join(keys, "release.pub"), s.PublicKeyPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, keys := signer.Trusted(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	view := fleetview.New("")
