@@ -240,6 +240,20 @@ func (d *device) waitStatus(ctx context.Context, what string, ok func(ota.Status
 	return st
 }
 
+// expectCommitted expects image version, offered as id, to start on slot B
+// and commit: its init and otad run, the status settles with img in B, and
+// otad marks B good.
+func (d *device) expectCommitted(ctx context.Context, r *Run, version, id string, img Image) {
+	d.t.Helper()
+	d.expect(ctx, r, initOf(version, "B"))
+	d.expect(ctx, r, otadRunning("B"))
+	st := d.waitStatus(ctx, "committed on B", settled("B", ota.ResultSuccess))
+	if st.Slots["B"].SHA256 != img.SHA256 || st.LastResult.ID != id {
+		d.t.Errorf("status after commit: slot B %+v, last result %+v; want sha256 %s, id %s", st.Slots["B"], st.LastResult, img.SHA256, id)
+	}
+	d.expect(ctx, r, `mark=good slot=B`)
+}
+
 // settled is a status predicate: idle on slot, the last offer ended with result.
 func settled(slot ota.Slot, result ota.Result) func(ota.Status) bool {
 	return func(s ota.Status) bool {
