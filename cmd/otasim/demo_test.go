@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/bootctl/sim"
+	"github.com/otad/otad/internal/bytesize"
 	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/ota"
 )
@@ -46,10 +47,10 @@ func TestDemo(t *testing.T) {
 	if !ok {
 		t.Fatalf("no summary in the output:\n%s", stdout)
 	}
-	// DEVICE BOOTED RUNNING ROLLOUT-1 TOOK ROLLOUT-2 TOOK BOOTS
+	// DEVICE BOOTED RUNNING ROLLOUT-1 TOOK FETCHED ROLLOUT-2 TOOK FETCHED BOOTS
 	var rows [][]string
 	for line := range strings.Lines(summary) {
-		if f := strings.Fields(line); len(f) == 8 && strings.HasPrefix(f[0], "gw-") {
+		if f := strings.Fields(line); len(f) == 10 && strings.HasPrefix(f[0], "gw-") {
 			rows = append(rows, f)
 		}
 	}
@@ -57,7 +58,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("summary has %d device rows, want 5:\n%s", len(rows), summary)
 	}
 	for i, m := range rows {
-		id, booted, running, r1, r2, boots := m[0], m[1], m[2], m[3], m[5], m[7]
+		id, booted, running, r1, r2, boots := m[0], m[1], m[2], m[3], m[6], m[9]
 		if want := "gw-0" + string(rune('1'+i)); id != want {
 			t.Errorf("row %d is %s, want %s", i, id, want)
 		}
@@ -70,10 +71,17 @@ func TestDemo(t *testing.T) {
 		if boots != "4" {
 			t.Errorf("%s: %s boots, want 4", id, boots)
 		}
-		for _, took := range []string{m[4], m[6]} {
+		for _, took := range []string{m[4], m[7]} {
 			if d, err := time.ParseDuration(took); err != nil || d <= 0 || d > time.Minute {
 				t.Errorf("%s: took %q", id, took)
 			}
+		}
+		// The chunked 2.1.0 differs from 2.0.0 in 3 chunks of 64 KiB: the
+		// device fetches those and the index, a fraction of the first rollout.
+		f1, err1 := bytesize.Parse(m[5])
+		f2, err2 := bytesize.Parse(m[8])
+		if err1 != nil || err2 != nil || f2 == 0 || f2 > 3*64<<10+8<<10 || f2*3 > f1 {
+			t.Errorf("%s: fetched %s for rollout 1 and %s for the chunked rollout 2", id, m[5], m[8])
 		}
 		// What the slots hold, read directly: the health check's view.
 		devDir := filepath.Join(dir, "devices", id)
@@ -98,7 +106,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"$ otactl keygen release", "--compress zstd", "publishing rollout 2.0.0 to group \"demo\"",
+		"$ otactl keygen release", "--compress zstd", "--chunked", "publishing rollout 2.0.0 to group \"demo\"",
 		"rolled back", "work directory kept: " + dir,
 	} {
 		if !strings.Contains(stdout, want) {

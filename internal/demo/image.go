@@ -94,3 +94,28 @@ func WriteImageFile(path string, spec ImageSpec) (sum string, err error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// WriteVariantFile writes to path the image at base with spec's header and
+// a few scattered chunks of chunkSize changed, as the next release of a root
+// filesystem differs from the last; it returns the image's SHA-256 and how
+// many chunks differ from base's.
+func WriteVariantFile(path, base string, spec ImageSpec, chunkSize int64) (sum string, changed int, err error) {
+	b, err := os.ReadFile(base)
+	if err != nil {
+		return "", 0, fmt.Errorf("demo image %s: %w", spec.Version, err)
+	}
+	copy(b, spec.header())
+	n := (int64(len(b)) + chunkSize - 1) / chunkSize
+	note := fmt.Sprintf("changed in %s\n", spec.Version)
+	for _, c := range []int64{n / 3, 2 * n / 3} {
+		if c > 0 {
+			copy(b[c*chunkSize+100:], note)
+		}
+	}
+	chunks := 1 + min(2, int(n-1)) // the header's and the two above
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", 0, fmt.Errorf("demo image %s: %w", spec.Version, err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), chunks, nil
+}

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,5 +86,34 @@ func TestWriteImageFile(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
 		t.Errorf("a failed image was left behind: %v", err)
+	}
+}
+
+// TestWriteVariantFile: the variant differs from its base in the chunks it
+// says, its header included, and nowhere else.
+func TestWriteVariantFile(t *testing.T) {
+	dir := t.TempDir()
+	base, next := filepath.Join(dir, "base.img"), filepath.Join(dir, "next.img")
+	const size, cs = 1 << 20, 64 << 10
+	if _, err := WriteImageFile(base, ImageSpec{Version: "2.0.0", Seed: 2, Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	sum, changed, err := WriteVariantFile(next, base, ImageSpec{Version: "2.1.0", Broken: true, Seed: 3, Size: size}, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(base)
+	b, _ := os.ReadFile(next)
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != sum || len(b) != size || !strings.HasPrefix(string(b), BrokenMarker+" version=2.1.0\n") {
+		t.Fatalf("variant: %d bytes, sum %s, starts %q", len(b), sum, b[:40])
+	}
+	differ := 0
+	for off := 0; off < size; off += cs {
+		if !bytes.Equal(a[off:off+cs], b[off:off+cs]) {
+			differ++
+		}
+	}
+	if differ != changed || changed != 3 {
+		t.Fatalf("%d chunks differ, WriteVariantFile says %d, want 3", differ, changed)
 	}
 }

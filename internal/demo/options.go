@@ -18,6 +18,7 @@ const (
 	// (the agent retries every 5 s) and the device rolls back within seconds.
 	commitWindow = 6 * time.Second
 	refresh      = 300 * time.Millisecond
+	chunkSize    = 64 << 10 // otactl sign --chunked's default
 )
 
 // Options shape one run of the demo.

@@ -17,24 +17,39 @@ func (d *run) rollout(ctx context.Context, r rolloutSpec) error {
 	if err := os.MkdirAll(filepath.Dir(img), 0o755); err != nil {
 		return fmt.Errorf("images: %w", err)
 	}
-	if _, err := WriteImageFile(img, ImageSpec{Broken: r.broken, Version: r.version, Seed: r.secVer, Size: d.opt.ImageSize}); err != nil {
-		return err
-	}
-	d.say("built %s (%s)", d.rel(img), humanSize(d.opt.ImageSize))
-
+	spec := ImageSpec{Broken: r.broken, Version: r.version, Seed: r.secVer, Size: d.opt.ImageSize}
 	payload := filepath.Join(d.www, filepath.Base(img)+".zst")
 	envFile := filepath.Join(d.dir, "rollout-"+r.version+".json")
 	id := "demo-" + r.version
 	args := []string{"sign", "--key", d.key, "--image", img, "--version", r.version, "--id", id,
-		"--compatible", compatible, "--security-version", fmt.Sprint(r.secVer),
-		"--compress", "zstd", "--out-payload", payload, "--url", d.files.URL + "/" + filepath.Base(payload)}
-	d.say("signing it; the payload is compressed with zstd")
+		"--compatible", compatible, "--security-version", fmt.Sprint(r.secVer)}
+	if r.from == "" {
+		if _, err := WriteImageFile(img, spec); err != nil {
+			return err
+		}
+		d.say("built %s (%s)", d.rel(img), humanSize(d.opt.ImageSize))
+		args = append(args, "--compress", "zstd", "--out-payload", payload, "--url", d.files.URL+"/"+filepath.Base(payload))
+		d.say("signing it; the payload is compressed with zstd")
+	} else {
+		base := filepath.Join(filepath.Dir(img), "rootfs-"+r.from+".img")
+		_, changed, err := WriteVariantFile(img, base, spec, chunkSize)
+		if err != nil {
+			return err
+		}
+		d.say("built %s (%s): %s with %d of its %s chunks changed", d.rel(img), humanSize(d.opt.ImageSize), r.from, changed, humanSize(chunkSize))
+		payload = strings.TrimSuffix(payload, ".img.zst")
+		args = append(args, "--chunked", "--out-payload", payload, "--url", d.files.URL+"/"+filepath.Base(payload))
+		d.say("signing it as a chunked payload: the devices fetch only the chunks they do not hold")
+	}
 	env, _, err := d.otactl(ctx, args, envFile)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(envFile, env, 0o644); err != nil {
 		return fmt.Errorf("envelope: %w", err)
+	}
+	if r.from != "" {
+		payload += ".store"
 	}
 	if st, err := os.Stat(payload); err == nil {
 		d.say("    payload %s: %s for %s of image, envelope %s: %d bytes",

@@ -46,6 +46,9 @@ type rolloutSpec struct {
 	secVer  uint64
 	broken  bool
 	want    ota.Outcome
+	// from is the version whose image this one changes in a few chunks; it
+	// goes out as a chunked payload (SPEC §12), so devices fetch only those.
+	from string
 }
 
 // Run runs the demo (SPEC §11), telling out what happens; it returns nil
@@ -110,7 +113,7 @@ func (d *run) run(ctx context.Context) (err error) {
 
 	rollouts := []rolloutSpec{
 		{version: "2.0.0", secVer: 2, want: ota.Outcome{Result: ota.ResultSuccess}},
-		{version: "2.1.0", secVer: 3, broken: true, want: ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
+		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", want: ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
 	for i, r := range rollouts {
 		d.say("")

@@ -19,7 +19,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	header := []string{"DEVICE", "BOOTED", "RUNNING"}
 	for i, r := range rollouts {
-		header = append(header, fmt.Sprintf("ROLLOUT %d (%s)", i+1, r.version), "TOOK")
+		header = append(header, fmt.Sprintf("ROLLOUT %d (%s)", i+1, r.version), "TOOK", "FETCHED")
 	}
 	header = append(header, "BOOTS")
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
@@ -29,10 +29,11 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 		for _, r := range rollouts {
 			f, ok := d.fleet.Finished(id, "demo-"+r.version)
 			if !ok {
-				row = append(row, "-", "-")
+				row = append(row, "-", "-", "-")
 				continue
 			}
-			row = append(row, fleetview.Brief(f.Outcome), f.Took.Round(100*time.Millisecond).String())
+			row = append(row, fleetview.Brief(f.Outcome), f.Took.Round(100*time.Millisecond).String(),
+				fmt.Sprintf("%dKiB", (f.BytesFetched+1023)/1024))
 		}
 		row = append(row, strconv.Itoa(d.devices[i].Boots()))
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
@@ -44,6 +45,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 	if _, err := d.out.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
+	d.say("FETCHED: what each device downloaded for the rollout; for a chunked payload, the index and the chunks it did not hold")
 	var problems []error
 	// The fleet must end on the last image that committed.
 	want := ""
