@@ -404,6 +404,9 @@ func TestDispatch(t *testing.T) {
 		{Args: []string{"help", "sign"}, Stdout: "-out-payload"},
 		{Args: []string{"verify", "-h"}, Stdout: "usage: otactl verify"},
 		{Args: []string{"sign", "--help"}, Stdout: "usage: otactl sign"},
+		{Args: []string{"rollout", "-h"}, Stdout: "usage: otactl rollout start"},
+		{Args: []string{"help", "rollout"}, Stdout: "otactl rollout pause"},
+		{Args: []string{"rollout", "help"}, Stdout: "otactl rollout status"},
 		{Args: []string{"verify", "--nope"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined: -nope"},
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
 )
@@ -30,9 +30,8 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("want a subcommand\n%s", rolloutUsage)
 	}
 	switch sub, rest := args[0], args[1:]; sub {
-	case "-h", "-help", "--help":
-		fmt.Fprintln(stderr, rolloutUsage)
-		return flag.ErrHelp
+	case "-h", "-help", "--help", "help":
+		return cli.HelpError{Usage: rolloutUsage + "\n"}
 	case "start":
 		return rolloutStart(ctx, rest, stdout, stderr)
 	case "status":
