@@ -82,7 +82,9 @@ func (e *env) setup(args []string, nargs int, extra func(fs *flag.FlagSet)) ([]s
 	}
 	cfg, err := e.config()
 	if err != nil {
-		return nil, nil, e.fail(ota.ExitFailure, "%v", err)
+		// 2, as `otad config check` says of the same file; the unit does not
+		// restart on it (retrying cannot fix a config).
+		return nil, nil, e.fail(ota.ExitUsage, "%v", err)
 	}
 	return pos, cfg, ota.ExitOK
 }

@@ -176,7 +176,7 @@ func TestBadConfigNamesFileAndKey(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "otad.toml")
 	devicetest.Must(t, os.WriteFile(f, []byte("compatible = \"x\"\n[slots]\nA = \"/a\"\nB = \"/b\"\n[reboot]\npolicy = \"sometimes\"\n"), 0o600))
 	code, _, stderr := otad(t, "run", "-c", f)
-	if code != 1 || !strings.Contains(stderr, f) || !strings.Contains(stderr, "reboot.policy") {
+	if code != 2 || !strings.Contains(stderr, f) || !strings.Contains(stderr, "reboot.policy") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if code, _, _ := otad(t, "frobnicate"); code != 2 {

@@ -162,17 +162,22 @@ func Parse(data []byte, path, machineIDFile string) (*Config, error) {
 // `otad config check` goes on to check what it names on the machine.
 func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 	c := &Config{Path: path}
+	var unknown error
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
-		var sm *toml.StrictMissingError
-		if errors.As(err, &sm) {
-			var keys []string
-			for _, e := range sm.Errors {
-				row, _ := e.Position()
-				keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
-			}
-			return nil, &Error{Path: path, Msg: "unknown key " + strings.Join(keys, ", ")}
+	err := dec.Decode(c)
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		var keys []string
+		for _, e := range sm.Errors {
+			row, _ := e.Position()
+			keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
 		}
+		unknown = &Error{Path: path, Msg: "unknown key " + strings.Join(keys, ", ")}
+		// A typo'd key is one problem among the others: check the rest too.
+		*c = Config{Path: path}
+		err = toml.NewDecoder(bytes.NewReader(data)).Decode(c)
+	}
+	if err != nil {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
@@ -192,6 +197,9 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 		c.deviceIDFrom = machineIDFile
 	}
 	errs := c.validate()
+	if unknown != nil {
+		errs = append([]error{unknown}, errs...)
+	}
 	if idErr != nil {
 		// That, not also that the empty ID is not a valid name.
 		errs = slices.DeleteFunc(errs, func(e error) bool { ce, ok := e.(*Error); return ok && ce.Key == "device_id" })

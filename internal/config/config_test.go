@@ -109,6 +109,13 @@ func TestEveryProblemNamed(t *testing.T) {
 	if n := strings.Count(err.Error(), "\n") + 1; n != len(lines) {
 		t.Errorf("%d problems, want %d:\n%v", n, len(lines), err)
 	}
+	// A typo'd key does not hide the other problems.
+	c, err = Decode([]byte("device_id = \"gw-1\"\ncompatibel = \"x\"\n[reboot]\npolicy = \"later\"\n"), "f.toml", "")
+	for _, want := range []string{"f.toml: unknown key compatibel (line 2)", "f.toml: compatible: ", "f.toml: reboot.policy: "} {
+		if c == nil || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("typo'd key: error lacks %q:\n%v", want, err)
+		}
+	}
 	if _, err := Parse([]byte("device_id = \"gw-1\"\n"), "f.toml", ""); err == nil {
 		t.Error("Parse accepted what Decode refused")
 	}
