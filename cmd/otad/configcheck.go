@@ -117,7 +117,7 @@ func hostProblems(c *config.Config) []error {
 	for _, e := range badKeys {
 		bad("trust.keys_dir", "%v", e)
 	}
-	if h := c.Commit.HealthCommand; len(h) > 0 {
+	if h := c.Commit.HealthCommand; len(h) > 0 && filepath.IsAbs(h[0]) { // else named by the file's check
 		if st, err := os.Stat(h[0]); err != nil {
 			bad("commit.health_command", "%v", err)
 		} else if st.Mode()&0o111 == 0 || st.IsDir() {
