@@ -197,6 +197,23 @@ func (d *device) offer(ctx context.Context, id string, img Image, url string, is
 	}
 }
 
+// powerOnA powers the device on and waits until otad runs on slot A.
+func (d *device) powerOnA(ctx context.Context) *Run {
+	d.t.Helper()
+	r := d.powerOn()
+	d.expect(ctx, r, otadRunning("A"))
+	return r
+}
+
+// offerImage builds image version (behaving as b, with cfg), serves it and
+// offers it as rel-<version> issued at issued.
+func (d *device) offerImage(ctx context.Context, version string, b Behaviour, cfg GuestConfig, issued time.Time) Image {
+	d.t.Helper()
+	img, url := d.payload(ctx, version, b, cfg)
+	d.offer(ctx, "rel-"+strings.ToLower(version), img, url, issued)
+	return img
+}
+
 // powerOn starts QEMU; the run is killed at the end of the test.
 func (d *device) powerOn() *Run {
 	d.t.Helper()

@@ -139,10 +139,8 @@ func scenarioBoot(t *testing.T, ctx context.Context, d *device) {
 }
 
 func scenarioGoodUpdate(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-2", Healthy, d.cfg)
-	d.offer(ctx, "rel-b-2", img, url, time.Now())
+	r := d.powerOnA(ctx)
+	img := d.offerImage(ctx, "B-2", Healthy, d.cfg, time.Now())
 	d.expect(ctx, r, `offer accepted.*id=rel-b-2`)
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.expect(ctx, r, bootingSlot("B"))
@@ -152,10 +150,8 @@ func scenarioGoodUpdate(t *testing.T, ctx context.Context, d *device) {
 }
 
 func scenarioHang(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-hang", Hang, d.cfg)
-	d.offer(ctx, "rel-b-hang", img, url, time.Now())
+	r := d.powerOnA(ctx)
+	d.offerImage(ctx, "B-hang", Hang, d.cfg, time.Now())
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerHang))
@@ -177,12 +173,10 @@ func scenarioHang(t *testing.T, ctx context.Context, d *device) {
 }
 
 func scenarioHealthFails(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
+	r := d.powerOnA(ctx)
 	bad := d.cfg
 	bad.CommitWindow = "15s" // the health check retries every 5 s within the window
-	img, url := d.payload(ctx, "B-unhealthy", Unhealthy, bad)
-	d.offer(ctx, "rel-b-unhealthy", img, url, time.Now())
+	d.offerImage(ctx, "B-unhealthy", Unhealthy, bad, time.Now())
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expect(ctx, r, initOf("B-unhealthy", "B"))
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerHealthFail))
@@ -201,11 +195,9 @@ func scenarioHealthFails(t *testing.T, ctx context.Context, d *device) {
 }
 
 func scenarioPowerCut(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-3", Healthy, d.cfg)
+	r := d.powerOnA(ctx)
 	d.http.Throttle(2 << 20) // ~16 s for the image: time to cut the power mid-write
-	d.offer(ctx, "rel-b-3", img, url, time.Now())
+	img := d.offerImage(ctx, "B-3", Healthy, d.cfg, time.Now())
 	p, err := d.fleet.WaitProgress(ctx, 4<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +226,7 @@ func scenarioPowerCut(t *testing.T, ctx context.Context, d *device) {
 // nothing, and the newest offer (published last, so it is also the retained
 // desired state) is what lands.
 func scenarioStorm(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
+	r := d.powerOnA(ctx)
 	var imgs []Image
 	var urls []string
 	for _, v := range []string{"B-s1", "B-s2", "B-s3"} {

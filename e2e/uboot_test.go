@@ -192,8 +192,7 @@ func ubootGoodUpdate(t *testing.T, ctx context.Context, s *ubootSuite) {
 	d.expect(ctx, r, initOf("A-1", "A"))
 	d.expect(ctx, r, otadRunning("A"))
 	d.expect(ctx, r, `mark=good slot=A`)
-	img, url := d.payload(ctx, "B-2", Healthy, d.cfg)
-	d.offer(ctx, "rel-b-2", img, url, time.Now())
+	img := d.offerImage(ctx, "B-2", Healthy, d.cfg, time.Now())
 	d.expect(ctx, r, `offer accepted.*id=rel-b-2`)
 	d.expect(ctx, r, `mark=active slot=B`)
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
@@ -212,10 +211,8 @@ func ubootGoodUpdate(t *testing.T, ctx context.Context, s *ubootSuite) {
 // reports rolled_back and takes B out of BOOT_ORDER.
 func ubootHangFallsBack(t *testing.T, ctx context.Context, s *ubootSuite) {
 	d := s.newDevice(t, ctx, s.bootScr, 0)
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-hang", Hang, d.cfg)
-	d.offer(ctx, "rel-b-hang", img, url, time.Now())
+	r := d.powerOnA(ctx)
+	d.offerImage(ctx, "B-hang", Hang, d.cfg, time.Now())
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.ended(ctx, r)
 	for left := UBootAttempts - 1; left >= 0; left-- {
@@ -258,10 +255,8 @@ func ubootPowerCutEnvWrite(t *testing.T, ctx context.Context, s *ubootSuite) {
 	// a page every half second.
 	d := s.newDevice(t, ctx, s.bootScr, 4)
 	d.machine.QMP = filepath.Join(d.dir, "qmp.sock")
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-3", Healthy, d.cfg)
-	d.offer(ctx, "rel-b-3", img, url, time.Now())
+	r := d.powerOnA(ctx)
+	img := d.offerImage(ctx, "B-3", Healthy, d.cfg, time.Now())
 	d.expect(ctx, r, `mark=bad slot=B`)
 	before, err := os.ReadFile(d.flash1)
 	if err != nil {
@@ -340,8 +335,7 @@ func ubootRAUCScript(t *testing.T, ctx context.Context, s *ubootSuite) {
 	r := d.powerOn()
 	d.expect(ctx, r, raucPicks("A", 3))
 	d.expect(ctx, r, otadRunning("A"))
-	img, url := d.payload(ctx, "B-2", Healthy, d.cfg)
-	d.offer(ctx, "rel-b-2", img, url, time.Now())
+	d.offerImage(ctx, "B-2", Healthy, d.cfg, time.Now())
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.ended(ctx, r)
 	r = d.powerOn()
@@ -354,8 +348,7 @@ func ubootRAUCScript(t *testing.T, ctx context.Context, s *ubootSuite) {
 
 	// Slot A gets an image whose init exits: the kernel panics, and
 	// panic=-1 resets at once.
-	img, url = d.payload(ctx, "A-panic", Panic, d.cfg)
-	d.offer(ctx, "rel-a-panic", img, url, time.Now().Add(time.Second))
+	d.offerImage(ctx, "A-panic", Panic, d.cfg, time.Now().Add(time.Second))
 	d.expect(ctx, r, regexp.QuoteMeta(MarkerReboot))
 	d.ended(ctx, r)
 	for left := UBootAttempts; left > 0; left-- {
