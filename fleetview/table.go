@@ -69,7 +69,7 @@ func (d *device) row(id string, now time.Time) []string {
 	case s != nil:
 		state = OrDash(string(s.State))
 		booted = OrDash(string(s.BootedSlot))
-		slotA, slotB = OrDash(s.Slots["A"].Version), OrDash(s.Slots["B"].Version)
+		slotA, slotB = OrDash(s.Slots[ota.SlotA].Version), OrDash(s.Slots[ota.SlotB].Version)
 		if t := s.Target; t != nil && (t.ID != "" || t.Version != "") {
 			done, total := t.BytesDone, t.BytesTotal
 			if p != nil && p.ID == t.ID { // progress is fresher than the snapshot

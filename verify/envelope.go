@@ -32,7 +32,7 @@ type Envelope struct {
 // looked at: that waits until its signatures verify.
 func ParseEnvelope(raw []byte) (*Envelope, error) {
 	if len(raw) > MaxEnvelopeSize {
-		return nil, refuse(ota.CodeTooLarge, "", fmt.Sprintf("envelope is %d bytes, limit %d", len(raw), MaxEnvelopeSize))
+		return nil, refuse(ota.CodeTooLarge, "", fmt.Sprintf("envelope is over the limit of %d bytes", MaxEnvelopeSize)) // its size is unknown: ReadEnvelope stops one byte past the limit
 	}
 	// Decode base64 ourselves so a bad value is reported with its field.
 	var in struct {
