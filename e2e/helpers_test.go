@@ -22,19 +22,6 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-// requireTool ends the test when a Debian tool is missing: t.Fatal under CI
-// (which must install it), t.Skip elsewhere.
-func requireTool(t *testing.T, tool, pkg string) {
-	t.Helper()
-	if _, err := lookPath(tool); err != nil {
-		msg := testtool.Missing(tool, pkg)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-}
-
 type cpioEntry struct {
 	mode       uint32
 	data       []byte
@@ -143,7 +130,7 @@ func TestArchiveNewc(t *testing.T) {
 }
 
 func TestArchiveListsWithCpio(t *testing.T) {
-	requireTool(t, "cpio", "cpio")
+	testtool.Require(t, "cpio", "cpio")
 	a := NewArchive()
 	a.File("etc/otad/otad.toml", []byte("x = 1\n"), 0o644)
 	a.Symlink("bin/sh", "busybox")
@@ -438,7 +425,7 @@ func TestParseEnvList(t *testing.T) {
 func TestDiskRoundTrip(t *testing.T) {
 	for _, tool := range []Tool{{"grub-editenv", "grub-common"}, {"mkfs.vfat", "dosfstools"}, {"mcopy", "mtools"},
 		{"sgdisk", "gdisk"}, {"sfdisk", "fdisk"}, {"mkfs.ext4", "e2fsprogs"}} {
-		requireTool(t, tool.Name, tool.Package)
+		testtool.Require(t, tool.Name, tool.Package)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

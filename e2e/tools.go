@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 // Tool is a host program the harness runs, with the Debian package that ships it.
@@ -65,16 +67,11 @@ func Missing() []string {
 	return out
 }
 
-// lookPath also looks in the sbin directories, which are not on every user's PATH.
+// lookPath finds a host tool where the tests do (testtool.Find: PATH and the
+// sbin directories).
 func lookPath(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
+	if p, err := testtool.Find(name, ""); err == nil {
 		return p, nil
-	}
-	for _, dir := range []string{"/usr/sbin", "/sbin"} {
-		p := dir + "/" + name
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
 	}
 	return "", fmt.Errorf("%s: %w", name, ErrMissing)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 func TestParseQEMUVersion(t *testing.T) {
@@ -77,10 +79,10 @@ func TestUBootMachineArgs(t *testing.T) {
 // TestProvisionUBootEnv runs the real U-Boot once on a blank flash (about a
 // second under TCG) and reads what its saveenv stored with fw_printenv.
 func TestProvisionUBootEnv(t *testing.T) {
-	requireTool(t, "qemu-system-aarch64", "qemu-system-arm")
-	requireTool(t, "fw_printenv", "libubootenv-tool")
+	testtool.Require(t, "qemu-system-aarch64", "qemu-system-arm")
+	testtool.Require(t, "fw_printenv", "libubootenv-tool")
 	if _, err := os.Stat(UBootBinary); err != nil {
-		requireTool(t, "no-u-boot-qemu", "u-boot-qemu")
+		testtool.Require(t, "no-u-boot-qemu", "u-boot-qemu")
 	}
 	if v, err := qemuVersion("qemu-system-aarch64"); err != nil || versionLess(v, MinUBootQEMU) {
 		t.Skipf("qemu-system-aarch64 %v (%v): saveenv needs %v", v, err, MinUBootQEMU)

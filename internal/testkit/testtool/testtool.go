@@ -23,9 +23,12 @@ func Find(tool, aptPackage string) (string, error) {
 	if p, err := exec.LookPath(tool); err == nil {
 		return p, nil
 	}
-	// Debian puts daemons (mosquitto) in /usr/sbin, not on every user's PATH.
-	if _, err := os.Stat("/usr/sbin/" + tool); err == nil {
-		return "/usr/sbin/" + tool, nil
+	// Debian puts daemons (mosquitto) and disk tools (sgdisk, mkfs.*) in the
+	// sbin directories, which are not on every user's PATH.
+	for _, dir := range []string{"/usr/sbin/", "/sbin/"} {
+		if st, err := os.Stat(dir + tool); err == nil && !st.IsDir() {
+			return dir + tool, nil
+		}
 	}
 	// `make test` lists the tests skipped with this wording, and the install
 	// command, at its end (internal/testkit/testreport).
