@@ -89,8 +89,5 @@ func refusal(err error, t Target) ota.Outcome {
 // Dropped reports a message on the network source key that was dropped
 // unread for being over the envelope limit: a too_large refusal.
 func (a *Agent) Dropped(key string, size int) {
-	a.inbox.putRefused(key, ota.Errorf(ota.CodeTooLarge, "message of %d bytes on %s dropped unread (limit %d)", size, key, maxEnvelope))
+	a.inbox.putRefused(key, ota.Errorf(ota.CodeTooLarge, "message of %d bytes on %s dropped unread (limit %d)", size, key, ota.MaxEnvelopeSize))
 }
-
-// maxEnvelope is SPEC §4's envelope limit, for messages.
-const maxEnvelope = 256 << 10

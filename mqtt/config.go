@@ -38,7 +38,7 @@ type Config struct {
 	ConnectTimeout            time.Duration // per attempt; default 10s
 	Reconnect                 Backoff       // the device's reconnects; zero: 5s doubling to 2m
 	// OnOversized, if set, is told of each desired-topic message dropped
-	// unread for being over MaxInbound (from paho's goroutine; must not block).
+	// unread for being over ota.MaxEnvelopeSize (from paho's goroutine; must not block).
 	OnOversized func(topic string, size int)
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/ota"
 )
 
 var (
@@ -123,11 +125,11 @@ func (d *Conn) Topics() Topics { return d.topics }
 // maxDropsPending bounds the record of dropped messages not yet handled.
 const maxDropsPending = 64
 
-// oversized runs on paho's reading goroutine when a message over MaxInbound
+// oversized runs on paho's reading goroutine when a message over ota.MaxEnvelopeSize
 // was dropped unread: paho gets it with an empty payload, which handle must
 // not take for a cleared offer.
 func (d *Conn) oversized(topic string, _ byte, size int) {
-	d.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", MaxInbound)
+	d.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", ota.MaxEnvelopeSize)
 	d.mu.Lock()
 	if len(d.dropped) >= maxDropsPending {
 		d.dropped = d.dropped[1:]

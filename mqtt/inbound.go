@@ -11,12 +11,9 @@ import (
 	"net/url"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-)
 
-// MaxInbound is the largest PUBLISH payload the device reads: the envelope
-// limit of SPEC §4 (256 KiB; verify.MaxEnvelopeSize, which this package
-// must not import).
-const MaxInbound = 256 << 10
+	"github.com/otad/otad/ota"
+)
 
 // maxControlPacket bounds every other packet the broker sends (CONNACK,
 // SUBACK, acks, PINGRESP are a few bytes): a larger one is a broken or
@@ -50,7 +47,7 @@ func openLimited(drop dropFunc) paho.OpenConnectionFunc {
 		if err != nil {
 			return nil, err
 		}
-		return newLimitConn(conn, MaxInbound, drop), nil
+		return newLimitConn(conn, ota.MaxEnvelopeSize, drop), nil
 	}
 }
 

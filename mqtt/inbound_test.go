@@ -16,6 +16,7 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/ota"
 )
 
 // publishPacket encodes an MQTT 3.1.1 PUBLISH.
@@ -60,11 +61,11 @@ func TestLimitConnDropsOversizedPublish(t *testing.T) {
 	stream.Write(publishPacket("ota/devices/d/desired", 1, 1, []byte("small")))
 	stream.Write(publishPacket("ota/devices/d/desired", 1, 7, big))
 	stream.Write([]byte{0xd0, 0x00}) // PINGRESP
-	stream.Write(publishPacket("ota/groups/g/desired", 0, 0, big[:MaxInbound+1]))
-	stream.Write(publishPacket("ota/groups/g/desired", 1, 9, big[:MaxInbound])) // at the limit: kept
+	stream.Write(publishPacket("ota/groups/g/desired", 0, 0, big[:ota.MaxEnvelopeSize+1]))
+	stream.Write(publishPacket("ota/groups/g/desired", 1, 9, big[:ota.MaxEnvelopeSize])) // at the limit: kept
 	pc := &pipeConn{r: &stream}
 	var d drops
-	c := newLimitConn(pc, MaxInbound, d.add)
+	c := newLimitConn(pc, ota.MaxEnvelopeSize, d.add)
 	read := func() packets.ControlPacket {
 		t.Helper()
 		p, err := packets.ReadPacket(c)
@@ -89,7 +90,7 @@ func TestLimitConnDropsOversizedPublish(t *testing.T) {
 	if pc.reads > 4096 {
 		t.Fatalf("a single read of %d bytes from the connection while dropping", pc.reads)
 	}
-	if p := read().(*packets.PublishPacket); len(p.Payload) != MaxInbound || p.MessageID != 9 {
+	if p := read().(*packets.PublishPacket); len(p.Payload) != ota.MaxEnvelopeSize || p.MessageID != 9 {
 		t.Fatalf("message at the limit: %d bytes", len(p.Payload))
 	}
 	if _, err := packets.ReadPacket(c); !errors.Is(err, io.EOF) {
@@ -102,7 +103,7 @@ func TestLimitConnDropsOversizedPublish(t *testing.T) {
 
 func TestLimitConnRefusesOversizedControlPacket(t *testing.T) {
 	stream := append([]byte{0x90}, remainingLength(1<<20)...) // SUBACK of 1 MiB
-	c := newLimitConn(&pipeConn{r: bytes.NewReader(stream)}, MaxInbound, nil)
+	c := newLimitConn(&pipeConn{r: bytes.NewReader(stream)}, ota.MaxEnvelopeSize, nil)
 	if _, err := packets.ReadPacket(c); !errors.Is(err, errOversized) {
 		t.Fatalf("err = %v, want errOversized", err)
 	}
@@ -175,7 +176,7 @@ func TestOversizedMessagesOverMosquitto(t *testing.T) {
 		t.Fatalf("the QoS 1 message was redelivered (%d drops): it was never acknowledged", n)
 	}
 	for _, m := range o.got {
-		if len(m.payload) > MaxInbound || m.payload == "" {
+		if len(m.payload) > ota.MaxEnvelopeSize || m.payload == "" {
 			t.Fatalf("handler got a %d byte message on %s", len(m.payload), m.topic)
 		}
 	}

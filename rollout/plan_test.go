@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/testtool"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"
 )
 
@@ -170,7 +171,7 @@ func TestAttachOfferRefuses(t *testing.T) {
 		"not an envelope":         {[]byte(`{"nope":1}`), "bad_envelope"},
 		"a manifest that is bad":  {envelope(t, `{"schema":1}`), "bad_manifest"},
 		"a manifest for devices":  {envelope(t, strings.Replace(testManifest, `"compatible"`, `"devices":["gw-1"],"compatible"`, 1)), "names devices [gw-1]"},
-		"an envelope over 256KiB": {make([]byte, verify.MaxEnvelopeSize+1), "too_large"},
+		"an envelope over 256KiB": {make([]byte, ota.MaxEnvelopeSize+1), "too_large"},
 	} {
 		err := p.AttachOffer(tc.env)
 		var pe *PlanError

@@ -53,7 +53,7 @@ func TestCheck(t *testing.T) {
 		field   string
 	}{
 		{name: "valid offer", want: ""},
-		{name: "1 too large beats everything", raw: func([]byte) []byte { return bytes.Repeat([]byte("x"), MaxEnvelopeSize+1) }, want: ota.CodeTooLarge},
+		{name: "1 too large beats everything", raw: func([]byte) []byte { return bytes.Repeat([]byte("x"), ota.MaxEnvelopeSize+1) }, want: ota.CodeTooLarge},
 		{name: "2 not JSON", raw: func([]byte) []byte { return []byte("{not json") }, want: ota.CodeBadEnvelope},
 		{name: "2 no signatures", raw: func(m []byte) []byte {
 			b, _ := MarshalEnvelope(m, Signature{Sig: []byte{1}})

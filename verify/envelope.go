@@ -31,8 +31,8 @@ type Envelope struct {
 // JSON shape (manifest present, at least one signature). The manifest itself is not
 // looked at: that waits until its signatures verify.
 func ParseEnvelope(raw []byte) (*Envelope, error) {
-	if len(raw) > MaxEnvelopeSize {
-		return nil, refuse(ota.CodeTooLarge, "", fmt.Sprintf("envelope is over the limit of %d bytes", MaxEnvelopeSize)) // its size is unknown: ReadEnvelope stops one byte past the limit
+	if len(raw) > ota.MaxEnvelopeSize {
+		return nil, refuse(ota.CodeTooLarge, "", fmt.Sprintf("envelope is over the limit of %d bytes", ota.MaxEnvelopeSize)) // its size is unknown: ReadEnvelope stops one byte past the limit
 	}
 	// Decode base64 ourselves so a bad value is reported with its field.
 	var in struct {
@@ -90,8 +90,8 @@ func MarshalEnvelope(manifest []byte, sigs ...Signature) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal envelope: %w", err)
 	}
-	if len(b) > MaxEnvelopeSize {
-		return nil, fmt.Errorf("marshal envelope: %d bytes, over the %d byte limit devices accept", len(b), MaxEnvelopeSize)
+	if len(b) > ota.MaxEnvelopeSize {
+		return nil, fmt.Errorf("marshal envelope: %d bytes, over the %d byte limit devices accept", len(b), ota.MaxEnvelopeSize)
 	}
 	return b, nil
 }

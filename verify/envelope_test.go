@@ -76,7 +76,7 @@ func TestParseEnvelopeSizeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pad := strings.Repeat("a", MaxEnvelopeSize)
+	pad := strings.Repeat("a", ota.MaxEnvelopeSize)
 	wellFormed := []byte(`{"manifest":"eA==","signatures":[{"sig":"` + base64.StdEncoding.EncodeToString(sig.Sig) + `"}],"pad":"` + pad + `"}`)
 	tests := []struct {
 		name string
@@ -84,8 +84,8 @@ func TestParseEnvelopeSizeLimit(t *testing.T) {
 		want ota.Code
 	}{
 		{"well formed over limit", wellFormed, ota.CodeTooLarge},
-		{"garbage over limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize+1), ota.CodeTooLarge},
-		{"garbage at limit", bytes.Repeat([]byte{0xff}, MaxEnvelopeSize), ota.CodeBadEnvelope},
+		{"garbage over limit", bytes.Repeat([]byte{0xff}, ota.MaxEnvelopeSize+1), ota.CodeTooLarge},
+		{"garbage at limit", bytes.Repeat([]byte{0xff}, ota.MaxEnvelopeSize), ota.CodeBadEnvelope},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestMarshalEnvelopeRoundTrip(t *testing.T) {
 	if _, err := MarshalEnvelope(manifest); err == nil {
 		t.Error("MarshalEnvelope accepted no signatures")
 	}
-	if _, err := MarshalEnvelope(make([]byte, MaxEnvelopeSize), env.Signatures...); err == nil {
+	if _, err := MarshalEnvelope(make([]byte, ota.MaxEnvelopeSize), env.Signatures...); err == nil {
 		t.Error("MarshalEnvelope made an envelope devices would refuse")
 	}
 }

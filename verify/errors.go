@@ -7,9 +7,6 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// MaxEnvelopeSize is the largest envelope accepted (SPEC §4); larger ones are refused unparsed.
-const MaxEnvelopeSize = 256 << 10
-
 // refuse is a refusal naming the JSON path at fault (field, when there is one).
 func refuse(code ota.Code, field, msg string) *ota.Error {
 	e := &ota.Error{Code: code, Field: field}

@@ -46,7 +46,7 @@ func FuzzParseEnvelope(f *testing.F) {
 			}
 			return
 		}
-		if len(raw) > MaxEnvelopeSize || len(env.Manifest) == 0 || len(env.Signatures) == 0 || len(env.Signatures) > maxSignatures {
+		if len(raw) > ota.MaxEnvelopeSize || len(env.Manifest) == 0 || len(env.Signatures) == 0 || len(env.Signatures) > maxSignatures {
 			t.Fatalf("accepted an envelope breaking the rules: %d bytes, %+v", len(raw), env)
 		}
 		// What parses re-marshals and parses to the same thing.

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/otad/otad/ota"
 )
 
 // ReadEnvelope reads an envelope from r, at most one byte more than an
 // envelope may have: an oversized one is then refused (too_large) by
 // ParseEnvelope without being read whole. name says where it came from.
 func ReadEnvelope(r io.Reader, name string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxEnvelopeSize+1))
+	b, err := io.ReadAll(io.LimitReader(r, ota.MaxEnvelopeSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

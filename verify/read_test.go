@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 func TestReadEnvelopeFile(t *testing.T) {
@@ -18,8 +20,8 @@ func TestReadEnvelopeFile(t *testing.T) {
 		wantErr error
 	}{
 		{"small", 100, 100, nil},
-		{"at the limit", MaxEnvelopeSize, MaxEnvelopeSize, nil},
-		{"over the limit: one byte more is enough to refuse it", 3 * MaxEnvelopeSize, MaxEnvelopeSize + 1, nil},
+		{"at the limit", ota.MaxEnvelopeSize, ota.MaxEnvelopeSize, nil},
+		{"over the limit: one byte more is enough to refuse it", 3 * ota.MaxEnvelopeSize, ota.MaxEnvelopeSize + 1, nil},
 		{"absent", -1, 0, fs.ErrNotExist},
 	}
 	for _, tt := range tests {

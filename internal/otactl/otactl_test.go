@@ -243,7 +243,7 @@ func TestVerifyRefusals(t *testing.T) {
 		"two.json":      []byte(twoSigs),
 		"tampered.json": tampered,
 		"garbage.json":  []byte("{"),
-		"huge.json":     bytes.Repeat([]byte(" "), verify.MaxEnvelopeSize+1),
+		"huge.json":     bytes.Repeat([]byte(" "), ota.MaxEnvelopeSize+1),
 	}
 	for n, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
