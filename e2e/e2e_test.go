@@ -108,6 +108,7 @@ func TestQEMU(t *testing.T) {
 		{"3_health_check_fails", scenarioHealthFails},
 		{"4_power_cut_mid_write", scenarioPowerCut},
 		{"5_offer_storm", scenarioStorm},
+		{"6_chunked_power_cut", scenarioChunkedPowerCut},
 	} {
 		scenarios = append(scenarios, scenario{sc.name, func(t *testing.T, ctx context.Context) {
 			start := time.Now()
