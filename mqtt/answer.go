@@ -37,10 +37,13 @@ func (d *Conn) onReport(m paho.Message) {
 	d.answerTimer = time.AfterFunc(at.Sub(now), d.answer)
 }
 
-// answer publishes the status again (retained, as always), now.
+// answer publishes the status and presence again (retained, as always),
+// now: a broker that delivers no retained message to a fleet view's wildcard
+// subscription gives it neither.
 func (d *Conn) answer() {
 	d.mu.Lock()
 	d.answers.answered()
+	d.onlinePending = true
 	d.statusPending = d.statusPending || d.status != nil
 	d.mu.Unlock()
 	d.kick()

@@ -16,9 +16,11 @@ pattern write ota/devices/%u/status
 pattern write ota/devices/%u/events
 pattern write ota/devices/%u/progress
 pattern write ota/devices/%u/online
+pattern read ota/fleet/report
 
 user gw-1
 topic read ota/groups/canary/desired
+topic read ota/groups/canary/report
 
 user operator
 topic readwrite ota/#
@@ -59,6 +61,20 @@ func TestTLSClientCertsAndACL(t *testing.T) {
 	all(t, o.ch, map[string]string{"ota/devices/gw-1/desired": "offer-gw-1", "ota/groups/canary/desired": "offer-canary"}, 10*time.Second)
 	d.PublishStatus([]byte(`{"device":"gw-1"}`))
 	nextWith(t, statuses, "ota/devices/gw-1/status", `{"device":"gw-1"}`, 5*time.Second)
+
+	// It may read the report requests, and answers them.
+	req := NewReportRequest(time.Second).Encode()
+	for _, topic := range []string{"ota/fleet/report", "ota/groups/canary/report"} {
+		sess, err := Open(ctx, operator, nil, func(Message) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Publish(ctx, topic, req); err != nil {
+			t.Fatal(err)
+		}
+		sess.Close()
+		nextWith(t, statuses, "ota/devices/gw-1/status", `{"device":"gw-1"}`, 5*time.Second)
+	}
 
 	// With gw-1's certificate, gw-2's offer is not readable ...
 	spy := observe(t, gw1, "", "ota/devices/gw-2/desired")

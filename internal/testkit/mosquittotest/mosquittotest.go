@@ -217,3 +217,6 @@ func (b *Broker) Exited() bool {
 	defer b.mu.Unlock()
 	return b.proc != nil && b.proc.exited()
 }
+
+// Address is the broker's URL (brokertest.Broker).
+func (b *Broker) Address() string { return b.URL }
