@@ -18,6 +18,7 @@ import (
 	"github.com/otad/otad/internal/otactl"
 	"github.com/otad/otad/internal/testkit/brokertest"
 	"github.com/otad/otad/internal/testkit/devicetest"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/rabbitmqtest"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
@@ -43,20 +44,15 @@ func follow(t *testing.T, broker string) *cloud {
 	t.Helper()
 	c := &cloud{}
 	filters := map[string]byte{"ota/devices/" + devID + "/status": 1, "ota/devices/" + devID + "/online": 1}
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).
-		SetClientID(fmt.Sprint("cloud-", rand.Int64())).SetCleanSession(false).SetAutoReconnect(true).
-		SetMaxReconnectInterval(time.Second).
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			c.mu.Lock()
-			c.msgs = append(c.msgs, seen{m.Topic(), m.Payload(), m.Retained(), time.Now()})
-			c.mu.Unlock()
-		}).
-		SetOnConnectHandler(func(pc paho.Client) { pc.SubscribeMultiple(filters, nil) })
-	pc := paho.NewClient(opts)
-	if tok := pc.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
-		t.Fatalf("cloud connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { pc.Disconnect(100) })
+	mosquittotest.Client(t, broker, fmt.Sprint("cloud-", rand.Int64()), func(o *paho.ClientOptions) {
+		o.SetCleanSession(false).SetMaxReconnectInterval(time.Second).
+			SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+				c.mu.Lock()
+				c.msgs = append(c.msgs, seen{m.Topic(), m.Payload(), m.Retained(), time.Now()})
+				c.mu.Unlock()
+			}).
+			SetOnConnectHandler(func(pc paho.Client) { pc.SubscribeMultiple(filters, nil) })
+	})
 	return c
 }
 

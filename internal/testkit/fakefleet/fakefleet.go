@@ -9,13 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 )
@@ -44,16 +44,12 @@ type Fleet struct {
 	Answered atomic.Int64 // answers published
 }
 
-// Connect connects a client for the fleet under prefix ("" is "ota") and
-// disconnects it at the end of the test.
+// Connect connects a client for the fleet under prefix ("" is "ota") to any
+// broker and disconnects it at the end of the test.
 func Connect(t testing.TB, broker, prefix string) *Fleet {
 	t.Helper()
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).
-		SetClientID(fmt.Sprintf("fakefleet-%d", rand.Int64())).SetCleanSession(true).SetOrderMatters(false)
-	f := &Fleet{t: t, c: paho.NewClient(opts), topics: mqtt.Topics{Prefix: prefix}}
-	f.wait("connect", f.c.Connect())
-	t.Cleanup(func() { f.c.Disconnect(250) })
-	return f
+	c := mosquittotest.Client(t, broker, fmt.Sprintf("fakefleet-%d", rand.Int64()))
+	return &Fleet{t: t, c: c, topics: mqtt.Topics{Prefix: prefix}}
 }
 
 func (f *Fleet) wait(what string, tok paho.Token) {

@@ -8,12 +8,17 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
-// Client connects a plain paho client to broker (a Broker.URL; mqtt:// is
-// dialled as tcp://) as clientID, and disconnects it when the test ends. Tests
-// watch and play devices with it, apart from the code under test.
-func Client(t testing.TB, broker, clientID string) paho.Client {
+// Client connects a plain paho client to broker (a Broker.URL, or any
+// broker's; mqtt:// is dialled as tcp://) as clientID, and disconnects it when
+// the test ends. Tests watch and play devices with it, apart from the code
+// under test. setup, if given, changes its options first (a persistent
+// session, a default handler).
+func Client(t testing.TB, broker, clientID string, setup ...func(*paho.ClientOptions)) paho.Client {
 	t.Helper()
 	opts := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID(clientID)
+	for _, s := range setup {
+		s(opts)
+	}
 	c := paho.NewClient(opts)
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("MQTT client %s: connect: %v", clientID, tok.Error())

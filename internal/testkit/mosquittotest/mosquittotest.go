@@ -79,12 +79,7 @@ func Start(t testing.TB, opts Options) *Broker {
 		t.Fatal(err)
 	}
 	b.t = t
-	t.Cleanup(func() {
-		b.Stop()
-		if t.Failed() {
-			t.Logf("mosquitto log (%s):\n%s", b.URL, b.Log())
-		}
-	})
+	testtool.StopAtEnd(t, "mosquitto ("+b.URL+")", b.Stop, b.Log)
 	return b
 }
 

@@ -16,7 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,12 +43,10 @@ type Broker struct {
 	Dir  string
 	Node string // otadtest-<hex>@localhost
 
-	t   testing.TB
-	env []string
-	log *testtool.Buffer
-
-	mu   sync.Mutex
-	proc *node // nil when stopped
+	t    testing.TB
+	env  []string
+	log  *testtool.Buffer
+	proc atomic.Pointer[node] // nil when stopped
 }
 
 // Start runs a node for the test and stops it in t.Cleanup (its log is
@@ -62,12 +60,7 @@ func Start(t testing.TB, opts Options) *Broker {
 		t.Fatal(err)
 	}
 	b.t = t
-	t.Cleanup(func() {
-		b.Stop()
-		if t.Failed() {
-			t.Logf("rabbitmq log (%s, node %s), last 64 KiB:\n%s", b.URL, b.Node, b.log.String())
-		}
-	})
+	testtool.StopAtEnd(t, "rabbitmq ("+b.URL+", node "+b.Node+", last 64 KiB)", b.Stop, b.log.String)
 	if err := b.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,23 +128,17 @@ func newBroker(dir string, opts Options) (*Broker, error) {
 
 func (b *Broker) start() error {
 	p, err := launch(filepath.Join(binDir, "rabbitmq-server"), b.env, b.Port, b.log)
-	if err != nil {
-		return err
+	if err == nil {
+		b.proc.Store(p)
 	}
-	b.mu.Lock()
-	b.proc = p
-	b.mu.Unlock()
-	return nil
+	return err
 }
 
 // Stop stops the node gracefully (rabbitmqctl stop: it keeps its durable
 // queues and retained messages for Restart), and kills what is left of its
 // process group; a no-op when stopped.
 func (b *Broker) Stop() {
-	b.mu.Lock()
-	p := b.proc
-	b.proc = nil
-	b.mu.Unlock()
+	p := b.proc.Swap(nil)
 	if p == nil {
 		return
 	}

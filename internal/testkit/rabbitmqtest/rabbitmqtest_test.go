@@ -3,11 +3,12 @@ package rabbitmqtest
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 )
 
 type message struct {
@@ -19,14 +20,14 @@ type message struct {
 func client(t *testing.T, b *Broker, id string, filters map[string]byte) (paho.Client, <-chan message) {
 	t.Helper()
 	ch := make(chan message, 16)
-	opts := paho.NewClientOptions().AddBroker(strings.Replace(b.URL, "mqtt://", "tcp://", 1)).
-		SetClientID(id).SetCleanSession(id == "").
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { ch <- message{m.Topic(), m.Retained()} })
+	clientID := id
 	if id == "" {
-		opts.SetClientID(fmt.Sprint("t-", rand.Int64()))
+		clientID = fmt.Sprint("t-", rand.Int64())
 	}
-	c := paho.NewClient(opts)
-	wait(t, c.Connect())
+	c := mosquittotest.Client(t, b.URL, clientID, func(o *paho.ClientOptions) {
+		o.SetCleanSession(id == "").
+			SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { ch <- message{m.Topic(), m.Retained()} })
+	})
 	if len(filters) > 0 {
 		wait(t, c.SubscribeMultiple(filters, nil))
 	}

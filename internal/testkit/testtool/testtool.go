@@ -109,3 +109,14 @@ func (s *Buffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// StopAtEnd stops a test's server (a broker) when the test ends, and prints
+// its log, named what, if the test failed.
+func StopAtEnd(t testing.TB, what string, stop func(), log func() string) {
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, log())
+		}
+	})
+}
