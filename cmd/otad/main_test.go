@@ -102,7 +102,8 @@ func TestInstallExitCodes(t *testing.T) {
 	if st.State != ota.Rebooting || st.Target == nil || st.Target.SHA256 != sum || st.Slots["B"].SHA256 != sum {
 		t.Fatalf("status after install: %+v", st)
 	}
-	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       rebooting") {
+	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       rebooting") ||
+		!strings.Contains(stdout, "last refusal: rel-x incompatible (") {
 		t.Fatalf("status: %d %s", code, stdout)
 	}
 }

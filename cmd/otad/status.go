@@ -67,6 +67,10 @@ func printStatus(w io.Writer, st ota.Status) {
 		}
 		fmt.Fprintln(w, transfer(r.Transfer))
 	}
+	if r := st.LastRefusal; r != nil {
+		// Why the last offer that came in did nothing, when one was refused.
+		fmt.Fprintf(w, "last refusal: %s %s (%s) at %s\n", orDash(r.ID), r.Code, r.Message, r.Time.Format(time.RFC3339))
+	}
 }
 
 // transfer says where an install's bytes came from, when it moved any.
