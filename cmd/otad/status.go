@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/otad/otad/agent"
@@ -69,7 +70,8 @@ func printStatus(w io.Writer, st ota.Status) {
 	}
 	if r := st.LastRefusal; r != nil {
 		// Why the last offer that came in did nothing, when one was refused.
-		fmt.Fprintf(w, "last refusal: %s %s (%s) at %s\n", orDash(r.ID), r.Code, r.Message, r.Time.Format(time.RFC3339))
+		fmt.Fprintf(w, "last refusal: %s %s (%s) at %s\n", orDash(r.ID), r.Code,
+			strings.TrimPrefix(r.Message, string(r.Code)+": "), r.Time.Format(time.RFC3339))
 	}
 }
 
