@@ -57,9 +57,13 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	switch name {
 	case "-h", "-help", "--help", "help":
 		if len(rest) > 0 {
-			if c, ok := p.Commands[rest[0]]; ok {
-				return p.exit(stdout, stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
+			c, ok := p.Commands[rest[0]]
+			if !ok {
+				fmt.Fprintf(stderr, "%s: unknown command %q\n", p.Name, rest[0])
+				p.usage(stderr)
+				return ota.ExitUsage
 			}
+			return p.exit(stdout, stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
 		}
 		p.usage(stdout)
 		return ota.ExitOK

@@ -402,6 +402,7 @@ func TestDispatch(t *testing.T) {
 		{Args: []string{"help"}, Stdout: "keygen"},
 		{Args: []string{"--help"}, Stdout: "verify"},
 		{Args: []string{"help", "sign"}, Stdout: "-out-payload"},
+		{Args: []string{"help", "frobnicate"}, Code: ota.ExitUsage, Stderr: `unknown command "frobnicate"`},
 		{Args: []string{"verify", "-h"}, Stdout: "usage: otactl verify"},
 		{Args: []string{"sign", "--help"}, Stdout: "usage: otactl sign"},
 		{Args: []string{"rollout", "-h"}, Stdout: "usage: otactl rollout start"},
