@@ -83,17 +83,19 @@ func TestChunkedInstallResumesAfterKill(t *testing.T) {
 	if _, err := os.Stat(checkpoint); !os.IsNotExist(err) {
 		t.Fatalf("checkpoint left after the install: %v", err)
 	}
-	// otad status tells what the install fetched (since the checkpoint the
-	// last run started from, and before it as far as that checkpoint says)
-	// and reused (what a restart found written in the target): between them,
-	// the whole of this random image.
+	// otad status tells what the install fetched (in the last run, and
+	// before it as far as its checkpoint says) and reused (what a restart
+	// found written in the target): between them, the whole of this random
+	// image.
 	code, stdout, _ = otad(t, "status", "--json", "-c", tb.Cfg.Path)
 	var st ota.Status
 	if code != 0 || json.Unmarshal([]byte(stdout), &st) != nil || st.Target == nil {
 		t.Fatalf("status --json: exit %d %s", code, stdout)
 	}
-	if tr := st.Target.Transfer; tr.BytesFetched < last-idx || tr.BytesReused == 0 || tr.BytesFetched+tr.BytesReused < size {
-		t.Fatalf("status target %+v: want the last run's bytes fetched at least, something reused, the image in all", st.Target)
+	// (The server's count of the last run may include bytes it still sent to
+	// a killed run's connections.)
+	if tr := st.Target.Transfer; tr.BytesFetched == 0 || tr.BytesFetched > last || tr.BytesReused == 0 || tr.BytesFetched+tr.BytesReused < size {
+		t.Fatalf("status target %+v: want at most the last run's bytes fetched, something reused, the image in all", st.Target)
 	}
 	if code, stdout, _ := otad(t, "status", "-c", tb.Cfg.Path); code != 0 || !strings.Contains(stdout, "fetched") {
 		t.Fatalf("status: exit %d %s", code, stdout)
