@@ -44,7 +44,7 @@ func TestDependenciesPointInward(t *testing.T) {
 		{"ota", []string{""}}, // "" is the whole module
 		{"agent", []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "internal", "cmd", "bench"}},
 	}
-	for _, part := range []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles"} {
+	for _, part := range []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"} {
 		rules = append(rules, struct {
 			dir    string
 			forbid []string
