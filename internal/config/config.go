@@ -304,7 +304,7 @@ func (c *Config) validate() []error {
 		bad("bootloader.type", "%q is not one of uboot, grub, sim", c.Bootloader.Type)
 	}
 	for _, s := range c.Download.Schemes {
-		if !slices.Contains([]string{"https", "http", "file"}, s) {
+		if !slices.Contains(ota.Schemes(), s) {
 			bad("download.schemes", "%q is not one of https, http, file", s)
 		}
 	}

@@ -335,6 +335,8 @@ func TestSignOptions(t *testing.T) {
 		{"negative expires", append(base, "--version", "1", "--expires", "-1h"), ota.ExitUsage, "--expires"},
 		{"bad id", append(base, "--version", "1", "--id", "a/b"), ota.ExitUsage, "bad_manifest: id"},
 		{"url without scheme", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "h/p"}, ota.ExitUsage, "payload.url"},
+		{"url no device fetches", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "ftp://h/p"}, ota.ExitUsage, "url_not_allowed"},
+		{"device ID no device has", append(base, "--version", "1", "--device", "gw/1"), ota.ExitUsage, "--device: not a valid name"},
 		{"stray argument", append(base, "--version", "1", "extra"), ota.ExitUsage, "extra"},
 		{"missing key file", []string{"sign", "--key", filepath.Join(dir, "nokey"), "--image", img, "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, "nokey"},
 		{"missing image", []string{"sign", "--key", key + ".key", "--image", filepath.Join(dir, "noimg"), "--version", "1", "--compatible", "c", "--url", "https://h/p"}, ota.ExitFailure, "noimg"},

@@ -7,10 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/otad/otad/internal/bytesize"
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 	"github.com/otad/otad/verify"
@@ -179,6 +182,16 @@ func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 	}
 	if o.expires <= 0 {
 		return time.Time{}, 0, usagef("--expires %s: want a positive duration", o.expires)
+	}
+	// What no device would take: a scheme none can be configured for, a
+	// device ID none can have.
+	if u, err := url.Parse(o.url); err == nil && u.Scheme != "" && !slices.Contains(ota.Schemes(), u.Scheme) { // else the manifest check names payload.url
+		return time.Time{}, 0, usagef("--url %q: devices fetch only %s URLs (url_not_allowed)", o.url, strings.Join(ota.Schemes(), ", "))
+	}
+	for _, d := range o.devices {
+		if err := mqtt.CheckName(d); err != nil {
+			return time.Time{}, 0, usagef("--device: %w", err)
+		}
 	}
 	if o.issuedAt == "" {
 		// Sub-second precision: two offers signed within one second still order (check 9).
