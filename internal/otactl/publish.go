@@ -51,10 +51,11 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 	}, nil
 }
 
-// checkTopicName refuses IDs that would change the topic's shape.
-func checkTopicName(flagName, v string) error {
+// checkTopicName refuses a name (what names it: an argument or a flag)
+// that would change the shape of its topic.
+func checkTopicName(what, v string) error {
 	if v == "" || strings.ContainsAny(v, "/+#\x00") {
-		return usagef("--%s %q: want a non-empty name without '/', '+', '#'", flagName, v)
+		return usagef("%s %q: want a non-empty name without '/', '+', '#'", what, v)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func nameAndConfig(fs *flag.FlagSet, bf *brokerFlags, args []string) (string, mq
 	if len(pos) != 1 {
 		return "", mqtt.Config{}, usagef("want exactly one rollout NAME, got %d arguments", len(pos))
 	}
-	if err := checkTopicName("name", pos[0]); err != nil {
+	if err := checkTopicName("rollout NAME", pos[0]); err != nil {
 		return "", mqtt.Config{}, err
 	}
 	cfg, err := bf.config()
