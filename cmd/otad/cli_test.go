@@ -83,6 +83,27 @@ policy = "sometimes"
 	if code != 2 || strings.Contains(stderr, "slots.A") || !strings.Contains(stderr, "3 to fix") {
 		t.Errorf("-file-only: exit %d: %s", code, stderr)
 	}
+	// Names a topic cannot carry on every broker, each with its key.
+	names := filepath.Join(dir, "names.toml")
+	devicetest.Must(t, os.WriteFile(names, []byte(`device_id = "gw.1"
+compatible = "acme,gw-v2"
+[slots]
+A = "a"
+B = "b"
+[mqtt]
+broker = "mqtt://127.0.0.1:1883"
+topic_prefix = "acme/ota"
+groups = ["ok", "eu prod"]
+`), 0o600))
+	code, _, stderr = otad(t, "config", "check", "-file-only", "-c", names)
+	for _, key := range []string{"device_id", "mqtt.topic_prefix", "mqtt.groups[1]"} {
+		if !strings.Contains(stderr, names+": "+key+": not a valid name") {
+			t.Errorf("stderr does not name %s:\n%s", key, stderr)
+		}
+	}
+	if code != 2 || !strings.Contains(stderr, "3 to fix") {
+		t.Errorf("bad names: exit %d: %s", code, stderr)
+	}
 	if code, _, stderr := otad(t, "config", "check", "-c", filepath.Join(dir, "missing.toml")); code != 2 || !strings.Contains(stderr, "missing.toml") {
 		t.Errorf("missing file: exit %d: %s", code, stderr)
 	}
