@@ -62,6 +62,9 @@ func (v *View) Follow(ctx context.Context, cfg mqtt.Config, o FollowOptions) (*m
 		sess.Close()
 		return nil, err
 	}
+	// Statuses published while the session was down are lost to it, and a
+	// broker may not deliver them as retained (RabbitMQ): ask again.
+	sess.OnReconnect(func() { _ = v.ask(ctx, sess, o.Group, o.Window) })
 	return sess, nil
 }
 

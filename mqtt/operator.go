@@ -107,6 +107,18 @@ type Session struct {
 
 	mu      sync.Mutex // fn is called one at a time even across reconnects
 	stopped bool       // set by Close: no fn call after that
+	// onReconnect is called after each reconnect (OnReconnect).
+	onReconnect func()
+}
+
+// OnReconnect has fn called after each reconnect, once the subscriptions are
+// renewed (on paho's goroutine for it; fn may publish): what was published
+// while the connection was down is lost to a clean session, so a fleet view
+// asks the devices to report again.
+func (s *Session) OnReconnect(fn func()) {
+	s.mu.Lock()
+	s.onReconnect = fn
+	s.mu.Unlock()
 }
 
 // Open connects and subscribes to filters (topic filter → QoS), calling fn
@@ -133,8 +145,16 @@ func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(Mess
 		err := subscribe(ctx, cfg, c, filters)
 		reported := false
 		first.Do(func() { subscribed <- err; reported = true })
-		if !reported && err != nil {
+		switch {
+		case !reported && err != nil:
 			log.Error("mqtt session: resubscribe failed", "err", err)
+		case !reported:
+			s.mu.Lock()
+			again := s.onReconnect
+			s.mu.Unlock()
+			if again != nil {
+				again()
+			}
 		}
 	})
 	s.c = paho.NewClient(opts)

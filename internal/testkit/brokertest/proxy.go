@@ -19,6 +19,7 @@ type Proxy struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
+	down   bool // refuse connections: the network is out
 }
 
 // NewProxy listens on a free loopback port for the broker at brokerURL, until
@@ -45,8 +46,14 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
-		b, err := net.Dial("tcp", p.target)
-		if err != nil {
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		var b net.Conn
+		if !down {
+			b, err = net.Dial("tcp", p.target)
+		}
+		if down || err != nil {
 			c.Close()
 			continue
 		}
@@ -76,4 +83,19 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// Down cuts every connection and refuses new ones until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.Cut()
+}
+
+// Up lets connections through again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }
