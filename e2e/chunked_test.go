@@ -5,12 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,13 +31,11 @@ func scenarioChunkedPowerCut(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, otadRunning("A"))
 	img, _ := d.payload(ctx, "B-c", Healthy, d.cfg)
 	res := chunk(t, ctx, img.Path)
-	srv := startStoreServer(t, filepath.Dir(img.Path))
-	base := srv.url("rootfs-B-c")
-	env, err := chunkedOffer(d.kit.signer, "rel-b-c", img, res.Chunks(base), time.Now())
+	env, err := chunkedOffer(d.kit.signer, "rel-b-c", img, res.Chunks(strings.TrimSuffix(d.http.URL(filepath.Base(img.Path)), ".ext4")), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.rate.Store(512 << 10) // seconds for what the booted slot lacks: time to cut the power
+	d.http.Throttle(512 << 10) // seconds for what the booted slot lacks: time to cut the power
 	if err := d.fleet.Publish(ctx, env); err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +46,11 @@ func scenarioChunkedPowerCut(t *testing.T, ctx context.Context, d *device) {
 		t.Fatalf("no progress report with 2 MiB fetched: %v", err)
 	}
 	t.Logf("%6.1fs  power cut at %d/%d bytes (%d fetched, %d reused); the server sent %d of the %d-byte store",
-		time.Since(r.Started).Seconds(), p.BytesDone, p.BytesTotal, p.BytesFetched, p.BytesReused, srv.sent.Load(), res.StoreSize)
+		time.Since(r.Started).Seconds(), p.BytesDone, p.BytesTotal, p.BytesFetched, p.BytesReused, d.http.Sent(), res.StoreSize)
 	r.Kill()
 	d.wantEnv(d.grubenv(ctx), map[string]string{"ORDER": "A  ", "B_OK": "0", "A_OK": "1"})
-	cut := srv.sent.Load()
-	srv.rate.Store(0)
+	cut := d.http.Sent()
+	d.http.Throttle(0)
 	r = d.powerOn()
 	d.expect(ctx, r, bootingSlot("A"))
 	d.expect(ctx, r, otadRunning("A"))
@@ -63,7 +58,7 @@ func scenarioChunkedPowerCut(t *testing.T, ctx context.Context, d *device) {
 	d.expect(ctx, r, bootingSlot("B"))
 	d.expectCommitted(ctx, r, "B-c", "rel-b-c", img)
 	st := d.waitStatus(ctx, "committed", settled("B", ota.ResultSuccess))
-	sent, need := srv.sent.Load(), networkNeed(t, ctx, res, filepath.Join(d.dir, "slotA.ext4"))
+	sent, need := d.http.Sent(), networkNeed(t, ctx, res, filepath.Join(d.dir, "slotA.ext4"))
 	t.Logf("store %d bytes, index %d, what slot A lacks %d; the server sent %d before the cut, %d in all; the device reports %+v",
 		res.StoreSize, len(res.Index), need, cut, sent, st.LastResult.Transfer)
 	if limit := need + checkpointInterval + int64(len(res.Index)); sent > limit {
@@ -140,54 +135,4 @@ func chunkedOffer(s *Signer, id string, img Image, chunks *ota.Chunks, issued ti
 		Payload: verify.Payload{Size: img.Size, SHA256: img.SHA256, Chunks: chunks},
 	}
 	return verify.SignOffer(&m, s.Key)
-}
-
-// storeServer serves a directory with Range support (http.ServeContent), at
-// a rate when set, and counts the body bytes it sends.
-type storeServer struct {
-	port int
-	rate atomic.Int64
-	sent atomic.Int64
-}
-
-func startStoreServer(t *testing.T, dir string) *storeServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &storeServer{port: ln.Addr().(*net.TCPAddr).Port}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(filepath.Join(dir, filepath.Base(r.URL.Path)))
-		if err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		http.ServeContent(&counted{ResponseWriter: &throttled{ResponseWriter: w, rate: &s.rate, ctx: r.Context()}, n: &s.sent}, r, st.Name(), st.ModTime(), f)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return s
-}
-
-// url is name's address as the guest sees it.
-func (s *storeServer) url(name string) string {
-	return fmt.Sprintf("http://%s:%d/%s", GuestHostAddr, s.port, name)
-}
-
-type counted struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (c *counted) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.n.Add(int64(n))
-	return n, err
 }

@@ -34,6 +34,7 @@ type PayloadServer struct {
 	// power while a slot is being written.
 	bytesPerSecond atomic.Int64
 	requests       atomic.Int64
+	sent           atomic.Int64
 	srv            *http.Server
 	ln             net.Listener
 }
@@ -61,6 +62,9 @@ func (s *PayloadServer) Throttle(bytesPerSecond int64) { s.bytesPerSecond.Store(
 // Requests counts the requests served.
 func (s *PayloadServer) Requests() int64 { return s.requests.Load() }
 
+// Sent counts the body bytes sent.
+func (s *PayloadServer) Sent() int64 { return s.sent.Load() }
+
 // Close stops the server.
 func (s *PayloadServer) Close() error { return s.srv.Close() }
 
@@ -78,13 +82,14 @@ func (s *PayloadServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	http.ServeContent(&throttled{ResponseWriter: w, rate: &s.bytesPerSecond, ctx: r.Context()}, r, name, st.ModTime(), f)
+	http.ServeContent(&throttled{ResponseWriter: w, rate: &s.bytesPerSecond, sent: &s.sent, ctx: r.Context()}, r, name, st.ModTime(), f)
 }
 
 // throttled paces writes in small chunks when a rate is set.
 type throttled struct {
 	http.ResponseWriter
 	rate *atomic.Int64
+	sent *atomic.Int64
 	ctx  context.Context
 }
 
@@ -94,10 +99,12 @@ func (t *throttled) Write(p []byte) (int, error) {
 		rate := t.rate.Load()
 		if rate <= 0 {
 			n, err := t.ResponseWriter.Write(p)
+			t.sent.Add(int64(n))
 			return written + n, err
 		}
 		chunk := min(int64(len(p)), max(rate/10, 1))
 		n, err := t.ResponseWriter.Write(p[:chunk])
+		t.sent.Add(int64(n))
 		written += n
 		if err != nil {
 			return written, err
