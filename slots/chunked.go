@@ -257,6 +257,9 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		if cp.Next < 0 || cp.Next > in.x.Count() {
 			in.resumed = nil
 		} else {
+			if !in.job.Readback {
+				in.distrustCheckpoint(ctx, cp, scratch)
+			}
 			pi.Next = cp.Next
 			held := in.targetHeld(ctx, cp.Next, scratch)
 			pi.TargetHas = func(i int) bool { return held[i-cp.Next] }
@@ -267,6 +270,20 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		return ota.Wrap(ota.CodeWriteFailed, err)
 	}
 	return ctx.Err()
+}
+
+// distrustCheckpoint moves cp back to the first chunk before it that the
+// target does not hold. Without the read-back nothing else would check the
+// chunks a checkpoint vouches for, and across a restart neither the file
+// (planted, or of a run whose writes the storage lost) nor the slot
+// (written by someone else in between) is above suspicion.
+func (in *chunkInstall) distrustCheckpoint(ctx context.Context, cp *checkpoint, scratch []byte) {
+	for i := range cp.Next {
+		if ctx.Err() != nil || !in.targetHolds(in.x.Chunk(i), scratch) {
+			cp.Next, cp.Done = i, int64(i)*in.x.ChunkSize()
+			return
+		}
+	}
 }
 
 // targetHeld reads the target from chunk next on and reports which chunks

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
 )
 
 var errPowerCut = errors.New("simulated power cut")
@@ -141,5 +145,72 @@ func TestChunkedCheckpointOfAnother(t *testing.T) {
 				t.Fatalf("served %d store bytes after the restart, want the whole store (%d)", again, len(s.c.store))
 			}
 		})
+	}
+}
+
+// TestChunkedResumeDistrustsCheckpoint: a checkpoint planted in the state
+// directory that says every chunk is written, or a target changed between
+// two runs in a chunk before the checkpoint, never ends in a slot that is
+// not the image: with the read-back the install fails (readback_mismatch);
+// without it the restart checks the chunks before the checkpoint and fetches
+// those the target does not hold.
+func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
+	img := chunkImage(120, 23)
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, d *chunkDevice, job ChunkedJob)
+	}{
+		{"planted checkpoint", func(t *testing.T, d *chunkDevice, job ChunkedJob) {
+			target, err := filepath.EvalSymlinks(d.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := chunkState{dir: filepath.Join(d.state, chunkDirName)}
+			if err := st.init(); err != nil {
+				t.Fatal(err)
+			}
+			n := int(payload.ChunkCount(job.Size, job.Expect.ChunkSize))
+			if err := st.saveCheckpoint(&checkpoint{Key: job.checkpointKey(target), Offer: job.Offer, Next: n, Done: job.Size}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"target changed between runs", func(t *testing.T, d *chunkDevice, job ChunkedJob) {
+			ct := resumeTuning()
+			ct.checkpointBytes = 256 << 10
+			ct.beforeCheckpoint = func(int) error {
+				if readCheckpoint(t, d).Next > 10 {
+					return errPowerCut
+				}
+				return nil
+			}
+			if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
+				t.Fatalf("first run: %v", err)
+			}
+			f, err := os.OpenFile(d.target, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte("changed"), 2*testChunk+5); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		for _, readback := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/readback %v", tc.name, readback), func(t *testing.T) {
+				_, _, d, job := rig(t, img)
+				job.Readback = readback
+				tc.prepare(t, d, job)
+				err := writeChunked(t.Context(), job, testTuning(), resumeTuning())
+				if readback {
+					wantCode(t, err, ota.CodeReadbackMismatch)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSlot(t, d.target, img, d.slotSize)
+			})
+		}
 	}
 }
