@@ -194,3 +194,40 @@ func TestChunkedHostileIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkedAlteredChunkBootedSlotLacks: a chunk the booted slot should
+// hold but does not (mounted writable) is fetched; when the store's copy is
+// altered too, it is fetched once more before chunk_mismatch, as any other.
+func TestChunkedAlteredChunkBootedSlotLacks(t *testing.T) {
+	img := chunkImage(40, 29)
+	const bad = 17
+	d := newChunkDevice(t, len(img)+50000, img)
+	c := makeChunked(t, img)
+	if err := (chunkState{dir: filepath.Join(d.state, chunkDirName)}).init(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.state, chunkDirName, sha(img)+indexSuffix), c.idx, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(d.booted, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte("changed"), bad*testChunk+9)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.x.Chunk(bad)
+	c.store = bytes.Clone(c.store)
+	c.store[ch.StoreOffset+int64(ch.StoreLength)/2] ^= 0x01
+	s := newStoreServer(t, c)
+	job := d.job(s, fastRetry(&sleepRecorder{}))
+	job.BootedImage = sha(img)
+	err = writeChunked(t.Context(), job, testTuning(), chunkTestTuning())
+	wantCode(t, err, ota.CodeChunkMismatch)
+	if n := s.rangesCovering(bad); n != 2 {
+		t.Fatalf("chunk %d fetched %d times, want 2 (once more after the mismatch)", bad, n)
+	}
+	checkNotCorrupt(t, d, c)
+}

@@ -199,7 +199,12 @@ func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.S
 	if err == nil && sha256.Sum256(b) == c.SHA256 {
 		return piece{chunk: c.Num, buf: b, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
 	}
-	if b, err = net.fetchOne(ctx, net.mine, c, buf); err != nil {
+	b, err = net.fetchOne(ctx, net.mine, c, buf)
+	if ota.CodeOf(err) == ota.CodeChunkMismatch {
+		// The bytes arrived whole and are wrong: fetched once more.
+		b, err = net.fetchOne(ctx, net.mine, c, buf)
+	}
+	if err != nil {
 		local <- buf
 		return piece{}, err
 	}
