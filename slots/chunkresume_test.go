@@ -108,6 +108,23 @@ func TestChunkedCrashResumes(t *testing.T) {
 	}
 }
 
+// cutPower runs job until the power is cut before a checkpoint, once the
+// checkpoint file says more than chunk after are written.
+func cutPower(t *testing.T, d *chunkDevice, job ChunkedJob, after int) {
+	t.Helper()
+	ct := resumeTuning()
+	ct.checkpointBytes = 256 << 10
+	ct.beforeCheckpoint = func(int) error {
+		if readCheckpoint(t, d).Next > after {
+			return errPowerCut
+		}
+		return nil
+	}
+	if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
+		t.Fatalf("first run: %v", err)
+	}
+}
+
 // TestChunkedCheckpointOfAnother: a checkpoint of another offer, or one
 // that cannot be read, is not resumed from: the install starts over.
 func TestChunkedCheckpointOfAnother(t *testing.T) {
@@ -123,17 +140,7 @@ func TestChunkedCheckpointOfAnother(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s, d, job := rig(t, img)
-			ct := resumeTuning()
-			ct.checkpointBytes = 256 << 10
-			ct.beforeCheckpoint = func(int) error {
-				if readCheckpoint(t, d).Next > 0 {
-					return errPowerCut
-				}
-				return nil
-			}
-			if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
-				t.Fatalf("first run: %v", err)
-			}
+			cutPower(t, d, job, 0)
 			tc.change(&job, d)
 			before := s.served.Load()
 			if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
@@ -175,17 +182,7 @@ func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
 			}
 		}},
 		{"target changed between runs", func(t *testing.T, d *chunkDevice, job ChunkedJob) {
-			ct := resumeTuning()
-			ct.checkpointBytes = 256 << 10
-			ct.beforeCheckpoint = func(int) error {
-				if readCheckpoint(t, d).Next > 10 {
-					return errPowerCut
-				}
-				return nil
-			}
-			if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
-				t.Fatalf("first run: %v", err)
-			}
+			cutPower(t, d, job, 10)
 			f, err := os.OpenFile(d.target, os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
