@@ -3,6 +3,10 @@ package payload
 import (
 	"encoding/binary"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -157,6 +161,9 @@ func TestIndexLayoutMatchesDoc(t *testing.T) {
 	if len(idx) != 140 || string(idx[:HeaderSize]) != string(header) {
 		t.Fatalf("%d bytes, header % x", len(idx), idx[:HeaderSize])
 	}
+	if doc := docHeader(t); string(doc) != string(header) {
+		t.Fatalf("docs/contract/chunked.md shows the header as % x, the code writes % x", doc, header)
+	}
 	rec := func(i int) []byte { return idx[HeaderSize+i*RecordSize : HeaderSize+(i+1)*RecordSize] }
 	z := zeroSum(4096)
 	if rec(0)[35] != 0 || rec(1)[35] != 2 || string(rec(1)[:32]) != string(z[:]) || string(rec(1)[32:35]) != "\x00\x00\x00" {
@@ -165,6 +172,32 @@ func TestIndexLayoutMatchesDoc(t *testing.T) {
 	if string(rec(2)[32:]) != "\x10\x07\x00\x01" {
 		t.Errorf("record 2 ends % x, want 10 07 00 01", rec(2)[32:])
 	}
+}
+
+// docHeader is the example's header as the hexdump of docs/contract/chunked.md
+// shows it: the bytes of its lines 00000000 and 00000010.
+func docHeader(t *testing.T) []byte {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join("..", "docs", "contract", "chunked.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for line := range strings.Lines(string(page)) {
+		hexes, ok := strings.CutPrefix(line, "000000")
+		if !ok || len(hexes) < 2 || (hexes[:2] != "00" && hexes[:2] != "10") {
+			continue
+		}
+		hexes, _, _ = strings.Cut(hexes[2:], "|")
+		for _, f := range strings.Fields(hexes) {
+			v, err := strconv.ParseUint(f, 16, 8)
+			if err != nil {
+				t.Fatalf("hexdump line %q: %v", line, err)
+			}
+			b = append(b, byte(v))
+		}
+	}
+	return b
 }
 
 // TestParseKept: a kept index parses back to the same chunks without a manifest, and a
