@@ -24,6 +24,11 @@ const (
 	DefaultChunkSize = 64 << 10
 )
 
+// MaxIndexSize is the largest index a device holds in memory (slots refuses a larger
+// index_size with index_mismatch, and otactl sign refuses to write one): 8 MiB lists
+// 233016 chunks, a 14 GiB image in 64 KiB chunks.
+const MaxIndexSize = 8 << 20
+
 // compression codes in the header.
 const (
 	compNone byte = 0

@@ -39,10 +39,6 @@ type ChunkedJob struct {
 	BootedImage string
 }
 
-// maxIndexSize bounds the index a device holds in memory: 8 MiB lists about
-// 233000 chunks, a 14 GiB image in 64 KiB chunks.
-const maxIndexSize = 8 << 20
-
 // chunkTuning holds the chunked install's knobs; tests try others.
 type chunkTuning struct {
 	lanes      int   // range requests in flight
@@ -197,8 +193,8 @@ func (j *ChunkedJob) checkChunks() error {
 	switch {
 	case j.Expect.ImageSize != j.Size:
 		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.size", "%d, the index expectation says %d", j.Size, j.Expect.ImageSize)
-	case j.Expect.IndexSize > maxIndexSize:
-		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.chunks.index_size", "%d bytes, more than this device holds (%d)", j.Expect.IndexSize, maxIndexSize)
+	case j.Expect.IndexSize > payload.MaxIndexSize:
+		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.chunks.index_size", "%d bytes, more than this device holds (%d)", j.Expect.IndexSize, payload.MaxIndexSize)
 	case j.IndexURL == "":
 		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no index url", j.Target))
 	case j.StateDir == "":

@@ -109,7 +109,7 @@ func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
 	if !isHexSHA256(image) {
 		return nil
 	}
-	b, err := readSmall(s.path(image+indexSuffix), maxIndexSize)
+	b, err := readSmall(s.path(image+indexSuffix), payload.MaxIndexSize)
 	if err != nil {
 		return nil
 	}

@@ -26,6 +26,12 @@ func prepareChunked(ctx context.Context, image, out string, chunkSize int64, com
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	defer in.Close()
+	// Refused before a byte is written: every device would refuse the index.
+	if st, err := in.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 && payload.ValidChunkSize(chunkSize) {
+		if n := payload.IndexSize(payload.ChunkCount(st.Size(), chunkSize)); n > payload.MaxIndexSize {
+			return nil, fmt.Errorf("image %s: %d bytes in chunks of %d make an index of %d bytes, more than a device holds (%d): use a larger --chunk-size", image, st.Size(), chunkSize, n, payload.MaxIndexSize)
+		}
+	}
 	store, err := createOut(out + ".store")
 	if err != nil {
 		return nil, err

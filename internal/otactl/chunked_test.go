@@ -219,3 +219,21 @@ func TestSignChunkedCancelled(t *testing.T) {
 		t.Errorf("cancelled sign left files: %v", entries)
 	}
 }
+
+// TestSignChunkedIndexTooLarge: an image whose index would be larger than a device
+// holds (1 GiB in 4 KiB chunks) is refused before anything is written, naming the
+// way out.
+func TestSignChunkedIndexTooLarge(t *testing.T) {
+	dir, img, _, signArgs := chunkedSetup(t)
+	if err := os.Truncate(img, 1<<30); err != nil { // sparse: nothing is read
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "p")
+	r := otactl(t, append(signArgs, "--out-payload", out, "--chunk-size", "4KiB")...)
+	if r.code != ota.ExitFailure || !strings.Contains(r.stderr, "use a larger --chunk-size") || r.stdout != "" {
+		t.Fatalf("exit %d, stderr %q, stdout %q", r.code, r.stderr, r.stdout)
+	}
+	if files, _ := filepath.Glob(out + "*"); len(files) > 0 {
+		t.Errorf("refused sign wrote %v", files)
+	}
+}
