@@ -23,7 +23,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fset.StringVar(&o.Group, "group", "", "the group every device is in (default: none)")
 	fset.StringVar(&o.Compatible, "compatible", "otasim", "the devices' compatible string")
 	fset.Float64Var(&o.FailHealth, "fail-health", 0, "percent of devices whose health check fails (the same devices every run: a hash of the ID)")
-	failIDs := fset.String("fail-devices", "", "comma-separated IDs of devices whose health check fails, besides")
+	failIDs := fset.String("fail-devices", "", "comma-separated IDs of devices whose health check fails, besides those of --fail-health")
 	fset.IntVar(&o.MaxInstalls, "max-installs", simfleet.DefaultMaxInstalls, "installs at once, at most (each holds its image and pipeline buffers while it runs)")
 	slotSize := fset.String("slot-size", "1GiB", "each slot's capacity (costs no memory)")
 	fset.DurationVar(&o.Spread, "spread", 0, "devices power on and connect at random times within this (default: 1ms per device)")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/otad/otad/mqtt"
@@ -49,15 +48,6 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 		CAFile: b.ca, CertFile: b.cert, KeyFile: b.key,
 		Username: b.username, Password: pw,
 	}, nil
-}
-
-// checkTopicName refuses a name (what names it: an argument or a flag)
-// that would change the shape of its topic.
-func checkTopicName(what, v string) error {
-	if v == "" || strings.ContainsAny(v, "/+#\x00") {
-		return usagef("%s %q: want a non-empty name without '/', '+', '#'", what, v)
-	}
-	return nil
 }
 
 // checkName refuses a device, group or prefix that devices could not

@@ -15,6 +15,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/otad/otad/internal/testkit/clitest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
@@ -298,4 +299,32 @@ func (w *stateWatch) wait(t *testing.T, what string, ok func(rollout.State) bool
 	}
 	t.Fatalf("the rollout never got to %s", what)
 	return rollout.State{}
+}
+
+// An operator's mistakes: the plan's errors name the file and the key (and
+// nothing is connected to); a NAME no rollout can have is a usage error.
+func TestRolloutMistakes(t *testing.T) {
+	env, dir := signedEnvelope(t, "4.2.0", "acme,gw-v2", "https://updates.example.com/rootfs.img")
+	plan := func(file, name, wave string) string {
+		p := filepath.Join(dir, file)
+		body := fmt.Sprintf("name = %q\noffer = %q\ngroup = \"fleet\"\n[[wave]]\n%s\n[halt]\nmax_failed_percent = 5\n", name, env, wave)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	typo, dotted, zero := plan("typo.toml", "r1", "percnt = 10"), plan("dotted.toml", "r.1", "percent = 10"), plan("zero.toml", "r1", "percent = 0")
+	noBroker := "mqtt://127.0.0.1:1"
+	clitest.Run(t, func(args ...string) (int, string, string) {
+		r := otactl(t, args...)
+		return r.code, r.stdout, r.stderr
+	}, []clitest.Case{
+		{Args: []string{"rollout", "start", "--broker", noBroker, typo}, Code: ota.ExitFailure, Stderr: "typo.toml: unknown key wave.percnt"},
+		{Args: []string{"rollout", "start", "--broker", noBroker, dotted}, Code: ota.ExitFailure, Stderr: `dotted.toml: name: "r.1"`},
+		{Args: []string{"rollout", "start", "--broker", noBroker, zero}, Code: ota.ExitFailure, Stderr: "zero.toml: wave[1].percent: 0 is not in (0, 100]"},
+		{Args: []string{"rollout", "status", "r1"}, Code: ota.ExitUsage, Stderr: "missing --broker"},
+		{Args: []string{"rollout", "status", "--broker", noBroker, "r1"}, Code: ota.ExitFailure, Stderr: "connect to " + noBroker},
+		{Args: []string{"rollout", "pause", "--broker", noBroker, "r.1"}, Code: ota.ExitUsage, Stderr: `rollout NAME: not a valid name: "r.1"`},
+		{Args: []string{"rollout", "status", "--broker", noBroker, "r+1"}, Code: ota.ExitUsage, Stderr: "rollout NAME"},
+	})
 }

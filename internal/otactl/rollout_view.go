@@ -25,8 +25,10 @@ func nameAndConfig(fs *flag.FlagSet, bf *brokerFlags, args []string) (string, mq
 	if len(pos) != 1 {
 		return "", mqtt.Config{}, usagef("want exactly one rollout NAME, got %d arguments", len(pos))
 	}
-	if err := checkTopicName("rollout NAME", pos[0]); err != nil {
-		return "", mqtt.Config{}, err
+	// Plans take only names every broker carries (mqtt.CheckName); any
+	// other NAME is no rollout and, on RabbitMQ, not even its topic.
+	if err := mqtt.CheckName(pos[0]); err != nil {
+		return "", mqtt.Config{}, usagef("rollout NAME: %v", err)
 	}
 	cfg, err := bf.config()
 	return pos[0], cfg, err

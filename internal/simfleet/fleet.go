@@ -29,7 +29,7 @@ type Options struct {
 	Group      string   // "": in no group
 	Compatible string   // default "otasim"
 	FailHealth float64  // percent of devices whose health check fails, by a stable hash of the ID
-	FailIDs    []string // devices whose health check fails, besides
+	FailIDs    []string // devices whose health check fails, besides those FailHealth picks
 	// MaxInstalls bounds the installs at once; 0: DefaultMaxInstalls.
 	MaxInstalls int
 	SlotSize    int64         // each slot's capacity; 0: 1 GiB (it costs no memory)
