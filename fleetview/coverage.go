@@ -116,8 +116,10 @@ func (v *View) Coverage() Coverage {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var c Coverage
+	var due time.Time
 	if v.asked != nil {
 		c.Window, c.Group = v.asked.window, v.asked.group
+		due = v.asked.at.Add(v.asked.window + answerGrace)
 	}
 	for _, d := range v.devices {
 		if c.Group != "" && (d.status == nil || !slices.Contains(d.status.Groups, c.Group)) {
@@ -129,7 +131,9 @@ func (v *View) Coverage() Coverage {
 			c.NoStatus++
 		case d.live:
 			c.Live++
-			if !d.retained {
+			// A device first heard after the answers were due came online
+			// since (a --watch runs on): its status was not retained to miss.
+			if !d.retained && (due.IsZero() || !d.firstLive.After(due)) {
 				c.Missed++
 			}
 		default:

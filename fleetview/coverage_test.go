@@ -94,3 +94,19 @@ func FuzzCoverage(f *testing.F) {
 		_ = fmt.Sprint(c)
 	})
 }
+
+// A view that runs on (status --watch, a rollout) hears devices that come
+// online after the answers were due: they are live, not missed by retained
+// delivery, and do not make the view incomplete.
+func TestCoverageOfADeviceThatCameOnlineLater(t *testing.T) {
+	v := New("ota")
+	now := time.Now()
+	v.now = func() time.Time { return now }
+	v.asked = &asked{at: now.Add(-time.Minute), window: 3 * time.Second}
+	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/a/status", Payload: member("a", 1), Retained: true})
+	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/a/status", Payload: member("a", 2)})
+	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/new/status", Payload: member("new", 1)})
+	if c := v.Coverage(); c != (Coverage{Devices: 2, Live: 2, Window: 3 * time.Second}) || c.Incomplete() {
+		t.Fatalf("coverage %+v (incomplete %v), want 2 live devices and none missed", c, c.Incomplete())
+	}
+}

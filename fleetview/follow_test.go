@@ -56,4 +56,3 @@ func waitSeq(t *testing.T, v *View, seq uint64) {
 		}
 	}
 }
-

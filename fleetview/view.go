@@ -35,6 +35,7 @@ type device struct {
 	// subscribing, and published while the view listened (an answer to the
 	// report request, or a change).
 	retained, live bool
+	firstLive      time.Time // when it was first heard live
 }
 
 type rollout struct {
@@ -118,6 +119,9 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		if st != nil {
 			d.retained = d.retained || m.Retained
 			d.live = d.live || !m.Retained
+			if !m.Retained && d.firstLive.IsZero() {
+				d.firstLive = v.now()
+			}
 		}
 		if st != nil && d.status != nil && st.BootID == d.status.BootID && st.Seq < d.status.Seq {
 			return false // an older snapshot of this boot, delivered late
