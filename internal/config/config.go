@@ -123,6 +123,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration back.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// plainType says the type a key wants, not the Go field go-toml would have
+// put it in ("into struct field config.Config.DeviceID of type string").
+func plainType(msg string) string {
+	i, j := strings.Index(msg, "into struct field "), strings.LastIndex(msg, " of type ")
+	if i < 0 || j < i {
+		return msg
+	}
+	return msg[:i] + "into a " + msg[j+len(" of type "):]
+}
+
 // Error is a configuration error naming the file and key at fault.
 type Error struct {
 	Path string
@@ -182,7 +192,7 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 		if errors.As(err, &de) {
 			row, col := de.Position()
 			key := strings.Join(de.Key(), ".")
-			return nil, &Error{Path: path, Key: key, Msg: fmt.Sprintf("line %d column %d: %s", row, col, de.Error())}
+			return nil, &Error{Path: path, Key: key, Msg: fmt.Sprintf("line %d column %d: %s", row, col, plainType(de.Error()))}
 		}
 		return nil, &Error{Path: path, Msg: err.Error()}
 	}

@@ -109,6 +109,10 @@ func TestEveryProblemNamed(t *testing.T) {
 	if n := strings.Count(err.Error(), "\n") + 1; n != len(lines) {
 		t.Errorf("%d problems, want %d:\n%v", n, len(lines), err)
 	}
+	// A value of the wrong type is named with the type the key wants.
+	if _, err := Decode([]byte("device_id = 5\n"), "f.toml", ""); err == nil || !strings.Contains(err.Error(), "f.toml: device_id: line 1 column 13: toml: cannot decode TOML integer into a string") {
+		t.Errorf("wrong type: %v", err)
+	}
 	// A typo'd key does not hide the other problems.
 	c, err = Decode([]byte("device_id = \"gw-1\"\ncompatibel = \"x\"\n[reboot]\npolicy = \"later\"\n"), "f.toml", "")
 	for _, want := range []string{"f.toml: unknown key compatibel (line 2)", "f.toml: compatible: ", "f.toml: reboot.policy: "} {
