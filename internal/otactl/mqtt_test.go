@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,35 @@ func TestStatusWatch(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch did not end on cancel")
+	}
+}
+
+// A snapshot goes on collecting while answers still arrive after they were
+// due (a loaded broker delivers late), and not much longer.
+func TestWaitQuiet(t *testing.T) {
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	stop := time.Now().Add(time.Second)
+	go func() {
+		for time.Now().Before(stop) {
+			last.Store(time.Now().UnixNano())
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	waitQuiet(t.Context(), &last, 5*time.Second)
+	if took := time.Since(start); took < time.Second || took > 3*time.Second {
+		t.Errorf("waited %v: want until half a second after the last change at 1s", took)
+	}
+	start = time.Now()
+	waitQuiet(t.Context(), &last, 5*time.Second)
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("a quiet view waited %v", took)
+	}
+	last.Store(time.Now().Add(time.Hour).UnixNano()) // never quiet: the limit holds
+	start = time.Now()
+	waitQuiet(t.Context(), &last, 300*time.Millisecond)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("waited %v past a limit of 300ms", took)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/otad/otad/fleetview"
@@ -18,7 +19,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bf := addBrokerFlags(fset)
 	watch := fset.Bool("watch", false, "keep running and redraw on every message, with progress bars (Ctrl-C ends)")
 	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
-	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s)")
+	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s, longer while answers still arrive)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -43,11 +44,15 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	wctx, cancel := context.WithTimeout(ctx, collect)
 	defer cancel()
-	sess, err := f.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window})
+	var last atomic.Int64 // when the view last changed, UnixNano
+	sess, err := f.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window, Changed: func() { last.Store(time.Now().UnixNano()) }})
 	if err != nil {
 		return err
 	}
 	<-wctx.Done()
+	if *timeout == 0 && *window > 0 {
+		waitQuiet(ctx, &last, collect)
+	}
 	sess.Close()
 	if err := f.Render(stdout, false); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -57,6 +62,21 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintln(stderr, f.Coverage())
 	return nil
+}
+
+// answersQuiet is how long no answer may arrive before a snapshot ends once
+// the answers are due: a loaded broker delivers some late, and a view that
+// stopped at the due time would show fewer devices than answered.
+const answersQuiet = 500 * time.Millisecond
+
+// waitQuiet returns once the view has not changed for answersQuiet, or after
+// at most limit, or when ctx ends.
+func waitQuiet(ctx context.Context, last *atomic.Int64, limit time.Duration) {
+	for end := time.Now().Add(limit); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Since(time.Unix(0, last.Load())) >= answersQuiet {
+			return
+		}
+	}
 }
 
 // watchFleet redraws the table on every change (at most 10 times a second)
