@@ -82,8 +82,7 @@ func (e *env) setup(args []string, nargs int, extra func(fs *flag.FlagSet)) ([]s
 	}
 	cfg, err := e.config()
 	if err != nil {
-		// 2, as `otad config check` says of the same file; the unit does not
-		// restart on it (retrying cannot fix a config).
+		// 2, as `otad config check` says of the same file.
 		return nil, nil, e.fail(ota.ExitUsage, "%v", err)
 	}
 	return pos, cfg, ota.ExitOK
