@@ -19,6 +19,9 @@ type Copy struct {
 	Sectors    int64  // number of sectors (0: not given); only used by MTD flash
 }
 
+// MaxEnvSize bounds CONFIG_ENV_SIZE: boards use 8 KiB to 1 MiB.
+const MaxEnvSize = 4 << 20
+
 // ParseConfig reads an /etc/fw_env.config-style file the way libubootenv does
 // (sscanf "%s %lli %zx %zx %lx"): lines starting with '#' and lines with fewer than
 // three fields are skipped; the offset is C integer syntax (0x.. hex, 0.. octal,
@@ -61,6 +64,10 @@ func ParseConfig(name string, data []byte) ([]Copy, error) {
 		}
 		if d.Size == 0 {
 			return nil, fmt.Errorf("%s:%d: env size is 0", name, n)
+		}
+		if d.Size > MaxEnvSize {
+			// The env is read whole: a size like this would take the daemon's memory.
+			return nil, fmt.Errorf("%s:%d: env size 0x%x is over the %d MiB a U-Boot env can be (sizes here are hex)", name, n, d.Size, MaxEnvSize>>20)
 		}
 		if err := checkDevicePath(d.Path); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)

@@ -118,6 +118,7 @@ func TestParseConfig(t *testing.T) {
 		{"no device", "# nothing\n", nil, "no environment device"},
 		{"too small", f + " 0 4\n", nil, "smaller than its header"},
 		{"mtd refused", "/dev/mtd1 0x0 0x10000 0x10000\n", nil, "MTD/UBI"},
+		{"size beyond any env", f + " 0 0x7fffffffffff\n", nil, "is over the 4 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,6 +274,23 @@ func FuzzEncodeUBootEnv(f *testing.F) {
 		got, fl, err := ParseEnv(buf, red)
 		if err != nil || !maps.Equal(got, vars) || (red && fl != flags) {
 			t.Fatalf("parse(encode(%q)) = %q, %d, %v", vars, got, fl, err)
+		}
+	})
+}
+
+// FuzzParseConfig: whatever a fw_env.config says, an accepted one is one or
+// two copies of one size that the env can be read into.
+func FuzzParseConfig(f *testing.F) {
+	for _, c := range []string{"/e 0x0 0x40000\n", "/e 8192 4000\n/e 040000 4000\n", "/e -0x4000 0x4000 0x2000 2\n", "/dev/mtd0 0 0x10000\n"} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, cfg string) {
+		devs, err := ParseConfig("fw_env.config", []byte(cfg))
+		if err != nil {
+			return
+		}
+		if len(devs) < 1 || len(devs) > 2 || devs[0].Size <= headerSize(len(devs) == 2) || devs[0].Size > MaxEnvSize || devs[len(devs)-1].Size != devs[0].Size {
+			t.Fatalf("ParseConfig(%q) accepted %+v", cfg, devs)
 		}
 	})
 }
