@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -121,6 +122,8 @@ func cmdRun(e *env, args []string) int {
 }
 
 func cmdMark(e *env, args []string) int {
+	// One line says what happened; -v brings the in-process agent's log back.
+	e.logLevel = slog.LevelWarn
 	_, cfg, code := e.setup(args, 0, nil)
 	if cfg == nil {
 		return code
