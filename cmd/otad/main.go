@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return ota.ExitUsage
 	}
+	args = hoistFlags(args)
 	if isHelp(args[0]) {
 		if len(args) == 1 {
 			usage(stdout)
@@ -89,6 +91,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, machine: "/etc/machine-id", getenv: os.Getenv}
 	return cmd.run(e, args)
+}
+
+// hoistFlags moves -c FILE and -v given before the command ("otad -c FILE
+// status", as systemd units and muscle memory write it) after the command's
+// name, where its flags are parsed.
+func hoistFlags(args []string) []string {
+	var lead []string
+	for len(args) > 0 {
+		switch a := args[0]; {
+		case a == "-v" || a == "--v" || strings.HasPrefix(a, "-c=") || strings.HasPrefix(a, "--c="):
+			lead, args = append(lead, a), args[1:]
+		case (a == "-c" || a == "--c") && len(args) > 1:
+			lead, args = append(lead, a, args[1]), args[2:]
+		default:
+			n := min(1, len(args)) // after the name: "config check" has two words
+			if len(args) > 1 && args[0] == "config" && args[1] == "check" {
+				n = 2
+			}
+			return append(append(slices.Clone(args[:n]), lead...), args[n:]...)
+		}
+	}
+	return lead
 }
 
 func cmdVersion(e *env, args []string) int {
