@@ -112,3 +112,28 @@ groups = ["ok", "eu prod"]
 		t.Errorf("missing file: exit %d: %s", code, stderr)
 	}
 }
+
+// otad status on a device where otad never ran: no journal, and still the
+// booted slot, from the kernel command line.
+func TestStatusBeforeFirstRun(t *testing.T) {
+	dir := t.TempDir()
+	cmdline := filepath.Join(dir, "cmdline")
+	devicetest.Must(t, os.WriteFile(cmdline, []byte("console=ttyS0 root=/dev/vda3 otad.slot=B\n"), 0o644))
+	cfg := filepath.Join(dir, "otad.toml")
+	devicetest.Must(t, os.WriteFile(cfg, []byte(`device_id = "gw-1"
+compatible = "x"
+state_dir = "`+dir+`/state"
+control_socket = "`+dir+`/otad.sock"
+[slots]
+A = "/dev/vda2"
+B = "/dev/vda3"
+cmdline = "`+cmdline+`"
+[bootloader]
+type = "grub"
+env_file = "`+dir+`/grubenv"
+`), 0o600))
+	code, stdout, stderr := otad(t, "status", "--json", "-c", cfg)
+	if code != 0 || !strings.Contains(stdout, `"booted_slot": "B"`) || !strings.Contains(stdout, `"state": "idle"`) {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+}

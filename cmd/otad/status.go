@@ -15,6 +15,7 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/control"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
 )
 
 func cmdStatus(e *env, args []string) int {
@@ -35,6 +36,11 @@ func cmdStatus(e *env, args []string) int {
 		}
 		st, err = agent.Snapshot(cfg.DeviceID, version, s, time.Now()), nil
 		st.Groups = cfg.MQTT.Groups
+		if st.BootedSlot == "" && cfg.Bootloader.Type != "sim" {
+			// Never run yet: the kernel command line still says (a sim
+			// device's bootloader file is created by its first run, not here).
+			st.BootedSlot, _ = slots.ReadBooted(cfg.Slots.Cmdline, cfg.Slots.Devices())
+		}
 	}
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)
