@@ -83,6 +83,7 @@ func refusal(err error, t Target) ota.Outcome {
 	if t.Payload.SHA256 != "" {
 		o.ID, o.SHA256 = t.ID, t.SHA256()
 	}
+	o.ManifestSHA256 = t.ManifestSHA256
 	return o
 }
 

@@ -59,7 +59,7 @@ func (m *machine) notice(r *ota.Outcome, msg string) {
 	}
 	ev := ota.Event{Seq: m.s.Seq, From: m.s.Phase, To: m.s.Phase, Message: msg}
 	if r != nil {
-		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Message = r.ID, r.SHA256, r.Result, r.Code, r.Message
+		ev.ID, ev.SHA256, ev.ManifestSHA256, ev.Result, ev.Code, ev.Message = r.ID, r.SHA256, r.ManifestSHA256, r.Result, r.Code, r.Message
 	}
 	m.do(Emit{Event: ev, State: m.s.Clone()})
 }
@@ -70,7 +70,7 @@ func (m *machine) notice(r *ota.Outcome, msg string) {
 func (m *machine) refused(ev EvRefused) {
 	r := ev.Outcome
 	r.Result = ota.ResultRejected
-	m.s.LastRefusal = &ota.Refusal{ID: r.ID, SHA256: r.SHA256, Code: r.Code, Message: r.Message, Time: ev.Time}
+	m.s.LastRefusal = &ota.Refusal{ID: r.ID, SHA256: r.SHA256, ManifestSHA256: r.ManifestSHA256, Code: r.Code, Message: r.Message, Time: ev.Time}
 	if ev.Pending && m.s.Pending != nil {
 		m.s.Pending = nil
 		m.persist()

@@ -25,11 +25,16 @@ type Status struct {
 // Refusal is an offer the checks refused. ID and SHA256 (the image's) are
 // set when the offer was authentic enough to be named.
 type Refusal struct {
-	ID      string    `json:"id,omitempty"`
-	SHA256  string    `json:"sha256,omitempty"`
-	Code    Code      `json:"code"`
-	Message string    `json:"message,omitempty"`
-	Time    time.Time `json:"time"`
+	ID     string `json:"id,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// ManifestSHA256 is the SHA-256 of the offer's manifest bytes, which
+	// identify an offer (SPEC §6); set whenever the envelope decoded, even
+	// when its signatures did not verify (ID and SHA256, from inside the
+	// manifest, are then left out: they cannot be trusted).
+	ManifestSHA256 string    `json:"manifest_sha256,omitempty"`
+	Code           Code      `json:"code"`
+	Message        string    `json:"message,omitempty"`
+	Time           time.Time `json:"time"`
 }
 
 // SlotStatus is what a slot holds.
@@ -62,17 +67,19 @@ type Transfer struct {
 // Event is one transition, as published on the events topic. ID and SHA256
 // name the offer concerned; Result, Code and Message are set for outcomes.
 type Event struct {
-	Device  string    `json:"device"`
-	Seq     uint64    `json:"seq"`
-	BootID  string    `json:"boot_id"`
-	Time    time.Time `json:"time"`
-	From    Phase     `json:"from"`
-	To      Phase     `json:"to"`
-	ID      string    `json:"id,omitempty"`
-	SHA256  string    `json:"sha256,omitempty"`
-	Result  Result    `json:"result,omitempty"`
-	Code    Code      `json:"code,omitempty"`
-	Message string    `json:"message,omitempty"`
+	Device string    `json:"device"`
+	Seq    uint64    `json:"seq"`
+	BootID string    `json:"boot_id"`
+	Time   time.Time `json:"time"`
+	From   Phase     `json:"from"`
+	To     Phase     `json:"to"`
+	ID     string    `json:"id,omitempty"`
+	SHA256 string    `json:"sha256,omitempty"`
+	// ManifestSHA256 names a refused offer, as in Refusal.
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	Result         Result `json:"result,omitempty"`
+	Code           Code   `json:"code,omitempty"`
+	Message        string `json:"message,omitempty"`
 	// Transfer is the install's, when the event names one.
 	Transfer
 }

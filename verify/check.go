@@ -3,6 +3,7 @@ package verify
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -44,9 +45,33 @@ type Offer struct {
 }
 
 // Digest is the hex SHA-256 of the signed manifest bytes, which identifies an offer.
-func (o *Offer) Digest() string {
-	sum := sha256.Sum256(o.ManifestBytes)
+func (o *Offer) Digest() string { return digest(o.ManifestBytes) }
+
+func digest(manifest []byte) string {
+	sum := sha256.Sum256(manifest)
 	return hex.EncodeToString(sum[:])
+}
+
+// EnvelopeDigest is the hex SHA-256 of the manifest bytes an envelope carries,
+// authentic or not, or "" when the envelope does not decode that far (JSON,
+// a single manifest key, base64). A refusal before the manifest is
+// authenticated can still name the offer by it; an unauthenticated id cannot
+// be trusted, a digest of the bytes received can.
+func EnvelopeDigest(raw []byte) string {
+	if len(raw) > ota.MaxEnvelopeSize {
+		return ""
+	}
+	var in struct {
+		Manifest *string `json:"manifest"`
+	}
+	if json.Unmarshal(raw, &in) != nil || in.Manifest == nil || *in.Manifest == "" || duplicateKey(raw) != "" {
+		return ""
+	}
+	m, err := decodeBase64(*in.Manifest)
+	if err != nil {
+		return ""
+	}
+	return digest(m)
 }
 
 // Check runs the eleven checks of SPEC §5 in order and stops at the first failure,

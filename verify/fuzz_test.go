@@ -39,6 +39,10 @@ func FuzzParseEnvelope(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		env, err := ParseEnvelope(raw)
+		sum := EnvelopeDigest(raw) // a refusal's name for the offer
+		if err == nil && sum != digest(env.Manifest) {
+			t.Fatalf("EnvelopeDigest %q, the parsed manifest's is %q", sum, digest(env.Manifest))
+		}
 		if err != nil {
 			var re *ota.Error
 			if !errors.As(err, &re) || (re.Code != ota.CodeTooLarge && re.Code != ota.CodeBadEnvelope) {

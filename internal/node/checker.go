@@ -37,6 +37,9 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 		// Authentic and well formed, even when refused: the status names it.
 		t = target(&off.Manifest)
 		t.ManifestSHA256 = off.Digest()
+	} else {
+		// Not authenticated: no id, but the bytes received are named by their digest.
+		t.ManifestSHA256 = verify.EnvelopeDigest(raw)
 	}
 	if err != nil && ota.CodeOf(err) == "" {
 		err = ota.Wrap(ota.CodeBadEnvelope, err)

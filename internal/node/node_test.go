@@ -3,6 +3,8 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,26 +102,35 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 		e, _ := verify.MarshalEnvelope(env.Manifest, s)
 		return e
 	}()
+	goodEnv, _ := verify.ParseEnvelope(good)
+	goodSum := sha256.Sum256(goodEnv.Manifest)
+	noSigs, _ := json.Marshal(map[string]any{"manifest": goodEnv.Manifest, "signatures": []any{}})
+	schema2 := mb(map[string]any{"schema": 2})
+	schema2Sum := sha256.Sum256(schema2)
+	// manifest is the digest last_refusal names the offer by: whenever the
+	// manifest bytes could be decoded, authentic or not (SPEC §6).
 	cases := []struct {
-		code ota.Code
-		raw  []byte
+		code     ota.Code
+		raw      []byte
+		manifest []byte
 	}{
-		{"too_large", bytes.Repeat([]byte(" "), 256<<10+1)},
-		{"bad_envelope", []byte(`{"manifest": 12}`)},
-		{"bad_signature", unsigned},
-		{"bad_signature", foreign},
-		{"bad_manifest", signed(mb(map[string]any{"schema": 2}))},
-		{"incompatible", func() []byte { e, _ := tb.Offer("x1", 5, devicetest.OfferOpts{Compat: "acme,other"}); return e }()},
-		{"not_for_this_device", func() []byte { e, _ := tb.Offer("x2", 5, devicetest.OfferOpts{Device: "gw-9999"}); return e }()},
+		{"too_large", bytes.Repeat([]byte(" "), 256<<10+1), nil},
+		{"bad_envelope", []byte(`{"manifest": 12}`), nil},
+		{"bad_envelope", noSigs, goodSum[:]},
+		{"bad_signature", unsigned, goodSum[:]},
+		{"bad_signature", foreign, goodSum[:]},
+		{"bad_manifest", signed(schema2), schema2Sum[:]},
+		{"incompatible", func() []byte { e, _ := tb.Offer("x1", 5, devicetest.OfferOpts{Compat: "acme,other"}); return e }(), nil},
+		{"not_for_this_device", func() []byte { e, _ := tb.Offer("x2", 5, devicetest.OfferOpts{Device: "gw-9999"}); return e }(), nil},
 		{"expired", func() []byte {
 			e, _ := tb.Offer("x3", 5, devicetest.OfferOpts{Issued: now.Add(-48 * time.Hour), Expires: time.Hour})
 			return e
-		}()},
+		}(), nil},
 		{"too_big_for_slot", func() []byte {
 			e, _ := tb.Offer("x4", 5, devicetest.OfferOpts{Size: devicetest.SlotSize + 1})
 			return e
-		}()},
-		{"url_not_allowed", func() []byte { e, _ := tb.Offer("x5", 5, devicetest.OfferOpts{URL: "ftp://example.com/img"}); return e }()},
+		}(), nil},
+		{"url_not_allowed", func() []byte { e, _ := tb.Offer("x5", 5, devicetest.OfferOpts{URL: "ftp://example.com/img"}); return e }(), nil},
 	}
 	in := tb.Start(nil)
 	defer func() { in.Stop(); in.Wait(t) }()
@@ -130,8 +141,19 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 		if o.Result != ota.ResultRejected || o.Code != c.code {
 			t.Errorf("want rejected %s, got %+v", c.code, o)
 		}
-		if st := in.D.Agent.Status(); st.LastResult != nil || st.LastRefusal == nil || st.LastRefusal.Code != c.code {
-			t.Errorf("status does not show %s in last_refusal only: %+v %+v", c.code, st.LastResult, st.LastRefusal)
+		st := in.D.Agent.Status()
+		if st.LastResult != nil || st.LastRefusal == nil || st.LastRefusal.Code != c.code {
+			t.Fatalf("status does not show %s in last_refusal only: %+v %+v", c.code, st.LastResult, st.LastRefusal)
+		}
+		if env, err := verify.ParseEnvelope(c.raw); err == nil && c.code.Authentic() {
+			sum := sha256.Sum256(env.Manifest)
+			c.manifest = sum[:]
+		}
+		if c.manifest != nil && st.LastRefusal.ManifestSHA256 != hex.EncodeToString(c.manifest) {
+			t.Errorf("%s: last_refusal manifest_sha256 %q, want %x", c.code, st.LastRefusal.ManifestSHA256, c.manifest)
+		}
+		if r := st.LastRefusal; !c.code.Authentic() && (r.ID != "" || r.SHA256 != "") {
+			t.Errorf("%s: last_refusal trusts the unauthenticated manifest: id %q sha256 %q", c.code, r.ID, r.SHA256)
 		}
 	}
 	if n := tb.Fetched.Load(); n != 0 {
