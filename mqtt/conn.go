@@ -230,13 +230,30 @@ func (d *Conn) onConnect(c paho.Client) {
 	}
 	tok := c.SubscribeMultiple(filters, nil) // nil: messages go to the default handler
 	if err := waitToken(d.ctx, tok, d.cfg.connectTimeout()); err != nil {
-		d.log.Error("mqtt: subscribe failed", "err", err)
+		d.subscribeFailed(c, err)
 		return
 	}
 	for topic, code := range tok.(*paho.SubscribeToken).Result() {
 		if code == 0x80 {
 			d.log.Error("mqtt: broker refused subscription", "topic", topic)
 		}
+	}
+}
+
+// subscribeFailed logs a failed subscribe by what it costs. paho runs
+// onConnect in its own goroutine, so it can subscribe after Close (an agent
+// stopping right after it connected, as one rebooting) or after the
+// connection dropped again: nothing is missed then, the next connect
+// subscribes anew. Only a live connection without its subscriptions is an
+// error: the device hears no offers until it reconnects.
+func (d *Conn) subscribeFailed(c paho.Client, err error) {
+	switch {
+	case d.ctx.Err() != nil:
+		d.log.Debug("mqtt: subscribe abandoned: closing", "err", err)
+	case errors.Is(err, paho.ErrNotConnected) || !c.IsConnectionOpen():
+		d.log.Info("mqtt: subscribe abandoned: connection gone, renewed on reconnect", "err", err)
+	default:
+		d.log.Error("mqtt: subscribe failed", "err", err)
 	}
 }
 
