@@ -1,40 +1,8 @@
-// Command fleetbench is `make bench-fleet` (issue 3): real agents
-// (internal/daemon, the sim bootloader, file-backed slots) against one real
-// mosquitto on 127.0.0.1.
-//
-//	go run ./bench/fleet [-latency-n 200] [-agents 100,250,500] [-image-size 2MiB]
-//
-// Latency: one device; an image server paced far below the image size per
-// second, so no install finishes during the run. After one uncounted offer
-// (from idle), each of -latency-n offers is a new image with a later
-// issued_at, published QoS 1 retained to the device's desired topic while
-// the previous install is downloading; it supersedes that install (SPEC §6).
-// The figure is the time from just before the publish to the arrival, at a
-// subscriber of ota/devices/ID/events, of the event that starts downloading
-// that offer: broker hops both ways, signature and checks, the journal's
-// fsyncs, cancelling the running transfer, marking the slot bad.
-//
-// Fleet: for each size in -agents, that many in-memory devices in this
-// process (otasim fleet: real agents, slots, journal and sim bootloader in
-// memory; all in group "bench"; installs bounded by -max-installs) against
-// a fresh mosquitto with its stock settings (but the listener); one group
-// offer, published retained to ota/groups/bench/desired; the time until
-// every device's status says last_result success for it, booted on slot B
-// and committed (each downloads, verifies, sim-reboots, starts again,
-// confirms, commits). The statuses are observed in-process as the agents
-// publish them, so the figure does not depend on the broker's queue limits
-// for wildcard subscriptions. The image server counts downloads per device
-// (each request names its device): every device must download once. Sizes
-// run in order and stop at the first that does not converge within
-// -timeout.
-//
-// Memory: this process's peak is its VmHWM, reset before each size
-// (/proc/self/clear_refs), so each size's peak is its own; mosquitto's is
-// its VmHWM (a fresh broker per size). Both are also sampled every 250 ms.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -142,6 +110,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 		printLatency(out, res, o.latency)
 	}
 
+	downloadsOK := true
 	if len(o.agents) > 0 {
 		if o.cpuProf != "" {
 			stop, err := startCPUProfile(o.cpuProf)
@@ -164,9 +133,12 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 				break
 			}
 		}
-		printFleet(out, results, o.fleet.timeout)
+		downloadsOK = printFleet(out, results, o.fleet.timeout)
 	}
 	fmt.Fprintf(out, "\nload average at end: %s\n", loadAvg())
+	if !downloadsOK {
+		return errors.New("fleet: a device did not download the image exactly once (issue 11: one offer per device); see the rows marked FAIL")
+	}
 	return ctx.Err()
 }
 
@@ -185,11 +157,23 @@ func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
 // agentOfferSettle is the agent's gathering window for network offers.
 const agentOfferSettle = node.OfferSettle
 
-func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
+// downloadsOK says whether every device downloaded the image exactly once:
+// one group offer is one offer per device (issue 11), so one download. A
+// size that did not converge can only be held to no device downloading twice.
+func (r fleetResult) downloadsOK() bool {
+	if r.Err != nil {
+		return r.Downloads[1] <= 1
+	}
+	return r.Downloads == [2]int{1, 1}
+}
+
+// printFleet prints the fleet table; it returns false when a row's
+// downloads per device were not exactly 1 (those rows say FAIL).
+func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) bool {
 	fmt.Fprintln(out, "Group offer to N in-memory agents in one process (otasim fleet), one stock mosquitto (converge: publish → last device's success)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\tresult\tup\tconverge\tdevice p50\tdevice p99\tdownloads/device\tself RSS idle\tself peak RSS\tmosquitto peak RSS\tgoroutines idle\tgoroutines peak\tFDs\t")
-	largest := 0
+	largest, ok := 0, true
 	for _, r := range rs {
 		res, converge := "ok", r.Converge.Round(time.Millisecond).String()
 		if r.Err != nil {
@@ -197,10 +181,10 @@ func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
 		} else {
 			largest = r.N
 		}
-		dl := fmt.Sprint(r.Downloads[0])
-		if r.Downloads[1] != r.Downloads[0] {
-			dl = fmt.Sprintf("%d-%d", r.Downloads[0], r.Downloads[1])
+		if !r.downloadsOK() {
+			res, ok = "FAIL", false
 		}
+		dl := r.downloadRange()
 		p := r.Peaks
 		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", r.N, res,
 			r.Up.Round(time.Millisecond), converge, r.PerDevice.P50.Round(time.Millisecond), r.PerDevice.P99.Round(time.Millisecond),
@@ -211,12 +195,24 @@ func printFleet(out io.Writer, rs []fleetResult, timeout time.Duration) {
 		if r.Err != nil {
 			fmt.Fprintf(out, "N=%d failed (%d/%d succeeded): %v\n", r.N, r.Succeeded, r.N, r.Err)
 		}
+		if !r.downloadsOK() {
+			fmt.Fprintf(out, "N=%d FAIL: downloads per device %s, want exactly 1 (one offer per device, issue 11)\n", r.N, r.downloadRange())
+		}
 	}
 	if largest > 0 {
 		fmt.Fprintf(out, "largest N converged within %v: %d\n", timeout, largest)
 	} else {
 		fmt.Fprintf(out, "no fleet size converged within %v\n", timeout)
 	}
+	return ok
+}
+
+// downloadRange is the fewest and most downloads by one device: "1", "0-2".
+func (r fleetResult) downloadRange() string {
+	if r.Downloads[1] != r.Downloads[0] {
+		return fmt.Sprintf("%d-%d", r.Downloads[0], r.Downloads[1])
+	}
+	return fmt.Sprint(r.Downloads[0])
 }
 
 func loadAvg() string {
