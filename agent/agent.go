@@ -115,7 +115,7 @@ func (a *Agent) Status() ota.Status {
 
 // Offer queues a raw envelope without blocking. key names the source (an
 // MQTT topic); a source can queue at most maxPerSource offers at once.
-func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw, nil) }
+func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw) }
 
 // ErrStopped answers calls made after Run has returned.
 var ErrStopped = errors.New("agent is not running")

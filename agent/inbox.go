@@ -14,10 +14,19 @@ type inbox struct {
 }
 
 type item struct {
-	key     string
+	key     string // the network source (topic); "" for a waited-for install
+	source  string // the waited-for install's source, for the log
 	raw     []byte
 	reply   chan ota.Outcome
 	refused error // set: refused before any check (dropped unread)
+}
+
+// name is the offer's source as the log names it.
+func (it item) name() string {
+	if it.key != "" {
+		return it.key
+	}
+	return it.source
 }
 
 func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
@@ -27,9 +36,7 @@ func newInbox() *inbox { return &inbox{wake: make(chan struct{}, 1)} }
 // the newest valid one wins, so the order of arrival does not decide.
 const maxPerSource = 16
 
-func (q *inbox) put(key string, raw []byte, reply chan ota.Outcome) {
-	q.add(item{key: key, raw: raw, reply: reply})
-}
+func (q *inbox) put(key string, raw []byte) { q.add(item{key: key, raw: raw}) }
 
 func (q *inbox) putRefused(key string, err error) { q.add(item{key: key, refused: err}) }
 

@@ -1,6 +1,9 @@
 package agent
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // takeOffers checks every queued offer, reports the refused ones, and hands
 // the newest valid one to the machine: the older ones of the same batch are
@@ -28,7 +31,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		if it.reply != nil {
 			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
 		}
-		a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.key)
+		a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
 		if newest == nil || newer(t, *newest) {
 			newest = &t
 		}
@@ -51,7 +54,13 @@ func newer(a, b Target) bool {
 
 func (a *Agent) refuse(ctx context.Context, it item, t Target, err error) error {
 	o := refusal(err, t)
-	a.log.Warn("offer refused", "code", o.Code, "err", err, "source", it.key)
+	// A waited-for install's caller reports the refusal itself (otad install
+	// prints it): a warning too would say it twice.
+	level := slog.LevelWarn
+	if it.reply != nil {
+		level = slog.LevelInfo
+	}
+	a.log.Log(ctx, level, "offer refused", "code", o.Code, "err", err, "source", it.name())
 	aerr := a.apply(ctx, EvRefused{Outcome: o, Time: a.now()})
 	if it.reply != nil {
 		it.reply <- o

@@ -12,10 +12,21 @@ type waiter struct {
 }
 
 // Install hands an envelope to the loop and waits for its outcome: refused,
-// up to date, failed, or the boot slot flipped.
+// up to date, failed, or the boot slot flipped. The log names its source "local".
 func (a *Agent) Install(ctx context.Context, raw []byte) (ota.Outcome, error) {
+	return a.InstallFrom(ctx, SourceLocal, raw)
+}
+
+// The sources of a waited-for install, as the log names them.
+const (
+	SourceLocal   = "local"   // otad install, in process
+	SourceControl = "control" // otad install, through the daemon's control socket
+)
+
+// InstallFrom is Install with the source the log names the offer by.
+func (a *Agent) InstallFrom(ctx context.Context, source string, raw []byte) (ota.Outcome, error) {
 	reply := make(chan ota.Outcome, 1)
-	a.inbox.put("", raw, reply)
+	a.inbox.add(item{source: source, raw: raw, reply: reply})
 	select {
 	case o := <-reply:
 		return o, nil

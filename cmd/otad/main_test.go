@@ -68,8 +68,12 @@ func TestInstallExitCodes(t *testing.T) {
 	if code, _, stderr := otad(t, "install", "-c", cfg); code != 2 || !strings.Contains(stderr, "usage") {
 		t.Fatalf("no file: exit %d, %s", code, stderr)
 	}
-	if code, _, stderr := otad(t, "install", "-c", cfg, writeEnv(t, incompatible)); code != 3 || !strings.Contains(stderr, "incompatible") {
+	// The refusal is said once: the final error, no WARN log line beside it.
+	if code, _, stderr := otad(t, "install", "-c", cfg, writeEnv(t, incompatible)); code != 3 || strings.Count(stderr, "incompatible") != 1 {
 		t.Fatalf("incompatible: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := otad(t, "install", "-v", "-c", cfg, writeEnv(t, incompatible)); code != 3 || !strings.Contains(stderr, "source=local") {
+		t.Fatalf("incompatible, -v: exit %d, the log does not name the source local: %s", code, stderr)
 	}
 	if code, _, stderr := otad(t, "install", "-c", cfg, writeEnv(t, tampered)); code != 1 || !strings.Contains(stderr, "hash_mismatch") {
 		t.Fatalf("tampered: exit %d, %s", code, stderr)
@@ -131,6 +135,10 @@ func TestInstallThroughDaemonAndReboot(t *testing.T) {
 	if code, _, stderr := otad(t, "run", "-c", cfg); code != 4 {
 		t.Fatalf("second daemon: exit %d %s", code, stderr)
 	}
+	incompatible, _ := tb.Offer("x", 3, devicetest.OfferOpts{Compat: "acme,other"})
+	if code, _, stderr := otad(t, "install", "-c", cfg, writeEnv(t, incompatible)); code != 3 || strings.Count(stderr, "incompatible") != 1 {
+		t.Fatalf("incompatible through daemon: exit %d, %s", code, stderr)
+	}
 	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 {
 		t.Fatalf("install through daemon: exit %d %s %s\n%s", code, stdout, stderr, dlog.String())
 	}
@@ -144,6 +152,9 @@ func TestInstallThroughDaemonAndReboot(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon did not exit after the reboot")
+	}
+	if !strings.Contains(dlog.String(), "source=control") {
+		t.Errorf("the daemon's log does not name the control socket as the refused offer's source:\n%s", dlog.String())
 	}
 	// Started again (as systemd would), it confirms and commits.
 	daemon2 := exec.Command(otadBin, "run", "-c", cfg)

@@ -22,7 +22,8 @@ import (
 
 // Handler is what the daemon serves.
 type Handler interface {
-	Install(ctx context.Context, raw []byte) (ota.Outcome, error)
+	// InstallFrom waits for the outcome of an offer; source names it in the log.
+	InstallFrom(ctx context.Context, source string, raw []byte) (ota.Outcome, error)
 	Status() ota.Status
 	MarkGood(ctx context.Context) error
 	MarkBad(ctx context.Context) error
@@ -125,7 +126,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	var resp response
 	switch req.Op {
 	case "install":
-		o, err := s.h.Install(cctx, req.Envelope)
+		o, err := s.h.InstallFrom(cctx, agent.SourceControl, req.Envelope)
 		if err != nil {
 			resp.Error = err.Error()
 		} else {

@@ -19,7 +19,7 @@ import (
 // countingHandler records which operations reached the daemon.
 type countingHandler struct{ calls atomic.Int32 }
 
-func (h *countingHandler) Install(context.Context, []byte) (ota.Outcome, error) {
+func (h *countingHandler) InstallFrom(context.Context, string, []byte) (ota.Outcome, error) {
 	h.calls.Add(1)
 	return ota.Outcome{}, nil
 }
