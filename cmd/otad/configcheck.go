@@ -11,8 +11,8 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/internal/node"
 	"github.com/otad/otad/ota"
-	"github.com/otad/otad/slots"
 	"github.com/otad/otad/tlsfiles"
 	"github.com/otad/otad/verify"
 )
@@ -83,13 +83,8 @@ func hostProblems(c *config.Config) []error {
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, &config.Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)})
 	}
-	for _, s := range []struct{ key, dev string }{{"slots.A", c.Slots.A}, {"slots.B", c.Slots.B}} {
-		if s.dev == "" {
-			continue // already named by the file's check
-		}
-		if _, err := slots.Capacity(s.dev); err != nil {
-			bad(s.key, "%v", err)
-		}
+	for _, p := range node.SlotProblems(c) {
+		bad(p.Key, "%v", p.Err)
 	}
 	need := func(key, path, what string) {
 		if _, err := os.Stat(path); err != nil {

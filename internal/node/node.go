@@ -92,11 +92,39 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
+	// A missing slot device is not fatal: the booted slot still has to be
+	// committed after a boot; but installs into it would fail (write_failed)
+	// much later, so say it now.
+	for _, p := range SlotProblems(cfg) {
+		log.Warn("slot device not usable: installs into it will fail", "key", p.Key, "path", p.Device, "err", p.Err)
+	}
 	devs := cfg.Slots.Devices()
 	return parts(cfg, opt, storage{
 		store: agent.Journal{Dir: cfg.StateDir}, bl: bl, booted: booted, bootID: bootID, reboot: reboot,
 		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: slots.NewHTTPClient(tc), keys: keys,
 	}), nil
+}
+
+// SlotProblem is a configured slot device that cannot be written: it does
+// not open, or it is neither a block device nor a regular file.
+type SlotProblem struct {
+	Key    string // slots.A or slots.B
+	Device string
+	Err    error
+}
+
+// SlotProblems checks the configured slot devices open and have a size.
+func SlotProblems(cfg *config.Config) []SlotProblem {
+	var out []SlotProblem
+	for _, s := range []struct{ key, dev string }{{"slots.A", cfg.Slots.A}, {"slots.B", cfg.Slots.B}} {
+		if s.dev == "" {
+			continue // the config file's check names it
+		}
+		if _, err := slots.Capacity(s.dev); err != nil {
+			out = append(out, SlotProblem{Key: s.key, Device: s.dev, Err: err})
+		}
+	}
+	return out
 }
 
 // storage is where a device keeps its state and its images, and what it

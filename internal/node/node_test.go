@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -463,5 +465,38 @@ func TestHealthCheckFailureRollsBack(t *testing.T) {
 	}
 	if b, _ := tb.Sim().Booted(); b != "A" {
 		t.Fatalf("sim booted %s", b)
+	}
+}
+
+// A slot device that does not open is named at start (key and path), and
+// the device still starts: its booted slot has to be committed after a boot.
+func TestUnusableSlotDeviceWarnsAtStart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dev  func(dir string) string
+	}{
+		{"missing", func(dir string) string { return filepath.Join(dir, "no-such-device") }},
+		{"directory", func(dir string) string { return dir }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+			dev := c.dev(t.TempDir())
+			tb.Cfg.Slots.B = dev
+			var logs bytes.Buffer
+			p, err := node.Build(tb.Cfg, node.Options{AgentVersion: "test", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatalf("start refused for an unusable slot B: %v", err)
+			}
+			if _, err := node.Assemble(tb.Cfg, p, node.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler)}); err != nil {
+				t.Fatalf("assembly refused for an unusable slot B: %v", err)
+			}
+			out := logs.String()
+			if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "key=slots.B") || !strings.Contains(out, "path="+dev) {
+				t.Errorf("no warning naming slots.B and %s:\n%s", dev, out)
+			}
+			if strings.Contains(out, "key=slots.A") {
+				t.Errorf("slot A, which exists, is warned about:\n%s", out)
+			}
+		})
 	}
 }
