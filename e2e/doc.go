@@ -22,6 +22,9 @@
 //	go test -tags e2e -v -run 'TestQEMU/1_' ./e2e/                 # one scenario
 //	E2E_LOGS=/tmp/e2e-logs go test -tags e2e ./e2e/                # keep every serial console
 //
+// What the machines boot, and why (QEMU version, env flash layout, TCG
+// timings, kernel modules): docs/e2e.md.
+//
 // Debian packages: qemu-system-x86 ovmf grub-efi-amd64-bin grub-common
 // busybox-static linux-image-amd64 mtools dosfstools e2fsprogs gdisk fdisk
 // mosquitto (and cpio for one unit test); for TestUBoot also u-boot-qemu,

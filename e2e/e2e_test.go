@@ -12,7 +12,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Budgets under TCG. QEMU.md measured ~10 s per OVMF+GRUB+kernel boot; these
+// Budgets under TCG. An OVMF+GRUB+kernel boot took ~10 s (docs/e2e.md); these
 // leave room for a loaded CI machine without letting a stuck guest eat the suite.
 const (
 	bootBudget     = 90 * time.Second  // power on to otad running

@@ -48,7 +48,7 @@ type Platform struct {
 	EnvDevice string
 }
 
-// X86GRUB is the q35 machine with OVMF and GRUB. Its modules (QEMU.md): virtio
+// X86GRUB is the q35 machine with OVMF and GRUB. Its modules (docs/e2e.md): virtio
 // block and net, ext4 for the data partition, vfat for the ESP (nls_ascii is
 // the iocharset vfat asks for), and the i6300esb watchdog.
 func X86GRUB() Platform {
@@ -107,7 +107,7 @@ const UBootAttempts = 3
 
 // GuestFwEnvConfig is the guest's /etc/fw_env.config: the U-Boot env at offset
 // 0 of the second pflash, which the guest sees as its second virtio disk
-// (QEMU.md: size and sector 0x40000, one copy).
+// (docs/e2e.md: size and sector 0x40000, one copy).
 const GuestFwEnvConfig = "/dev/vdb 0x0 0x40000 0x40000\n"
 
 // GuestConfig is what goes into the guest's /etc/otad/otad.toml.

@@ -130,7 +130,7 @@ type ESPFiles struct {
 	Grubenv string // from BuildGrubenv
 }
 
-// GrubModules are the GRUB modules built into BOOTX64.EFI (QEMU.md).
+// GrubModules are the GRUB modules built into BOOTX64.EFI (docs/e2e.md).
 func GrubModules() []string {
 	return []string{"part_gpt", "fat", "ext2", "normal", "linux", "loadenv", "test", "echo", "configfile",
 		"search", "sleep", "reboot", "halt", "serial", "terminal", "regexp"}
@@ -220,7 +220,7 @@ func BuildDisk(ctx context.Context, path string, l Layout, images map[int]string
 		return nil, err
 	}
 	f.Close()
-	// No -q: with it sgdisk exits 0 without writing anything (QEMU.md).
+	// No -q: with it sgdisk exits 0 without writing anything (docs/e2e.md).
 	_, err = run(ctx, "sgdisk",
 		"-n", fmt.Sprintf("1:2048:+%dM", l.ESP), "-t", "1:EF00", "-c", "1:ESP",
 		"-n", fmt.Sprintf("2:0:+%dM", l.Slot), "-t", "2:8300", "-c", "2:rootA",

@@ -36,7 +36,7 @@ type Run struct {
 	err   error
 }
 
-// Args is the QEMU command line (TCG: KVM does not run these guests here; see QEMU.md).
+// Args is the QEMU command line (TCG: KVM did not run these guests; see docs/e2e.md).
 func (m Machine) Args() []string {
 	return []string{
 		"-accel", "tcg", "-cpu", "max", "-M", "q35", "-m", "512", "-smp", "1",

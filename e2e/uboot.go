@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The real U-Boot machine (QEMU.md, "U-Boot (real, arm64)"): QEMU's arm64
+// The real U-Boot machine (docs/e2e.md, "The arm64 U-Boot machine"): QEMU's arm64
 // `virt` board running Debian's qemu_arm64 U-Boot from the first pflash, its
 // environment at offset 0 of the second pflash (one copy of 0x40000 bytes),
 // and a virtio disk whose first partition holds boot.scr.
@@ -190,7 +190,7 @@ type UBootMachine struct {
 // envDevice is the QEMU id of the guest's env disk (/dev/vdb).
 const envDevice = "envdisk"
 
-// Args is the QEMU command line (QEMU.md). The env flash is opened twice, as
+// Args is the QEMU command line (docs/e2e.md). The env flash is opened twice, as
 // pflash for U-Boot and as a virtio disk for Linux (whose kernel has no driver
 // for the flash); locking is off for both because U-Boot and Linux never run
 // at the same time, and QEMU rereads the pflash at every start.
@@ -287,7 +287,7 @@ func qmpReply(dec *json.Decoder) error {
 // (no disk, no network), the console stops its autoboot, sets vars and runs
 // saveenv, which stores U-Boot's whole default environment with them. A blank
 // flash has no valid environment, and fw_setenv and otad refuse to write one
-// from nothing (QEMU.md).
+// from nothing (docs/e2e.md, the blank-flash trap).
 func ProvisionUBootEnv(ctx context.Context, flash0, flash1, logPath string, vars map[string]string) error {
 	qemu := []string{
 		"-M", "virt", "-cpu", "cortex-a57", "-smp", "1", "-m", "512", "-accel", "tcg",

@@ -17,7 +17,7 @@ import (
 )
 
 // Budgets of the U-Boot suite under TCG: U-Boot reaches the kernel in under a
-// second and the initramfs runs at ~2 s (QEMU.md); the arm64 otad is slower to
+// second and the initramfs runs at ~2 s (docs/e2e.md); the arm64 otad is slower to
 // hash and write than the x86 one.
 const (
 	ubootScenarioBudget = 300 * time.Second

@@ -11,7 +11,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// U-Boot's number parsing, as seen on Debian's u-boot-qemu 2023.01 (QEMU.md, the
+// U-Boot's number parsing, as seen on Debian's u-boot-qemu 2023.01 (docs/e2e.md, the
 // e2e suite): `test 0x10 -eq 16` and `test 010 -eq 8` are true, `test a -gt 0`
 // is false; setexpr reads hex with or without 0x.
 func TestUBootStrtoul(t *testing.T) {
