@@ -33,27 +33,12 @@ func TestUnreadableBootEnv(t *testing.T) {
 			}
 			fwConfig := filepath.Join(dir, "fw_env.config")
 			devicetest.Must(t, os.WriteFile(fwConfig, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
-			cmdline := filepath.Join(dir, "cmdline")
-			devicetest.Must(t, os.WriteFile(cmdline, []byte("root=/dev/x otad.slot=A\n"), 0o600))
 			for _, s := range []string{"a", "b"} {
 				devicetest.Must(t, os.WriteFile(filepath.Join(dir, s), make([]byte, 1<<20), 0o600))
 			}
 			os.MkdirAll(filepath.Join(dir, "keys"), 0o700)
-			cfg := filepath.Join(dir, "otad.toml")
-			devicetest.Must(t, os.WriteFile(cfg, []byte(`device_id = "gw-1"
-compatible = "x"
-state_dir = "`+dir+`/state"
-control_socket = "`+dir+`/otad.sock"
-[trust]
-keys_dir = "`+dir+`/keys"
-[slots]
-A = "`+dir+`/a"
-B = "`+dir+`/b"
-cmdline = "`+cmdline+`"
-[bootloader]
-type = "uboot"
-env_config = "`+fwConfig+`"
-`), 0o600))
+			cfg := writeConfig(t, dir, "root=/dev/x otad.slot=A\n", "A = \""+dir+"/a\"\nB = \""+dir+"/b\"\n",
+				"[trust]\nkeys_dir = \""+dir+"/keys\"\n[bootloader]\ntype = \"uboot\"\nenv_config = \""+fwConfig+"\"\n")
 			code, _, stderr := otad(t, "run", "-c", cfg)
 			if code != ota.ExitNeedsOperator || !strings.Contains(stderr, "fw_setenv -c "+fwConfig) {
 				t.Fatalf("exit %d, want %d naming fw_setenv:\n%s", code, ota.ExitNeedsOperator, stderr)

@@ -117,21 +117,8 @@ groups = ["ok", "eu prod"]
 // booted slot, from the kernel command line.
 func TestStatusBeforeFirstRun(t *testing.T) {
 	dir := t.TempDir()
-	cmdline := filepath.Join(dir, "cmdline")
-	devicetest.Must(t, os.WriteFile(cmdline, []byte("console=ttyS0 root=/dev/vda3 otad.slot=B\n"), 0o644))
-	cfg := filepath.Join(dir, "otad.toml")
-	devicetest.Must(t, os.WriteFile(cfg, []byte(`device_id = "gw-1"
-compatible = "x"
-state_dir = "`+dir+`/state"
-control_socket = "`+dir+`/otad.sock"
-[slots]
-A = "/dev/vda2"
-B = "/dev/vda3"
-cmdline = "`+cmdline+`"
-[bootloader]
-type = "grub"
-env_file = "`+dir+`/grubenv"
-`), 0o600))
+	cfg := writeConfig(t, dir, "console=ttyS0 root=/dev/vda3 otad.slot=B\n", "A = \"/dev/vda2\"\nB = \"/dev/vda3\"\n",
+		"[bootloader]\ntype = \"grub\"\nenv_file = \""+dir+"/grubenv\"\n")
 	code, stdout, stderr := otad(t, "status", "--json", "-c", cfg)
 	if code != 0 || !strings.Contains(stdout, `"booted_slot": "B"`) || !strings.Contains(stdout, `"state": "idle"`) {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)

@@ -15,6 +15,7 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/statelock"
 	"github.com/otad/otad/internal/testkit/devicetest"
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
@@ -50,6 +51,22 @@ func otad(t *testing.T, args ...string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return code, out.String(), errb.String()
+}
+
+// writeConfig writes a device's otad.toml into dir: device gw-1 with its state
+// directory and control socket in dir, the [slots] lines given, the kernel
+// command line cmdline (written to dir/cmdline), and then sections (its
+// [bootloader], [trust], …). It returns the config's path.
+func writeConfig(t *testing.T, dir, cmdline, slots, sections string) string {
+	t.Helper()
+	cl := testtool.WriteFile(t, filepath.Join(dir, "cmdline"), []byte(cmdline))
+	return testtool.WriteFile(t, filepath.Join(dir, "otad.toml"), []byte(`device_id = "gw-1"
+compatible = "x"
+state_dir = "`+dir+`/state"
+control_socket = "`+dir+`/otad.sock"
+[slots]
+`+slots+`cmdline = "`+cl+`"
+`+sections))
 }
 
 func writeEnv(t *testing.T, env []byte) string {
