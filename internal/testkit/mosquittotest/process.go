@@ -3,10 +3,8 @@ package mosquittotest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -34,32 +32,18 @@ type process struct {
 
 // launch runs `bin -c conf` and waits (at most 10 s, and while ctx lasts)
 // until it listens on 127.0.0.1:port; its output goes to out.
-func launch(ctx context.Context, bin, conf string, port int, out io.Writer) (*process, error) {
+func launch(ctx context.Context, bin, conf string, port int, out *testtool.Buffer) (*process, error) {
 	p := &process{cmd: exec.Command(bin, "-c", conf), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start mosquitto: %w", err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-
-	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		var d net.Dialer
-		if c, err := d.DialContext(wait, "tcp", addr); err == nil {
-			c.Close()
-			return p, nil
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("mosquitto exited at start (%v): %s", p.cmd.ProcessState, out)
-		case <-wait.Done():
-			p.Stop()
-			return nil, fmt.Errorf("mosquitto not listening on %s after 10s: %s", addr, out)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := testtool.WaitListening(ctx, p.cmd, p.done, port, 10*time.Second, out); err != nil {
+		p.Stop()
+		return nil, err
 	}
+	return p, nil
 }
 
 // exited reports whether mosquitto has stopped.

@@ -1,13 +1,13 @@
 package rabbitmqtest
 
 import (
+	"context"
 	"fmt"
-	"io"
-	"net"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
 // startTimeout bounds a node's start: an Erlang VM and the broker's boot
@@ -22,7 +22,7 @@ type node struct {
 
 // launch runs the server in a process group of its own and waits until its
 // MQTT listener takes connections on 127.0.0.1:port.
-func launch(bin string, env []string, port int, out io.Writer) (*node, error) {
+func launch(bin string, env []string, port int, out *testtool.Buffer) (*node, error) {
 	n := &node{cmd: exec.Command(bin), done: make(chan struct{})}
 	n.cmd.Env = env
 	n.cmd.Stdout, n.cmd.Stderr = out, out
@@ -31,23 +31,11 @@ func launch(bin string, env []string, port int, out io.Writer) (*node, error) {
 		return nil, fmt.Errorf("start rabbitmq-server: %w", err)
 	}
 	go func() { _ = n.cmd.Wait(); close(n.done) }()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return n, nil
-		}
-		select {
-		case <-n.done:
-			return nil, fmt.Errorf("rabbitmq-server exited at start (%v): %s", n.cmd.ProcessState, out)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			n.stop()
-			return nil, fmt.Errorf("rabbitmq MQTT listener not up on %s after %v: %s", addr, startTimeout, out)
-		}
+	if err := testtool.WaitListening(context.Background(), n.cmd, n.done, port, startTimeout, out); err != nil {
+		n.stop()
+		return nil, err
 	}
+	return n, nil
 }
 
 // stop waits for the server to end (after rabbitmqctl stop), then kills its

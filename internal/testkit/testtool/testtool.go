@@ -11,8 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +84,29 @@ func Sh(t testing.TB, file string, env ...string) string {
 		t.Fatalf("sh %s: %v\nstdout:\n%s\nstderr:\n%s", file, err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// WaitListening waits until a server of the test's own, started as cmd, takes
+// TCP connections on 127.0.0.1:port, at most timeout and while ctx lasts. done
+// closed first means it exited; the errors name it and quote out, its output.
+func WaitListening(ctx context.Context, cmd *exec.Cmd, done <-chan struct{}, port int, timeout time.Duration, out fmt.Stringer) error {
+	name := filepath.Base(cmd.Path)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		if c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited at start (%v): %s", name, cmd.ProcessState, out)
+		case <-ctx.Done():
+			return fmt.Errorf("%s not listening on %s after %v: %s", name, addr, timeout, out)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Buffer is a bytes.Buffer safe for one writer goroutine (a process's
