@@ -27,8 +27,7 @@ const checkpointInterval = 8 << 20
 // booted slot has no kept index (the factory image), so otad hashes it and
 // fetches only the chunks it does not hold.
 func scenarioChunkedPowerCut(t *testing.T, ctx context.Context, d *device) {
-	r := d.powerOn()
-	d.expect(ctx, r, otadRunning("A"))
+	r := d.powerOnA(ctx)
 	img, _ := d.payload(ctx, "B-c", Healthy, d.cfg)
 	res := chunk(t, ctx, img.Path)
 	env, err := chunkedOffer(d.kit.signer, "rel-b-c", img, res.Chunks(strings.TrimSuffix(d.http.URL(filepath.Base(img.Path)), ".ext4")), time.Now())
