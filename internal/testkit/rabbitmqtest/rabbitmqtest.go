@@ -49,17 +49,28 @@ func Start(t testing.TB, opts Options) *Broker {
 	t.Helper()
 	testtool.Require(t, "rabbitmqctl", "rabbitmq-server")
 	testtool.Require(t, "epmd", "erlang-base")
-	b, err := newBroker(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		b, err := newBroker(t.TempDir(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.t = t
+		err = b.start()
+		if err == nil {
+			testtool.StopAtEnd(t, "rabbitmq ("+b.URL+", node "+b.Node+", last 64 KiB)", b.Stop, b.log.String)
+			return b
+		}
+		// The ports were free a moment ago; a parallel test's listener can
+		// take one before the node binds it (eaddrinuse): fresh ports again.
+		if attempt == startAttempts {
+			t.Fatalf("rabbitmq did not start in %d attempts: %v\n%s", attempt, err, b.log.String())
+		}
+		t.Logf("rabbitmq start attempt %d failed, trying new ports: %v", attempt, err)
 	}
-	b.t = t
-	testtool.StopAtEnd(t, "rabbitmq ("+b.URL+", node "+b.Node+", last 64 KiB)", b.Stop, b.log.String)
-	if err := b.start(); err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
+
+// startAttempts bounds Start's tries with fresh ports.
+const startAttempts = 3
 
 // newBroker writes the node's files; it starts nothing.
 func newBroker(dir string, opts Options) (*Broker, error) {
