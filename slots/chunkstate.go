@@ -106,7 +106,7 @@ func (s chunkState) keepIndex(image string, x *payload.Index, booted string) err
 // keptIndex returns the kept index of image with chunks of chunkSize, or nil.
 func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
 	image = strings.ToLower(image)
-	if !isHexSHA256(image) {
+	if _, ok := ota.ParseSHA256(image); !ok {
 		return nil
 	}
 	b, err := readSmall(s.path(image+indexSuffix), payload.MaxIndexSize)
@@ -202,16 +202,4 @@ func readSmall(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
 	return b, nil
-}
-
-func isHexSHA256(s string) bool {
-	if len(s) != 2*sha256.Size {
-		return false
-	}
-	for _, c := range s {
-		if !strings.ContainsRune("0123456789abcdef", c) {
-			return false
-		}
-	}
-	return true
 }
