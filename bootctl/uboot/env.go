@@ -86,9 +86,6 @@ func (e *Env) WithLockFile(path string) *Env {
 	return e
 }
 
-// Devices returns the parsed config lines.
-func (e *Env) Copies() []Copy { return append([]Copy(nil), e.devs...) }
-
 // Redundant reports whether the config names two copies.
 func (e *Env) Redundant() bool { return len(e.devs) == 2 }
 
