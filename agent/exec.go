@@ -140,10 +140,7 @@ func (a *Agent) stopInstall() {
 }
 
 func (a *Agent) startHealth() {
-	if a.health != nil {
-		a.health.cancel()
-		<-a.health.done
-	}
+	a.stopHealth()
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.CommitWindow)
 	r := &running{cancel: cancel, done: make(chan Event, 1)}
 	a.health = r
@@ -158,13 +155,19 @@ func (a *Agent) startHealth() {
 	}()
 }
 
+// stopHealth cancels the running health check and waits until it has stopped.
+func (a *Agent) stopHealth() {
+	if a.health == nil {
+		return
+	}
+	a.health.cancel()
+	<-a.health.done
+	a.health = nil
+}
+
 func (a *Agent) stopWorkers() {
 	a.stopInstall()
-	if a.health != nil {
-		a.health.cancel()
-		<-a.health.done
-		a.health = nil
-	}
+	a.stopHealth()
 }
 
 func (a *Agent) publish(e Emit) {
