@@ -160,6 +160,11 @@ func (in *chunkInstall) run(ctx context.Context) error {
 		return err
 	}
 	defer in.rd.Close()
+	defer func() {
+		if in.booted != nil {
+			in.booted.Close()
+		}
+	}()
 	if err := in.makePlan(ctx, bufs.scratch); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -103,8 +104,13 @@ func TestChunkedReuse(t *testing.T) {
 			job.BootedImage, job.Readback = bootedImage, true
 			var last Progress
 			job.Progress = func(p Progress) { last = p }
+			// No GC: a finalizer would close a file the install left open.
+			defer debug.SetGCPercent(debug.SetGCPercent(-1))
 			if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
 				t.Fatal(err)
+			}
+			if n := openFiles(t, d.booted); n != 0 {
+				t.Fatalf("the booted slot is still open %d times after the install", n)
 			}
 			checkSlot(t, d.target, v2, d.slotSize)
 			served, limit := s.served.Load(), tc.maxRatio*float64(len(c2.store))
@@ -121,6 +127,22 @@ func TestChunkedReuse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openFiles counts this process's descriptors open on path.
+func openFiles(t *testing.T, path string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if p, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && p == path {
+			n++
+		}
+	}
+	return n
 }
 
 // TestChunkedAlteredChunk: a chunk altered in the store is fetched once
