@@ -21,12 +21,12 @@ func commands() map[string]cli.Command {
 }
 
 // program is otactl: its commands and its exit codes (SPEC §9), where a
-// coded error is a refused offer.
+// coded error is a refused offer. otactl takes no state lock, so never 4.
 func program() cli.Program {
 	return cli.Program{
 		Name:     "otactl",
 		Commands: commands(),
-		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused, 4 busy."},
+		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused."},
 		Code: func(err error) int {
 			if ota.CodeOf(err) != "" {
 				return ota.ExitRefused
