@@ -92,10 +92,15 @@ func (v *View) ask(ctx context.Context, sess *mqtt.Session, group string, window
 func (v *View) AnswersDue() time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.asked == nil {
+	return v.asked.due()
+}
+
+// due is when a's answers should all have arrived; zero for no request.
+func (a *asked) due() time.Time {
+	if a == nil {
 		return time.Time{}
 	}
-	return v.asked.at.Add(v.asked.window + answerGrace)
+	return a.at.Add(a.window + answerGrace)
 }
 
 // Coverage says how the view was filled, so that a user can judge how
@@ -116,10 +121,9 @@ func (v *View) Coverage() Coverage {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var c Coverage
-	var due time.Time
+	due := v.asked.due()
 	if v.asked != nil {
 		c.Window, c.Group = v.asked.window, v.asked.group
-		due = v.asked.at.Add(v.asked.window + answerGrace)
 	}
 	for _, d := range v.devices {
 		if c.Group != "" && (d.status == nil || !slices.Contains(d.status.Groups, c.Group)) {
