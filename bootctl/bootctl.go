@@ -85,3 +85,18 @@ func OrderWithout(order string, slot ota.Slot) []string {
 	}
 	return rest
 }
+
+// OrderSlots returns the slots a boot order names, in order, once each; the
+// boot scripts split it on blanks like any shell word list and skip words
+// that name no slot.
+func OrderSlots(order string) []ota.Slot {
+	var out []ota.Slot
+	seen := map[ota.Slot]bool{}
+	for _, f := range strings.Fields(order) {
+		if w := ota.Slot(f); w.Valid() && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -48,19 +48,7 @@ func effective(vars map[string]string) map[string]string {
 // walkOrder is the list grub.cfg loops over: "${ORDER} A B", so a slot left out
 // of (or torn out of) ORDER is still tried after the listed ones.
 func walkOrder(order string) []ota.Slot {
-	var out []ota.Slot
-	seen := map[ota.Slot]bool{}
-	words := strings.Fields(order)
-	for _, s := range ota.Slots() {
-		words = append(words, string(s))
-	}
-	for _, f := range words {
-		if w := ota.Slot(f); w.Valid() && !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-	}
-	return out
+	return bootctl.OrderSlots(order + " A B")
 }
 
 func bootable(e map[string]string, s ota.Slot) bool {

@@ -81,20 +81,6 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-// orderSlots returns the A/B names of a BOOT_ORDER/ORDER value in order, once each.
-// The scripts split it on blanks like any shell word list.
-func orderSlots(order string) []ota.Slot {
-	var out []ota.Slot
-	seen := map[ota.Slot]bool{}
-	for _, f := range strings.Fields(order) {
-		if w := ota.Slot(f); w.Valid() && !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // defaults applies the boot script's first three lines: unset (or empty)
 // variables get their defaults.
 func defaults(vars map[string]string, attempts int) {
@@ -153,7 +139,7 @@ func StateOf(vars map[string]string, attempts int) bootctl.State {
 		v = map[string]string{}
 	}
 	defaults(v, attempts)
-	st := bootctl.State{Order: orderSlots(v[OrderVar]), Slots: map[ota.Slot]bootctl.SlotState{}}
+	st := bootctl.State{Order: bootctl.OrderSlots(v[OrderVar]), Slots: map[ota.Slot]bootctl.SlotState{}}
 	for _, s := range ota.Slots() {
 		n := left(v[LeftVar(s)])
 		st.Slots[s] = bootctl.SlotState{Bootable: n > 0 && slices.Contains(st.Order, s), AttemptsLeft: int(min(max(n, 0), math.MaxInt32))}
