@@ -14,14 +14,14 @@ const seqBatch = 64
 
 // Ended is an offer that came to an outcome.
 type Ended struct {
-	Key    string     `json:"key"` // endedKey
+	Key    string     `json:"key"` // Target.Key
 	ID     string     `json:"id"`
 	Result ota.Result `json:"result"`
 }
 
-// endedKey identifies an offer: the SHA-256 of its manifest bytes, or for
+// Key identifies the offer: the SHA-256 of its manifest bytes, or for
 // offers journaled before it was kept, the image and issued_at.
-func endedKey(t *Target) string {
+func (t *Target) Key() string {
 	if t.ManifestSHA256 != "" {
 		return t.ManifestSHA256
 	}
@@ -30,7 +30,7 @@ func endedKey(t *Target) string {
 
 // recordEnd remembers that t came to result: it never starts again.
 func (m *machine) recordEnd(t *Target, result ota.Result) {
-	key := endedKey(t)
+	key := t.Key()
 	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result})
 	if over := len(m.s.Ended) - maxEnded; over > 0 {
 		m.s.Ended = append(m.s.Ended[:0], m.s.Ended[over:]...)
@@ -39,7 +39,7 @@ func (m *machine) recordEnd(t *Target, result ota.Result) {
 
 // ended returns how t ended, if it did: a redelivery changes nothing.
 func (m *machine) ended(t *Target) (Ended, bool) {
-	key := endedKey(t)
+	key := t.Key()
 	for i := len(m.s.Ended) - 1; i >= 0; i-- {
 		if m.s.Ended[i].Key == key {
 			return m.s.Ended[i], true

@@ -35,13 +35,9 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 	var err error
 	if c := p.Chunks; c != nil {
 		sj.URL = c.StoreURL
-		offer := t.ManifestSHA256
-		if offer == "" {
-			offer = t.ID + "@" + t.IssuedAt.String()
-		}
 		err = slots.WriteChunked(ctx, slots.ChunkedJob{
 			Job: sj, IndexURL: c.IndexURL, Expect: (&verify.Payload{Size: p.Size, Chunks: c}).Expect(),
-			Offer: offer, StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
+			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
 		})
 	} else {
 		err = slots.Write(ctx, sj)
