@@ -24,7 +24,7 @@ type offerPath struct {
 	chk   *checker
 	s     agent.State
 	p     agent.Policy
-	ended map[string]bool // endedKey of every offer that came to an outcome
+	ended map[string]bool // Target.Key of every offer that came to an outcome
 }
 
 func newOfferPath(t testing.TB, rel *signer.Signer) *offerPath {
@@ -77,17 +77,15 @@ func (o *offerPath) deliver(raw []byte, healthy bool) {
 func (o *offerPath) step(ev agent.Event) {
 	next, fx := agent.Step(o.s, o.p, ev)
 	for _, e := range fx {
-		if si, ok := e.(agent.StartInstall); ok && o.ended[endedKeyOf(si.Target)] {
+		if si, ok := e.(agent.StartInstall); ok && o.ended[si.Target.Key()] {
 			o.t.Fatalf("offer %s (manifest %s) ended before, and an install of it started", si.Target.ID, si.Target.ManifestSHA256)
 		}
 	}
 	if r := next.LastResult; r != nil && (o.s.LastResult == nil || *r != *o.s.LastResult) && o.s.Target != nil && r.SHA256 == o.s.Target.SHA256() {
-		o.ended[endedKeyOf(*o.s.Target)] = true
+		o.ended[o.s.Target.Key()] = true
 	}
 	o.s = next
 }
-
-func endedKeyOf(t agent.Target) string { return t.ManifestSHA256 }
 
 // FuzzOfferPath: whatever bytes arrive, in whatever order, no input starts
 // an install of an offer that already ended (SPEC §6).
@@ -134,7 +132,7 @@ func TestOfferPathKeepsEndedOffersEnded(t *testing.T) {
 	}
 	o := newOfferPath(t, rel)
 	o.deliver(x, true)
-	if o.s.LastResult == nil || o.s.LastResult.Result != ota.ResultFailed || !o.ended[endedKeyOf(agent.Target{ManifestSHA256: o.s.Ended[0].Key})] {
+	if o.s.LastResult == nil || o.s.LastResult.Result != ota.ResultFailed || !o.ended[o.s.Ended[0].Key] {
 		t.Fatalf("x did not end: %+v %+v", o.s.LastResult, o.s.Ended)
 	}
 	o.deliver([]byte("}garbage{"), true)
