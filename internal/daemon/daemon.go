@@ -46,7 +46,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{log: log}}
+	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{}}
 	nopt := node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
 		Publishers: []agent.Publisher{d.pub, systemdStatus{}},

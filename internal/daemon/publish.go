@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"log/slog"
 	"sync/atomic"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -13,8 +12,7 @@ import (
 
 // publisher sends transitions and progress to MQTT once it is dialled.
 type publisher struct {
-	log *slog.Logger
-	m   atomic.Pointer[mqtt.Conn]
+	m atomic.Pointer[mqtt.Conn]
 }
 
 func (p *publisher) Publish(st ota.Status, ev ota.Event) {
