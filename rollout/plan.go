@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/verify"
 )
 
@@ -61,10 +62,9 @@ type PlanOffer struct {
 // Plan limits: a plan is written by people; these bound what a fuzzer or a
 // typo can make the controller hold.
 const (
-	maxWaves       = 100
-	maxNamed       = 10000
-	maxNameLen     = 64
-	maxDeviceIDLen = 128
+	maxWaves   = 100
+	maxNamed   = 10000
+	maxNameLen = 64
 	// DefaultDeviceTimeout applies when [halt] device_timeout is not set.
 	DefaultDeviceTimeout = 2 * time.Hour
 )
@@ -266,9 +266,10 @@ func checkName(s string) error {
 	return nil
 }
 
+// checkDeviceID refuses a name no device can have (mqtt.CheckName).
 func checkDeviceID(s string) error {
-	if s == "" || len(s) > maxDeviceIDLen || !namePattern.MatchString(s) {
-		return fmt.Errorf("device %q: 1 to %d of [A-Za-z0-9_-]", s, maxDeviceIDLen)
+	if err := mqtt.CheckName(s); err != nil {
+		return fmt.Errorf("device %q: %w", s, err)
 	}
 	return nil
 }
