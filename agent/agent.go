@@ -74,8 +74,7 @@ type Agent struct {
 	lastBytes int64
 	lastAt    time.Time
 	fatal     error
-	recheck   bool      // the pending offer is due for its re-check
-	lastSeen  time.Time // the journal's LastSeen, as stamped
+	recheck   bool // the pending offer is due for its re-check
 }
 
 // New loads the journal and returns an agent ready to Run.
@@ -101,7 +100,6 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		inbox: newInbox(), cmds: make(chan func()), stopped: make(chan struct{}),
 		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
 	}
-	a.lastSeen = s.LastSeen
 	a.status = a.snapshot(s, d.Clock.Now())
 	return a, nil
 }

@@ -16,7 +16,7 @@ const seenAhead = 366 * 24 * time.Hour
 // of the build time, the newest accepted issued_at and the last time seen.
 func (a *Agent) clockFloor() time.Time {
 	f := a.cfg.BuildTime
-	for _, t := range []time.Time{a.state.NewestIssuedAt, a.lastSeen} {
+	for _, t := range []time.Time{a.state.NewestIssuedAt, a.persisted.LastSeen} {
 		if t.After(f) {
 			f = t
 		}
@@ -49,10 +49,11 @@ func (a *Agent) stampSeen(s State) State {
 	if limit := trusted.Add(seenAhead); now.After(limit) {
 		now = limit
 	}
-	if now.After(a.lastSeen) {
-		a.lastSeen = now
+	// LastSeen never goes back.
+	s.LastSeen = a.persisted.LastSeen
+	if now.After(s.LastSeen) {
+		s.LastSeen = now
 	}
-	s.LastSeen = a.lastSeen
 	return s
 }
 
