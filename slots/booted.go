@@ -3,7 +3,6 @@ package slots
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -90,17 +89,9 @@ func BootedFromCmdline(cmdline string, devices map[ota.Slot]string) (ota.Slot, e
 // ReadBooted reads a kernel command line file (normally /proc/cmdline) and
 // returns the booted slot; see BootedFromCmdline.
 func ReadBooted(cmdlinePath string, devices map[ota.Slot]string) (ota.Slot, error) {
-	f, err := os.Open(cmdlinePath)
+	b, err := readSmall(cmdlinePath, maxCmdline)
 	if err != nil {
 		return "", fmt.Errorf("read booted slot: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxCmdline+1))
-	if err != nil {
-		return "", fmt.Errorf("read booted slot from %s: %w", cmdlinePath, err)
-	}
-	if len(b) > maxCmdline {
-		return "", fmt.Errorf("read booted slot from %s: larger than %d bytes", cmdlinePath, maxCmdline)
 	}
 	s, err := BootedFromCmdline(string(b), devices)
 	if err != nil {

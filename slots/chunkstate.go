@@ -187,7 +187,8 @@ func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have) error {
 	return nil
 }
 
-// readSmall reads a state file that must not be larger than limit.
+// readSmall reads a small file (state, /proc/cmdline) that must not be larger
+// than limit.
 func readSmall(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
