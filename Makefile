@@ -25,7 +25,7 @@ $(ARCHS:%=build-%): build-%:
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otad ./cmd/otad
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otactl ./cmd/otactl
 
-# dist/otad_VERSION_ARCH.deb for every architecture (SPEC §15), with nfpm as a
+# dist/otad_VERSION_ARCH.deb for every architecture (docs/contract/packaging.md), with nfpm as a
 # library in packaging/mkdeb, a module of its own. Timestamps are the last
 # commit's, so the same commit builds the same bytes.
 deb: build-all
@@ -65,7 +65,7 @@ bench: build
 bench-fleet:
 	$(GO) run ./bench/fleet $(FLEET_FLAGS)
 
-# The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (SPEC §11).
+# The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (docs/operating.md).
 demo:
 	$(GO) run ./cmd/otasim demo
 

@@ -17,7 +17,7 @@ type Config struct {
 	DeviceID     string
 	AgentVersion string
 	// Groups are the groups whose desired topics the device follows; the
-	// status carries them so a rollout finds a group's devices (SPEC §8).
+	// status carries them so a rollout finds a group's devices (docs/contract/mqtt.md).
 	Groups []string
 	Policy Policy
 	// CommitWindow bounds the health checks after booting a new slot.

@@ -12,7 +12,7 @@ import (
 // to 2099 once must not make every offer expired for good.
 const seenAhead = 366 * 24 * time.Hour
 
-// clockFloor is the earliest the checks' clock can be (SPEC §5): the newest
+// clockFloor is the earliest the checks' clock can be (docs/contract/checks.md): the newest
 // of the build time, the newest accepted issued_at and the last time seen.
 func (a *Agent) clockFloor() time.Time {
 	f := a.cfg.BuildTime

@@ -14,7 +14,7 @@ type Store interface {
 	Save(State) error
 }
 
-// Bootloader is what the agent needs of a boot loader backend (SPEC §7).
+// Bootloader is what the agent needs of a boot loader backend (docs/contract/bootloaders.md).
 type Bootloader interface {
 	MarkBad(ctx context.Context, slot ota.Slot) error
 	MarkActive(ctx context.Context, slot ota.Slot) error
@@ -30,7 +30,7 @@ type Installer interface {
 }
 
 // InstallJob is one install: the target, and what the booted slot holds
-// (a chunked payload reuses its chunks, SPEC §12).
+// (a chunked payload reuses its chunks, docs/contract/chunked.md).
 type InstallJob struct {
 	Target Target
 	Booted SlotInfo
@@ -44,7 +44,7 @@ type InstallProgress struct {
 	ota.Transfer
 }
 
-// Checker runs the offer checks of SPEC §5 and turns a valid offer into a
+// Checker runs the offer checks of docs/contract/checks.md and turns a valid offer into a
 // Target. A refusal is an *ota.Error carrying its code.
 type Checker interface {
 	Check(raw []byte, facts Facts) (Target, error)
@@ -55,7 +55,7 @@ type Facts struct {
 	SecurityFloor  uint64
 	NewestIssuedAt time.Time
 	InactiveSlot   ota.Slot
-	// ClockFloor is the earliest the checks' clock may read (SPEC §5).
+	// ClockFloor is the earliest the checks' clock may read (docs/contract/checks.md).
 	ClockFloor time.Time
 }
 

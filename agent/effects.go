@@ -32,7 +32,7 @@ type Mark struct {
 	Slot ota.Slot
 }
 
-// MarkOp is one of the three bootloader operations of SPEC §7.
+// MarkOp is one of the three bootloader operations of docs/contract/bootloaders.md.
 type MarkOp string
 
 const (

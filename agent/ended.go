@@ -6,7 +6,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// maxEnded is how many ended offers the journal remembers (SPEC §6: at least 32).
+// maxEnded is how many ended offers the journal remembers (docs/contract/installing.md: at least 32).
 const maxEnded = 64
 
 // seqBatch is how many seqs one journal write reserves for refusals.

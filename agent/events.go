@@ -24,7 +24,7 @@ type EvBoot struct {
 	FirstInOrder ota.Slot
 }
 
-// EvOffer is an offer that passed every check of SPEC §5.
+// EvOffer is an offer that passed every check of docs/contract/checks.md.
 type EvOffer struct {
 	event
 	Target Target

@@ -59,7 +59,7 @@ func (m *machine) fellBack() {
 	m.startPending()
 }
 
-// startPending has the loop check the pending offer again (SPEC §6) now
+// startPending has the loop check the pending offer again (docs/contract/installing.md) now
 // that the install before it is settled; it stays pending until then. An
 // offer journaled without its envelope (older otad) is taken as it is.
 func (m *machine) startPending() {

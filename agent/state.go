@@ -24,7 +24,7 @@ type Payload struct {
 	Size         int64           `json:"size"`
 	SHA256       string          `json:"sha256"`
 	DownloadSize int64           `json:"download_size,omitempty"`
-	// Chunks is set for a chunked payload (manifest schema 2, SPEC §12).
+	// Chunks is set for a chunked payload (manifest schema 2, docs/contract/chunked.md).
 	Chunks *ota.Chunks `json:"chunks,omitempty"`
 }
 
@@ -39,7 +39,7 @@ type Target struct {
 	BytesDone       int64     `json:"bytes_done"`
 	// Transfer is what the install fetched and reused so far.
 	ota.Transfer
-	// ManifestSHA256 identifies the offer (SPEC §6): an ended one never starts again.
+	// ManifestSHA256 identifies the offer (docs/contract/installing.md): an ended one never starts again.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	// Envelope is the offer as received, kept while it is pending: it is
 	// checked again when it is taken up.
@@ -75,7 +75,7 @@ type State struct {
 	// seqs below it without a journal write each (flash wear).
 	SeqMark uint64 `json:"seq_mark,omitempty"`
 	// LastSeen is the latest time the agent saw, stamped at each journal
-	// write; part of the clock floor (SPEC §5).
+	// write; part of the clock floor (docs/contract/checks.md).
 	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 

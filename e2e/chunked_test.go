@@ -20,7 +20,7 @@ import (
 // image or 2 s.
 const checkpointInterval = 8 << 20
 
-// scenarioChunkedPowerCut: a chunked update (SPEC §12) whose download a power
+// scenarioChunkedPowerCut: a chunked update (docs/contract/chunked.md) whose download a power
 // cut (QEMU killed) interrupts. After the restart otad resumes at its
 // checkpoint, fetches the rest and commits; the server sends in all no more
 // than the store, one checkpoint interval and the index once per run. The

@@ -120,7 +120,7 @@ type GuestConfig struct {
 	Bootloader string
 }
 
-// TOML renders the config (SPEC §10) for the guest's disk layout: slots on
+// TOML renders the config (docs/contract/config.md) for the guest's disk layout: slots on
 // vda2/vda3, the journal on vda4, the boot variables in the ESP's grubenv or
 // the U-Boot env flash.
 func (c GuestConfig) TOML() string {

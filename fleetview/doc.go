@@ -1,5 +1,5 @@
 // Package fleetview is the cloud side's view of a fleet: it follows every
-// device's retained status, online flag and progress reports (SPEC §8) from
+// device's retained status, online flag and progress reports (docs/contract/mqtt.md) from
 // the broker, asks the devices to report (a report request, for brokers that
 // deliver few or no retained messages to a wildcard subscription) and says
 // how complete the view is (Coverage), tells when a rollout has settled on

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Status snapshots as devices publish them (SPEC §8).
+// Status snapshots as devices publish them (docs/contract/mqtt.md).
 const statusGW1 = `{"device": "gw-1", "seq": 913, "boot_id": "b", "state": "downloading",
  "booted_slot": "A",
  "slots": {"A": {"version": "4.1.0", "sha256": "aa", "security_version": 6},

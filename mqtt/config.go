@@ -20,12 +20,12 @@ import (
 // ErrConfig marks a bad [mqtt] configuration; the message names the key at fault.
 var ErrConfig = errors.New("mqtt config")
 
-// DefaultTopicPrefix is the SPEC §8 topic prefix.
+// DefaultTopicPrefix is the docs/contract/mqtt.md topic prefix.
 const DefaultTopicPrefix = "ota"
 
 const defaultConnectTimeout = 10 * time.Second
 
-// Config is the [mqtt] section of SPEC §10 plus the device identity.
+// Config is the [mqtt] section of docs/contract/config.md plus the device identity.
 type Config struct {
 	Broker      string // mqtt://host:port or mqtts://host:port (also tcp://, ssl://, tls://)
 	TopicPrefix string // default "ota"
@@ -67,7 +67,7 @@ func (c Config) logger() *slog.Logger {
 	return c.Logger
 }
 
-// brokerURL maps the SPEC schemes onto paho's and fills in the default port.
+// brokerURL maps the schemes docs/contract/config.md allows onto paho's and fills in the default port.
 func brokerURL(raw string) (server string, useTLS bool, host string, err error) {
 	if raw == "" {
 		return "", false, "", configErr("mqtt.broker", "empty")

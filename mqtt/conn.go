@@ -19,20 +19,20 @@ var (
 )
 
 const (
-	// progressInterval keeps progress at most 2 messages a second (SPEC §8 is QoS 0, best effort).
+	// progressInterval keeps progress at most 2 messages a second (docs/contract/mqtt.md is QoS 0, best effort).
 	progressInterval = 500 * time.Millisecond
 	// maxQueuedEvents bounds the events kept while the broker is away; the oldest go first.
 	maxQueuedEvents = 1000
 )
 
-// Conn is a device's MQTT connection (SPEC §8): a persistent session that
+// Conn is a device's MQTT connection (docs/contract/mqtt.md): a persistent session that
 // takes offers from the desired topics and publishes status, events, progress
 // and presence.
 type Conn struct {
 	cfg     Config
 	topics  Topics
 	desired map[string]bool
-	reports map[string]bool // the report request topics (SPEC §8)
+	reports map[string]bool // the report request topics (docs/contract/mqtt.md)
 	client  paho.Client
 	log     *slog.Logger
 	onOffer func(topic string, payload []byte)

@@ -146,7 +146,7 @@ func TestOffers(t *testing.T) {
 	}
 }
 
-// Status, events, progress and presence land on their topics with the SPEC §8 QoS and
+// Status, events, progress and presence land on their topics with the docs/contract/mqtt.md QoS and
 // retain flags.
 func TestPublishTopicsQoSRetain(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})

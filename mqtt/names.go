@@ -14,7 +14,7 @@ const MaxNameLen = 128
 var ErrName = errors.New("not a valid name")
 
 // CheckName reports why s cannot be a device ID, a group or the topic
-// prefix (SPEC §8): 1 to 128 ASCII letters, digits, '_' or '-'. Everything
+// prefix (docs/contract/mqtt.md): 1 to 128 ASCII letters, digits, '_' or '-'. Everything
 // else changes a topic somewhere: '/' adds a level, '+' and '#' are
 // wildcards, RabbitMQ maps '/' to '.' so a '.' splits a level there, and
 // brokers differ on spaces, ':' and non-ASCII. A name refused here would

@@ -2,7 +2,7 @@ package mqtt
 
 import "strings"
 
-// Topics builds the SPEC §8 topic names for a device.
+// Topics builds the docs/contract/mqtt.md topic names for a device.
 type Topics struct{ Prefix, Device string }
 
 func (t Topics) prefix() string {
@@ -57,7 +57,7 @@ func DeviceOf(prefix, topic string) (device, leaf string, ok bool) {
 	return device, leaf, true
 }
 
-// RolloutState is rollout name's retained state topic (SPEC §13).
+// RolloutState is rollout name's retained state topic (docs/contract/rollouts.md).
 func (t Topics) RolloutState(name string) string { return t.prefix() + "/rollouts/" + name + "/state" }
 
 // RolloutControl is rollout name's operator command topic (pause, resume, abort).

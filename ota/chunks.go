@@ -1,6 +1,6 @@
 package ota
 
-// Chunks is payload.chunks of a schema-2 manifest (SPEC §12): where the index
+// Chunks is payload.chunks of a schema-2 manifest (docs/contract/chunked.md): where the index
 // and the store of a chunked payload are, and the values that authenticate the
 // index. The manifest parser checks it; the journal keeps it with the install.
 type Chunks struct {

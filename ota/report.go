@@ -28,7 +28,7 @@ type Refusal struct {
 	ID     string `json:"id,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 	// ManifestSHA256 is the SHA-256 of the offer's manifest bytes, which
-	// identify an offer (SPEC §6); set whenever the envelope decoded, even
+	// identify an offer (docs/contract/installing.md); set whenever the envelope decoded, even
 	// when its signatures did not verify (ID and SHA256, from inside the
 	// manifest, are then left out: they cannot be trusted).
 	ManifestSHA256 string    `json:"manifest_sha256,omitempty"`
@@ -58,7 +58,7 @@ type TargetStatus struct {
 // Transfer says where an install's bytes came from: bytes fetched from the
 // network (the payload as downloaded; for a chunked payload the index and
 // the chunks fetched), and image bytes reused from the slots on the device
-// (a chunked payload, SPEC §12). Absent while zero.
+// (a chunked payload, docs/contract/chunked.md). Absent while zero.
 type Transfer struct {
 	BytesFetched int64 `json:"bytes_fetched,omitempty"`
 	BytesReused  int64 `json:"bytes_reused,omitempty"`

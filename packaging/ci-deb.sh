@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI for the Debian packages (SPEC §15, issue 12): build them for amd64, arm64
+# CI for the Debian packages (docs/contract/packaging.md, issue 12): build them for amd64, arm64
 # and armhf; lintian (no errors; a warning must be explained in
 # packaging/README.md); install the amd64 one on this machine and check it,
 # then remove (state kept) and purge (state gone); run the arm64 and armhf

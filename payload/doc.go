@@ -1,4 +1,4 @@
-// Package payload is the chunked payload format of SPEC §12: an index that lists, for
+// Package payload is the chunked payload format of docs/contract/chunked.md: an index that lists, for
 // every fixed-size chunk of an image, the SHA-256 of its bytes and where they lie in a
 // store of individually compressed chunks (docs/contract/chunked.md has the byte layout).
 //
@@ -10,7 +10,7 @@
 // install comes from (target slot, zeros, booted slot, network) and which store ranges to
 // fetch in single-range requests.
 //
-// Failures are *ota.Error with the SPEC §6 codes index_mismatch and chunk_mismatch,
+// Failures are *ota.Error with the docs/contract/installing.md codes index_mismatch and chunk_mismatch,
 // whose Field names what was wrong: a manifest field (payload.chunks.size), the index
 // (index, index.header.chunk_size, index.chunk[7].length) or a chunk (store.chunk[7]).
 package payload

@@ -17,7 +17,7 @@ const (
 	version = 1
 )
 
-// Chunk size bounds (SPEC §12): a power of two from 4 KiB to 4 MiB.
+// Chunk size bounds (docs/contract/chunked.md): a power of two from 4 KiB to 4 MiB.
 const (
 	MinChunkSize     = 4 << 10
 	MaxChunkSize     = 4 << 20

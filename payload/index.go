@@ -10,7 +10,7 @@ import (
 )
 
 // Expect is what the signed manifest says about the index and store (its payload.size
-// and payload.chunks fields, SPEC §12).
+// and payload.chunks fields, docs/contract/chunked.md).
 type Expect struct {
 	ChunkSize   int64
 	ChunkCount  int64

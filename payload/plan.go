@@ -7,7 +7,7 @@ import (
 	"io"
 )
 
-// Source is where an install takes a chunk from. SPEC §12 order: the first that has it.
+// Source is where an install takes a chunk from. docs/contract/chunked.md order: the first that has it.
 type Source uint8
 
 // Chunk sources, in the order they are tried.

@@ -183,7 +183,7 @@ func TestScanChunksFindsWhatBootedChunksFinds(t *testing.T) {
 }
 
 // TestPlanReusesAChangedImage: an image that differs from the booted one in 1% of its
-// chunks, scattered, fetches only those chunks (with the index, SPEC §12's 3% bound).
+// chunks, scattered, fetches only those chunks (with the index, docs/contract/chunked.md's 3% bound).
 func TestPlanReusesAChangedImage(t *testing.T) {
 	const cs = 4 << 10
 	old := testImage(4<<20, 3000, 5)

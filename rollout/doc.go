@@ -1,5 +1,5 @@
 // Package rollout releases one signed offer to a group of devices in waves
-// and halts by itself when too many fail (SPEC §13).
+// and halts by itself when too many fail (docs/contract/rollouts.md).
 //
 // It is pure, like agent.Step: the plan (plan.go) is parsed and checked
 // strictly; wave membership (members.go) is a stable order by the SHA-256 of

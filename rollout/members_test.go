@@ -64,7 +64,7 @@ func TestMembers(t *testing.T) {
 		group []string
 		sizes []int
 	}{
-		{"SPEC example: 2 canaries, then to 10% of the group, then everybody else", spec, group, []int{2, 48, 450}},
+		{"the contract's example: 2 canaries, then to 10% of the group, then everybody else", spec, group, []int{2, 48, 450}},
 		{"10% then 100% without canaries", testPlan(5, 1, Wave{Percent: 10}, Wave{Percent: 100}), group, []int{50, 450}},
 		{"percentages round up: 1% of 50 is one device", testPlan(5, 1, Wave{Percent: 1}, Wave{Percent: 100}), ids(50), []int{1, 49}},
 		{"a repeated percentage adds nobody", testPlan(5, 1, Wave{Percent: 10}, Wave{Percent: 10}, Wave{Percent: 50}), group, []int{50, 0, 200}},

@@ -20,7 +20,7 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-// Plan is a rollout plan (SPEC §13), checked. Offer is set by AttachOffer
+// Plan is a rollout plan (docs/contract/rollouts.md), checked. Offer is set by AttachOffer
 // (LoadPlan does both).
 type Plan struct {
 	Path      string // the file it came from, for messages
@@ -255,7 +255,7 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 // checkName holds rollout and group names to what every broker carries in
-// one topic level (SPEC §8).
+// one topic level (docs/contract/mqtt.md).
 func checkName(s string) error {
 	if s == "" {
 		return errors.New("missing")

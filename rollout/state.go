@@ -8,7 +8,7 @@ import (
 )
 
 // TimedOut is the outcome the controller gives a device that reported none
-// within device_timeout. Every other outcome is a device's result of SPEC §6
+// within device_timeout. Every other outcome is a device's result of docs/contract/installing.md
 // (ota.Result), as its status' last_result carries it.
 const TimedOut ota.Result = "timed_out"
 
@@ -149,7 +149,7 @@ func (s State) Terminal() bool { return s.Finished != nil || s.Aborted != nil }
 // nothing about it yet. Only a result for this offer (same manifest id, and
 // sha256 when the status gives one) counts: a result for an earlier image is
 // not an outcome of this rollout. A refusal by the offer checks is in
-// last_refusal, never last_result (SPEC §8): one naming this offer is
+// last_refusal, never last_result (docs/contract/mqtt.md): one naming this offer is
 // rejected, unless the device already has or wants something newer (stale,
 // downgrade), which is superseded, not a failure. A result for the offer
 // wins over a refusal of it (the retained offer delivered again after the

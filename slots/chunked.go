@@ -17,7 +17,7 @@ import (
 	"github.com/otad/otad/payload"
 )
 
-// ChunkedJob describes a chunked payload (SPEC §12) and where it goes. The
+// ChunkedJob describes a chunked payload (docs/contract/chunked.md) and where it goes. The
 // embedded Job gives the target, the image's Size and SHA256, read-back,
 // retries, schemes, client and progress; its URL is the store's. Its
 // Compression and DownloadSize are not used: the index says how each chunk
@@ -83,7 +83,7 @@ func defaultChunkTuning() chunkTuning {
 // every few MiB or seconds, and with Readback ends with a read-back of the
 // slot against the index and sha256. A restart of the same offer resumes at
 // the checkpoint. It returns nil only when all
-// of that succeeded, otherwise an *ota.Error with a SPEC §6 code.
+// of that succeeded, otherwise an *ota.Error with a docs/contract/installing.md code.
 func WriteChunked(ctx context.Context, job ChunkedJob) error {
 	return writeChunked(ctx, job, defaultTuning(), defaultChunkTuning())
 }

@@ -27,7 +27,7 @@ type Progress struct {
 	Reused     int64
 }
 
-// Job describes one payload (SPEC §3) and where it goes.
+// Job describes one payload (docs/contract/formats.md) and where it goes.
 type Job struct {
 	URL          string
 	Compression  ota.Compression

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// Retry is the retry policy for transient download errors (SPEC §6): up to
+// Retry is the retry policy for transient download errors (docs/contract/installing.md): up to
 // Attempts tries of a request that makes no progress, sleeping a full-jitter
 // delay rand[0, min(Max, Base*2^n)) before the n-th retry. A request that
 // delivers bytes before failing resets the count, since it resumes from there.
-// Zero fields take the SPEC defaults: 3 attempts, 15s base, 5m cap.
+// Zero fields take the defaults of docs/contract/config.md: 3 attempts, 15s base, 5m cap.
 type Retry struct {
 	Attempts  int
 	Base, Max time.Duration
@@ -21,7 +21,7 @@ type Retry struct {
 	Rand func() float64
 }
 
-// SPEC §6 defaults.
+// docs/contract/installing.md defaults.
 const (
 	defaultAttempts = 3
 	defaultBase     = 15 * time.Second

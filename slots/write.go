@@ -19,7 +19,7 @@ import (
 // after transient failures), decompress, hash and write in large aligned
 // chunks, syncing as it goes; then check size and sha256, fdatasync, and with
 // Readback compare the slot's storage with the sha256 too. It returns nil only
-// when all of that succeeded; otherwise an *ota.Error whose Code is a SPEC §6
+// when all of that succeeded; otherwise an *ota.Error whose Code is a docs/contract/installing.md
 // failure code. Memory use is fixed whatever the image size.
 func Write(ctx context.Context, job Job) error {
 	return write(ctx, job, defaultTuning())

@@ -22,7 +22,7 @@ type Policy struct {
 	// SkewAllowance is how far issued_at may be ahead of the clock; 0 means 24h.
 	SkewAllowance time.Duration
 	Schemes       []string // allowed payload URL schemes; default ["https"] when empty
-	// Chunked says the device installs chunked payloads (schema 2, SPEC §12); without
+	// Chunked says the device installs chunked payloads (schema 2, docs/contract/chunked.md); without
 	// it a schema-2 manifest is refused with bad_manifest, as by an agent that knows
 	// only schema 1.
 	Chunked bool
@@ -74,7 +74,7 @@ func EnvelopeDigest(raw []byte) string {
 	return digest(m)
 }
 
-// Check runs the eleven checks of SPEC §5 in order and stops at the first failure,
+// Check runs the eleven checks of docs/contract/checks.md in order and stops at the first failure,
 // returning a *ota.Error. The manifest is parsed only after its signatures verify.
 // A refusal by checks 5 to 11 comes with the Offer too: it is authentic and well
 // formed, so the refusal can name it; earlier refusals come with a nil Offer.
@@ -101,7 +101,7 @@ func Check(raw []byte, keys *Keyring, p Policy, f Facts) (*Offer, error) {
 	return off, checkPolicy(m, p, f) // 5-11
 }
 
-// DefaultSkewAllowance is how far issued_at may be ahead of the clock (SPEC §5).
+// DefaultSkewAllowance is how far issued_at may be ahead of the clock (docs/contract/checks.md).
 const DefaultSkewAllowance = 24 * time.Hour
 
 func (p Policy) skewAllowance() time.Duration {

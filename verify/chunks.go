@@ -10,7 +10,7 @@ import (
 	"github.com/otad/otad/payload"
 )
 
-// Chunks describes a chunked payload (SPEC §12, manifest schema 2); the type is
+// Chunks describes a chunked payload (docs/contract/chunked.md, manifest schema 2); the type is
 // the vocabulary's, so the agent's journal keeps it as the manifest says it.
 type Chunks = ota.Chunks
 

@@ -20,14 +20,14 @@ type Signature struct {
 	Sig   []byte `json:"sig"`
 }
 
-// Envelope is the signed offer of SPEC §4. Manifest holds the exact signed bytes
+// Envelope is the signed offer of docs/contract/formats.md. Manifest holds the exact signed bytes
 // (base64 in JSON).
 type Envelope struct {
 	Manifest   []byte      `json:"manifest"`
 	Signatures []Signature `json:"signatures"`
 }
 
-// ParseEnvelope runs checks 1 and 2 of SPEC §5: the size limit, then the envelope's
+// ParseEnvelope runs checks 1 and 2 of docs/contract/checks.md: the size limit, then the envelope's
 // JSON shape (manifest present, at least one signature). The manifest itself is not
 // looked at: that waits until its signatures verify.
 func ParseEnvelope(raw []byte) (*Envelope, error) {

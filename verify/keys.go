@@ -77,7 +77,7 @@ func (kr *Keyring) add(k Key) (bool, error) {
 	return true, nil
 }
 
-// KeyID returns the hex SHA-256 of the PKIX DER encoding of pub (SPEC §4 keyid).
+// KeyID returns the hex SHA-256 of the PKIX DER encoding of pub (docs/contract/formats.md keyid).
 func KeyID(pub crypto.PublicKey) (string, error) {
 	der, err := cryptoutils.MarshalPublicKeyToDER(pub)
 	if err != nil {
@@ -87,7 +87,7 @@ func KeyID(pub crypto.PublicKey) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// checkPublicKey accepts exactly the key types of SPEC §4.
+// checkPublicKey accepts exactly the key types of docs/contract/formats.md.
 func checkPublicKey(pub crypto.PublicKey) error {
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:
@@ -220,7 +220,7 @@ func (k *Keyring) Keys() []Key {
 	return append([]Key(nil), k.keys...)
 }
 
-// VerifyThreshold runs check 3 of SPEC §5: at least threshold distinct trusted keys
+// VerifyThreshold runs check 3 of docs/contract/checks.md: at least threshold distinct trusted keys
 // must each verify one of sigs over the raw manifest bytes. A signature with a keyid is
 // checked only against that key; one without is tried against every trusted key.
 // threshold < 1 means 1. The refusal is a *ota.Error with code bad_signature.

@@ -14,7 +14,7 @@ import (
 // Payload describes the image. Size and SHA256 are of the decompressed bytes that land
 // in the slot. A schema-1 payload is one stream at URL; DownloadSize, when set, bounds
 // the bytes fetched. A schema-2 payload is chunked: Chunks replaces URL, Compression
-// and DownloadSize (SPEC §12).
+// and DownloadSize (docs/contract/chunked.md).
 type Payload struct {
 	URL          string          `json:"url,omitempty"`
 	Compression  ota.Compression `json:"compression,omitempty"`
@@ -24,7 +24,7 @@ type Payload struct {
 	Chunks       *Chunks         `json:"chunks,omitempty"`
 }
 
-// Manifest is the signed description of one image (SPEC §3).
+// Manifest is the signed description of one image (docs/contract/formats.md).
 type Manifest struct {
 	Schema          int       `json:"schema"`
 	ID              string    `json:"id"`
@@ -38,8 +38,8 @@ type Manifest struct {
 }
 
 const (
-	schemaStream  = 1 // one stream (SPEC §3)
-	schemaChunked = 2 // chunked (SPEC §12)
+	schemaStream  = 1 // one stream (docs/contract/formats.md)
+	schemaChunked = 2 // chunked (docs/contract/chunked.md)
 	maxVersionLen = 256
 	maxListLen    = 1024
 )
@@ -68,7 +68,7 @@ type rawPayload struct {
 	Chunks       *rawChunks `json:"chunks"`
 }
 
-// ParseManifest runs check 4 of SPEC §5 on manifest bytes whose signatures have
+// ParseManifest runs check 4 of docs/contract/checks.md on manifest bytes whose signatures have
 // already verified: JSON, schema, required fields and sane values. Unknown fields are
 // ignored. Every refusal is a *ota.Error with code bad_manifest whose Field names
 // the JSON path at fault. security_version is optional (absent means 0).

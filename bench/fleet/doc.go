@@ -11,7 +11,7 @@
 // second, so no install finishes during the run. After one uncounted offer
 // (from idle), each of -latency-n offers is a new image with a later
 // issued_at, published QoS 1 retained to the device's desired topic while
-// the previous install is downloading; it supersedes that install (SPEC §6).
+// the previous install is downloading; it supersedes that install (docs/contract/installing.md).
 // The figure is the time from just before the publish to the arrival, at a
 // subscriber of ota/devices/ID/events, of the event that starts downloading
 // that offer: broker hops both ways, signature and checks, the journal's

@@ -8,7 +8,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Variable names of RAUC's GRUB scheme (SPEC §7).
+// Variable names of RAUC's GRUB scheme (docs/contract/bootloaders.md).
 const OrderVar = "ORDER"
 
 // OKVar and TryVar name a slot's variables, e.g. "A_OK", "A_TRY".

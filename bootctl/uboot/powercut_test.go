@@ -50,7 +50,7 @@ type step struct {
 	after    ota.Slot   // the slot the next boot must pick once the step completed
 }
 
-// The agent's env writes for an install of B on a device running A (SPEC §6), then
+// The agent's env writes for an install of B on a device running A (docs/contract/installing.md), then
 // the commit; and the same with a rollback instead.
 var scenarios = map[string][]step{
 	"commit": {

@@ -12,7 +12,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// OrderVar is the U-Boot boot order variable (RAUC-compatible, SPEC §7). The
+// OrderVar is the U-Boot boot order variable (RAUC-compatible, docs/contract/bootloaders.md). The
 // sim backend uses the same variables.
 const OrderVar = "BOOT_ORDER"
 

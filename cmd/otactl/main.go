@@ -1,4 +1,4 @@
-// Command otactl is the operator / cloud side CLI of otad (SPEC §9); the
+// Command otactl is the operator / cloud side CLI of otad (docs/contract/commands.md); the
 // commands are in internal/otactl.
 package main
 

@@ -1,2 +1,2 @@
-// Command otad is the on-device update agent and its device CLI (SPEC §9).
+// Command otad is the on-device update agent and its device CLI (docs/contract/commands.md).
 package main

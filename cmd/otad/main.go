@@ -36,7 +36,7 @@ type command struct {
 	run     func(e *env, args []string) int // args[0] is the command's name
 }
 
-// commands is otad's command table (SPEC §9), in the order the usage lists it.
+// commands is otad's command table (docs/contract/commands.md), in the order the usage lists it.
 func commands() ([]string, map[string]command) {
 	return []string{"run", "install", "status", "mark-good", "mark-bad", "config", "version"}, map[string]command{
 		"run":       {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},

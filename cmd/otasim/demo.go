@@ -52,7 +52,7 @@ func healthCommand(exe string) func(demo.HealthArgs) []string {
 	}
 }
 
-// runDemoFlow is `otasim demo` (SPEC §11).
+// runDemoFlow is `otasim demo` (docs/operating.md).
 func runDemoFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o demo.Options
 	fset := cli.NewFlagSet("otasim demo", "[--dir DIR] [--keep] [flags]", stderr)

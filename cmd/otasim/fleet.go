@@ -12,7 +12,7 @@ import (
 	"github.com/otad/otad/internal/simfleet"
 )
 
-// runFleet is `otasim fleet` (SPEC §14): it runs until interrupted.
+// runFleet is `otasim fleet` (docs/contract/fleet-sim.md): it runs until interrupted.
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o simfleet.Options
 	fset := cli.NewFlagSet("otasim fleet", "--broker URL --devices N --keys DIR [flags]", stderr)

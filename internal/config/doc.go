@@ -1,2 +1,2 @@
-// Package config loads and validates /etc/otad/otad.toml (SPEC §10).
+// Package config loads and validates /etc/otad/otad.toml (docs/contract/config.md).
 package config

@@ -1,4 +1,4 @@
-// Package demo is `otasim demo` (SPEC §11): the whole flow on one machine
+// Package demo is `otasim demo` (docs/operating.md): the whole flow on one machine
 // with nothing but Go. It starts an embedded MQTT broker and an image server
 // on 127.0.0.1 and several simulated devices that run real agents, types the
 // operator's commands into otactl (keygen, sign, publish), follows the fleet

@@ -47,11 +47,11 @@ type rolloutSpec struct {
 	broken  bool
 	want    ota.Outcome
 	// from is the version whose image this one changes in a few chunks; it
-	// goes out as a chunked payload (SPEC §12), so devices fetch only those.
+	// goes out as a chunked payload (docs/contract/chunked.md), so devices fetch only those.
 	from string
 }
 
-// Run runs the demo (SPEC §11), telling out what happens; it returns nil
+// Run runs the demo (docs/operating.md), telling out what happens; it returns nil
 // when every device ended as expected.
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := o.Check(); err != nil {

@@ -42,7 +42,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the table in docs/adversarial.md from the suite")
 
 // attack is one class of hostile input and what the device answers: a code
-// of SPEC §5/§6, or an outcome that is not a code.
+// of docs/contract/checks.md or docs/contract/installing.md, or an outcome that is not a code.
 type attack struct {
 	category, class, want string
 	run                   func(s *suite) string

@@ -7,7 +7,7 @@ import (
 
 // BuildTime is the commit time otad was built from (the vcs.time the Go
 // toolchain stamps into binaries built in a checkout), or zero when unknown.
-// It is the lowest the checks' clock floor goes (SPEC §5): a device that
+// It is the lowest the checks' clock floor goes (docs/contract/checks.md): a device that
 // boots at 1970 still knows its software is newer than that.
 func BuildTime() time.Time {
 	info, ok := debug.ReadBuildInfo()

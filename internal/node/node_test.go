@@ -85,7 +85,7 @@ func TestTamperedImageLeavesBootEnvUnchanged(t *testing.T) {
 	tb.CheckBootable("tampered")
 }
 
-// Every §5 refusal: its code, and not one byte fetched or written.
+// Every refusal of docs/contract/checks.md: its code, and not one byte fetched or written.
 func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "immediate"})
 	now := time.Now().UTC()
@@ -110,7 +110,7 @@ func TestRefusalsFetchAndWriteNothing(t *testing.T) {
 	schema2 := mb(map[string]any{"schema": 2})
 	schema2Sum := sha256.Sum256(schema2)
 	// manifest is the digest last_refusal names the offer by: whenever the
-	// manifest bytes could be decoded, authentic or not (SPEC §6).
+	// manifest bytes could be decoded, authentic or not (docs/contract/installing.md).
 	cases := []struct {
 		code     ota.Code
 		raw      []byte

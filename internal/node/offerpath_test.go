@@ -88,7 +88,7 @@ func (o *offerPath) step(ev agent.Event) {
 }
 
 // FuzzOfferPath: whatever bytes arrive, in whatever order, no input starts
-// an install of an offer that already ended (SPEC §6).
+// an install of an offer that already ended (docs/contract/installing.md).
 func FuzzOfferPath(f *testing.F) {
 	rel, err := signer.New()
 	if err != nil {

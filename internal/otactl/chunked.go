@@ -17,7 +17,7 @@ import (
 // device fetches the result.
 const chunkedLevel = 9
 
-// prepareChunked cuts the image into out.store and out.idx (SPEC §12), streaming it
+// prepareChunked cuts the image into out.store and out.idx (docs/contract/chunked.md), streaming it
 // once; each file is written beside its path and renamed into place only when whole,
 // the store first, so an index is never published without its store.
 func prepareChunked(ctx context.Context, image, out string, chunkSize int64, comp ota.Compression) (*payload.Result, error) {

@@ -115,7 +115,7 @@ func TestPublishCommand(t *testing.T) {
 	}
 }
 
-// Status snapshots of two devices, as they publish them (SPEC §8).
+// Status snapshots of two devices, as they publish them (docs/contract/mqtt.md).
 var (
 	statusGW1 = snapshot(ota.Status{Device: "gw-1", Seq: 913, BootID: "b", State: ota.Downloading, BootedSlot: "A",
 		Slots:      map[ota.Slot]ota.SlotStatus{"A": {Version: "4.1.0", SHA256: "aa", SecurityVersion: 6}},

@@ -20,7 +20,7 @@ func commands() map[string]cli.Command {
 	}
 }
 
-// program is otactl: its commands and its exit codes (SPEC §9), where a
+// program is otactl: its commands and its exit codes (docs/contract/commands.md), where a
 // coded error is a refused offer. otactl takes no state lock, so never 4.
 func program() cli.Program {
 	return cli.Program{
@@ -37,7 +37,7 @@ func program() cli.Program {
 }
 
 // Run runs the command line args (without the program name) and returns the
-// exit code of SPEC §9. The demo runs the operator's commands through it too.
+// exit code of docs/contract/commands.md. The demo runs the operator's commands through it too.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return program().Run(ctx, args, stdout, stderr)
 }

@@ -59,7 +59,7 @@ func checkName(flagName, v string) error {
 	return nil
 }
 
-// publish makes an envelope a device's or group's desired state: retained, QoS 1 (SPEC §8).
+// publish makes an envelope a device's or group's desired state: retained, QoS 1 (docs/contract/mqtt.md).
 func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fset := newFlagSet("publish", "--broker URL (--device ID | --group G) [flags] FILE ('-' reads stdin)", stderr)
 	bf := addBrokerFlags(fset)

@@ -43,7 +43,7 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 }
 
-// rolloutStart runs the controller in the foreground (SPEC §13): it goes on
+// rolloutStart runs the controller in the foreground (docs/contract/rollouts.md): it goes on
 // from the retained state when there is one, and ends when the rollout
 // finishes (exit 0), halts or is aborted (exit 1).
 func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -11,7 +11,7 @@ import (
 	"github.com/otad/otad/mqtt"
 )
 
-// status prints the fleet table (SPEC §9): the retained statuses, and the
+// status prints the fleet table (docs/contract/commands.md): the retained statuses, and the
 // answers to a report request, which brokers that deliver few or no
 // retained messages to a wildcard subscription need (mqtt.ReportRequest).
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {

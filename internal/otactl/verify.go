@@ -10,7 +10,7 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-// verifyEnvelope runs checks 1-4 of SPEC §5 (no device policy) and prints the manifest;
+// verifyEnvelope runs checks 1-4 of docs/contract/checks.md (no device policy) and prints the manifest;
 // with --payload it checks a chunked payload's files against the manifest too.
 func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var pubs stringList

@@ -57,7 +57,7 @@ func (s Spec) Paths() Paths {
 		StateDir: at("state"), KeysDir: at("keys.d"), Socket: at("otad.sock"), Config: at("otad.toml"), Log: at("otad.log")}
 }
 
-// Config renders the device's otad.toml (SPEC §10). Only what the spec sets
+// Config renders the device's otad.toml (docs/contract/config.md). Only what the spec sets
 // is written; the rest is otad's default.
 func (s Spec) Config() ([]byte, error) {
 	p := s.Paths()

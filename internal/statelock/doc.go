@@ -1,4 +1,4 @@
 // Package statelock holds the exclusive lock on otad's state directory: the
 // one thing that keeps two processes from writing a slot or the boot env at
-// once (SPEC §6).
+// once (docs/contract/installing.md).
 package statelock

@@ -1,4 +1,4 @@
-# otad A/B boot script for U-Boot (RAUC-compatible variables, SPEC §7).
+# otad A/B boot script for U-Boot (RAUC-compatible variables, docs/contract/bootloaders.md).
 # Build: mkimage -A arm64 -T script -C none -d boot.cmd boot.scr
 #
 # Variables kept in the U-Boot environment (saved with saveenv):

@@ -196,7 +196,7 @@ type OfferOpts struct {
 	URL     string
 	// Image replaces the seed's random image.
 	Image []byte
-	// Chunked serves a chunked payload (SPEC §12) at URL.idx and URL.store,
+	// Chunked serves a chunked payload (docs/contract/chunked.md) at URL.idx and URL.store,
 	// in chunks of ChunkSize (0: 64 KiB); Tamper then alters one stored chunk.
 	Chunked   bool
 	ChunkSize int64
