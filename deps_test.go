@@ -1,7 +1,10 @@
 package otad_test
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,24 +34,35 @@ func within(pkg, dir string) bool {
 	return pkg == p || strings.HasPrefix(pkg, p+"/")
 }
 
+// The rooms of the layout (docs/design.md): the three programs' bodies, and
+// the edges they are built from.
+var (
+	programs = []string{"device", "operator", "sim"}
+	edges    = []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"}
+)
+
 // TestDependenciesPointInward enforces the dependency rule of the layout:
-// the parts (verification, slots, payloads, bootloaders, transport, rollouts,
-// the vocabulary, the fleet view) know nothing of the agent, the daemon's
-// assembly, the commands or the benchmarks; the agent knows only the
-// vocabulary; the vocabulary only the standard library.
+// the edges (verification, slots, downloads, payloads, bootloaders,
+// transport, rollouts, the fleet view) know nothing of the agent or of any
+// program; the agent knows only the vocabulary and durable files; the
+// vocabulary only the standard library; otad's body carries no simulator
+// and no operator tool; the operator's carries no device.
 func TestDependenciesPointInward(t *testing.T) {
 	rules := []struct {
 		dir    string
 		forbid []string
 	}{
 		{"ota", []string{""}}, // "" is the whole module
-		{"agent", []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "internal", "cmd", "bench"}},
+		{"agent", append([]string{"verify", "slots", "fetch", "payload", "bootctl", "mqtt", "rollout", "fleetview", "internal", "cmd", "bench"}, programs...)},
+		{"device", []string{"sim", "operator", "internal/testkit", "bench"}},
+		{"operator", []string{"device", "slots", "bootctl", "sim", "agent", "internal/testkit", "bench"}},
+		{"sim", []string{"internal/testkit", "bench"}},
 	}
-	for _, part := range []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"} {
+	for _, part := range edges {
 		rules = append(rules, struct {
 			dir    string
 			forbid []string
-		}{part, []string{"agent", "internal", "cmd", "bench"}})
+		}{part, append([]string{"agent", "internal", "cmd", "bench"}, programs...)})
 	}
 	all := deps(t, "./...")
 	for _, r := range rules {
@@ -79,21 +93,89 @@ func orModule(f string) string {
 	return f + "/"
 }
 
-// TestOperatorCLIShipsNoDevice: otactl runs on an operator's machine; it must
-// not carry a bootloader backend, the slot writer, the daemon, the device
-// assembly or an embedded broker.
-func TestOperatorCLIShipsNoDevice(t *testing.T) {
-	forbidden := []string{
-		module + "/bootctl/uboot", module + "/bootctl/grub", module + "/bootctl/sim",
-		module + "/slots", module + "/agent", module + "/internal/daemon", module + "/internal/node",
-		module + "/internal/simdevice", module + "/internal/demo",
-		"github.com/mochi-mqtt/server", "github.com/fsnotify/fsnotify", "github.com/coreos/go-systemd",
-	}
-	for _, d := range deps(t, "./cmd/otactl")[module+"/cmd/otactl"] {
-		for _, f := range forbidden {
-			if d == f || strings.HasPrefix(d, f+"/") {
-				t.Errorf("otactl depends on %s", d)
+// TestBinariesCarryOnlyTheirRoom: otactl runs on an operator's machine and
+// must not carry a bootloader backend, the slot writer, the agent, the
+// device's body or an embedded broker; otad must not carry the simulator
+// or the operator's tools.
+func TestBinariesCarryOnlyTheirRoom(t *testing.T) {
+	for _, b := range []struct {
+		cmd       string
+		forbidden []string
+	}{
+		{"otactl", []string{
+			module + "/bootctl", module + "/slots", module + "/agent", module + "/device", module + "/sim",
+			"github.com/mochi-mqtt/server", "github.com/fsnotify/fsnotify", "github.com/coreos/go-systemd",
+		}},
+		{"otad", []string{module + "/sim", module + "/operator", module + "/internal/testkit", "github.com/mochi-mqtt/server"}},
+	} {
+		for _, d := range deps(t, "./cmd/"+b.cmd)[module+"/cmd/"+b.cmd] {
+			for _, f := range b.forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("%s depends on %s", b.cmd, d)
+				}
 			}
+		}
+	}
+}
+
+// TestInternalHoldsOnlyScaffolding: internal/ is for what no one outside
+// should import, the command-line scaffolding and the test kits; the
+// programs' bodies have rooms of their own.
+func TestInternalHoldsOnlyScaffolding(t *testing.T) {
+	entries, err := os.ReadDir("internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "cli" && e.Name() != "testkit" {
+			t.Errorf("internal/%s: internal/ holds only cli/ and testkit/ (docs/design.md)", e.Name())
+		}
+	}
+}
+
+// TestMainsOnlyCall: each cmd/* is a main that hands its flags to its
+// room, under 150 lines.
+func TestMainsOnlyCall(t *testing.T) {
+	mains, err := filepath.Glob("cmd/*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]int{}
+	for _, f := range mains {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines[filepath.Dir(f)] += bytes.Count(b, []byte("\n"))
+	}
+	if len(lines) != 3 {
+		t.Errorf("cmd/ has %d programs, want otad, otactl and otasim: %v", len(lines), lines)
+	}
+	for dir, n := range lines {
+		if n >= 150 {
+			t.Errorf("%s: %d lines; a main only parses flags and calls its room", dir, n)
+		}
+	}
+}
+
+// TestProductFilesStaySmall: no product Go file (tests, the QEMU suite and
+// the benchmarks aside) is over 400 lines; a longer one is split along a
+// seam.
+func TestProductFilesStaySmall(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "*.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "e2e/") || strings.HasPrefix(f, "bench/") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		if n := bytes.Count(b, []byte("\n")); n > 400 {
+			t.Errorf("%s: %d lines, over 400: split it along a seam", f, n)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Fakes for the loop's edges; the real parts are exercised in internal/node.
+// Fakes for the loop's edges; the real parts are exercised in device/node.
 
 type memStore struct {
 	mu    sync.Mutex

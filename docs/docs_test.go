@@ -17,7 +17,7 @@ import (
 	"unicode"
 
 	"github.com/otad/otad/agent"
-	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/ota"
 )
 
@@ -269,13 +269,26 @@ func jsonFields(typ reflect.Type, into map[string]bool) {
 	}
 }
 
-// TestDesignNamesEveryPackage: design.md has a line for every directory with
-// Go code, so a new package comes with a sentence on what it is for.
+// TestDesignNamesEveryPackage: design.md's folder table has one row for
+// every directory with Go code (tests alone count: packaging), no row for anything else, in path order,
+// so a new package comes with a sentence on what it is for and the table
+// reads as the tree does.
 func TestDesignNamesEveryPackage(t *testing.T) {
 	page, err := os.ReadFile("design.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, table, ok := strings.Cut(string(page), "<!-- packages -->")
+	table, _, ok2 := strings.Cut(table, "<!-- /packages -->")
+	if !ok || !ok2 {
+		t.Fatal("design.md: no <!-- packages --> … <!-- /packages --> table")
+	}
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
+	var rows []string
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		rows = append(rows, m[1])
+	}
+	var dirs []string
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -284,21 +297,34 @@ func TestDesignNamesEveryPackage(t *testing.T) {
 		if d.IsDir() && path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(name, ".go") {
 			return nil
 		}
 		dir, err := filepath.Rel(root, filepath.Dir(path))
 		if err != nil {
 			return err
 		}
-		dir = filepath.ToSlash(dir)
-		if !strings.Contains(string(page), "`"+dir+"`") {
-			t.Errorf("package %s has no line in docs/design.md (as `%s`)", dir, dir)
+		if dir != "." && !slices.Contains(dirs, filepath.ToSlash(dir)) {
+			dirs = append(dirs, filepath.ToSlash(dir))
 		}
-		return filepath.SkipDir // one Go file says it all for this directory
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		if !slices.Contains(rows, d) {
+			t.Errorf("package %s has no row in docs/design.md's folder table", d)
+		}
+	}
+	for _, r := range rows {
+		if !slices.Contains(dirs, r) {
+			t.Errorf("docs/design.md's folder table has a row for %s, which holds no Go package", r)
+		}
+	}
+	if !slices.IsSorted(rows) {
+		t.Errorf("docs/design.md's folder table is not in path order: %v", rows)
 	}
 }
 
@@ -359,9 +385,9 @@ func TestContractNamesEverySubcommand(t *testing.T) {
 		name, dir string
 		least     int // fewer found: the table changed shape
 	}{
-		{"otad", "cmd/otad", 3},
-		{"otactl", "internal/otactl", 3},
-		{"otasim", "cmd/otasim", 1},
+		{"otad", "device", 3},
+		{"otactl", "operator", 3},
+		{"otasim", "sim", 1},
 	} {
 		names := subcommands(t, filepath.Join(root, prog.dir))
 		if len(names) < prog.least {

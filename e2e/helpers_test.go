@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"

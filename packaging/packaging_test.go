@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otad/otad/internal/config"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/testkit/testtool"
 )
 

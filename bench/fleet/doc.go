@@ -1,8 +1,8 @@
 // Command fleetbench is `make bench-fleet` (issue 3): against one real
 // mosquitto on 127.0.0.1 it times offers to one file-backed device (the
-// latency run: internal/simdevice, a real agent with the sim bootloader and
+// latency run: sim/device, a real agent with the sim bootloader and
 // slot files) and one group offer to fleets of in-memory agents in this
-// process (the fleet runs: `otasim fleet`'s devices, internal/simfleet). It
+// process (the fleet runs: `otasim fleet`'s devices, sim/fleet). It
 // exits non-zero when a fleet size's downloads per device are not exactly 1.
 //
 //	go run ./bench/fleet [-latency-n 200] [-agents 100,250,500] [-image-size 2MiB]

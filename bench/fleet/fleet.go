@@ -16,11 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/internal/demo"
-	"github.com/otad/otad/internal/simdevice"
-	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/sim/demo"
+	"github.com/otad/otad/sim/device"
+	"github.com/otad/otad/sim/fleet"
 )
 
 // group is the one group every bench device is in.
@@ -47,7 +47,7 @@ type fleetResult struct {
 	Err       error
 }
 
-// tracker is the fleet's own view of its devices (simfleet Observe): no
+// tracker is the fleet's own view of its devices (sim/fleet Observe): no
 // broker in the way, so it holds at any size.
 type tracker struct {
 	rollout string
@@ -119,7 +119,7 @@ func serveImage(img []byte) (*imageServer, error) {
 	s := &imageServer{url: "http://" + ln.Addr().String(), gets: map[string]int{}}
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.gets[r.Header.Get(simdevice.DeviceHeader)]++
+		s.gets[r.Header.Get(device.DeviceHeader)]++
 		s.mu.Unlock()
 		http.ServeContent(w, r, "fleet.img", time.Time{}, bytes.NewReader(img))
 	})}
@@ -184,7 +184,7 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		return err
 	}
 	tr := &tracker{idle: map[string]bool{}, success: map[string]time.Duration{}}
-	f, err := simfleet.New(simfleet.Options{Broker: b.URL, Devices: n, KeysDir: keys, Prefix: devicePrefix, Group: group,
+	f, err := fleet.New(fleet.Options{Broker: b.URL, Devices: n, KeysDir: keys, Prefix: devicePrefix, Group: group,
 		Compatible: compatible, MaxInstalls: o.maxInstalls, Observe: tr.observe})
 	if err != nil {
 		return err

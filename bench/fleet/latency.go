@@ -12,9 +12,9 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/otad/otad/internal/demo"
-	"github.com/otad/otad/internal/simdevice"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/sim/demo"
+	"github.com/otad/otad/sim/device"
 )
 
 // latencyResult is the offer-to-downloading latency over the measured offers.
@@ -28,8 +28,8 @@ type latencyResult struct {
 const devicePrefix = "bench-"
 
 // newDevice lays out one simulated device under dir/ID.
-func newDevice(dir, id, brokerURL string, groups []string, slotSize int64, trusted []byte) (*simdevice.Device, error) {
-	return simdevice.New(simdevice.Spec{
+func newDevice(dir, id, brokerURL string, groups []string, slotSize int64, trusted []byte) (*device.Device, error) {
+	return device.New(device.Spec{
 		ID: id, Dir: filepath.Join(dir, id), Compatible: compatible, Broker: brokerURL, Groups: groups,
 		SlotSize: slotSize, TrustedKey: trusted, CommitWindow: 30 * time.Second,
 	}, "fleetbench")

@@ -14,11 +14,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/otad/otad/internal/bytesize"
+	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/internal/cli"
-	"github.com/otad/otad/internal/node"
-	"github.com/otad/otad/internal/simfleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/sim/fleet"
 )
 
 func main() { cli.Tool("fleetbench", run) }
@@ -39,7 +38,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rate := fs.String("latency-rate", "64KiB", "the latency run's image server pace per response, per second")
 	agents := fs.String("agents", "1000,5000,10000", "fleet sizes, growing (empty: skip the fleet runs)")
 	size := fs.String("image-size", "1MiB", "image size (the latency run's slots are 1 MiB larger, sparse)")
-	fs.IntVar(&o.fleet.maxInstalls, "max-installs", simfleet.DefaultMaxInstalls, "installs at once in a fleet, at most")
+	fs.IntVar(&o.fleet.maxInstalls, "max-installs", fleet.DefaultMaxInstalls, "installs at once in a fleet, at most")
 	fs.DurationVar(&o.fleet.timeout, "timeout", 3*time.Minute, "a fleet size fails when its devices have not come up, or not converged, in this long")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the fleet runs to this file (go tool pprof)")
@@ -48,14 +47,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	var err error
-	if o.latency.imageSize, err = bytesize.Parse(*size); err != nil {
+	if o.latency.imageSize, err = cli.ParseBytes(*size); err != nil {
 		return o, fmt.Errorf("-image-size: %w", err)
 	}
 	if o.latency.imageSize < 64<<10 || o.latency.imageSize > 1<<30 {
 		return o, fmt.Errorf("-image-size %s: want 64KiB to 1GiB", *size)
 	}
 	o.fleet.imageSize = o.latency.imageSize
-	if o.latency.rate, err = bytesize.Parse(*rate); err != nil || o.latency.rate == 0 {
+	if o.latency.rate, err = cli.ParseBytes(*rate); err != nil || o.latency.rate == 0 {
 		return o, fmt.Errorf("-latency-rate %s: want a positive byte count per second", *rate)
 	}
 	if o.latency.n < 0 {
@@ -88,7 +87,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	progress := func(s string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), s) }
 
 	// Our soft limit is raised before mosquitto starts: it inherits it.
-	was, nofile, err := simfleet.RaiseNoFile()
+	was, nofile, err := fleet.RaiseNoFile()
 	if err != nil {
 		return err
 	}
@@ -150,7 +149,7 @@ func printLatency(out io.Writer, r latencyResult, o latencyOptions) {
 	fmt.Fprintln(tw, "n\tmin ms\tmedian ms\tp90 ms\tp99 ms\tmax ms\tmean ms\t")
 	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.N, ms(s.Min), ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), ms(s.Mean))
 	tw.Flush()
-	fmt.Fprintf(out, "These include the agent's %v gathering of network offers before it takes the newest (OfferSettle, set in internal/node);\n", agentOfferSettle)
+	fmt.Fprintf(out, "These include the agent's %v gathering of network offers before it takes the newest (OfferSettle, set in device/node);\n", agentOfferSettle)
 	fmt.Fprintf(out, "beyond that window: median %s ms, p99 %s ms.\n\n", ms(s.P50-agentOfferSettle), ms(s.P99-agentOfferSettle))
 }
 

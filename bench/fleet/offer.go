@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/sim/demo"
 )
 
 // compatible is the bench devices' compatible string; every offer names it.

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/otad/otad/bootctl/sim"
-	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/sim/demo"
 	"golang.org/x/sys/unix"
 )
 

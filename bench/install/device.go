@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/internal/simdevice"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/sim/device"
 )
 
-// testDevice is a file-backed device for otad (internal/simdevice): a sim
+// testDevice is a file-backed device for otad (sim/device): a sim
 // bootloader, two slot files, a trust directory with a fresh key, and a
 // signed offer of the image.
 type testDevice struct {
@@ -35,11 +35,11 @@ const compatible = "otad,installbench"
 // `otad install` returns once the image is staged and the boot slot
 // flipped, without a (simulated) reboot in the timing.
 func newTestDevice(dir, url string, size int64, sum string, rel *signer.Signer) (*testDevice, error) {
-	spec := simdevice.Spec{
+	spec := device.Spec{
 		ID: "bench-0001", Dir: dir, Compatible: compatible, SlotSize: size, TrustedKey: rel.PublicKeyPEM, RebootPolicy: "manual",
 		Download: config.Download{Retries: 1, Backoff: config.Duration{Duration: 100 * time.Millisecond}, MaxBackoff: config.Duration{Duration: time.Second}},
 	}
-	p, _, err := simdevice.Layout(spec)
+	p, _, err := device.Layout(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/otad/otad/internal/bytesize"
+	"github.com/otad/otad/internal/cli"
 )
 
 // ioChunk is the bench's own read/write size (the baseline's and the
@@ -20,7 +20,7 @@ const ioChunk = 4 << 20
 
 // parseSize reads a positive byte count ("1GiB", "256MiB", "4096").
 func parseSize(s string) (int64, error) {
-	n, err := bytesize.Parse(s)
+	n, err := cli.ParseBytes(s)
 	if err != nil {
 		return 0, fmt.Errorf("size %w", err)
 	}

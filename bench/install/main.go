@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/cli"
-	"github.com/otad/otad/internal/demo"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/sim/demo"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
 )

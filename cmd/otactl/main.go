@@ -1,19 +1,10 @@
-// Command otactl is the operator / cloud side CLI of otad (docs/contract/commands.md); the
-// commands are in internal/otactl.
+// Command otactl is the operator / cloud side CLI of otad (docs/contract/commands.md);
+// its body is package operator.
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/otad/otad/internal/otactl"
+	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/operator"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := otactl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(operator.Run) }

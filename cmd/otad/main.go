@@ -1,23 +1,14 @@
+// Command otad is the on-device update agent and its device CLI
+// (docs/contract/commands.md); its body is package device.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 
-	"github.com/otad/otad/agent"
-	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/internal/control"
-	"github.com/otad/otad/internal/daemon"
-	"github.com/otad/otad/internal/node"
-	"github.com/otad/otad/ota"
+	"github.com/otad/otad/device"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,179 +16,7 @@ var version = "0.1.0-dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := device.Run(ctx, version, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
-}
-
-type command struct {
-	args    string // after the name in the usage, flags aside
-	summary string
-	run     func(e *env, args []string) int // args[0] is the command's name
-}
-
-// commands is otad's command table (docs/contract/commands.md), in the order the usage lists it.
-func commands() ([]string, map[string]command) {
-	return []string{"run", "install", "status", "mark-good", "mark-bad", "config", "version"}, map[string]command{
-		"run":       {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},
-		"install":   {"FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
-		"status":    {"[--json]", "booted slot, slot contents, state, last result", cmdStatus},
-		"mark-good": {"", "commit the booted slot", cmdMark},
-		"mark-bad":  {"", "reject the booted slot and return to the other one", cmdMark},
-		"config":    {"check", "check the config; print the effective settings or each error", cmdConfig},
-		"version":   {"", "print the version", cmdVersion},
-	}
-}
-
-func usage(w io.Writer) {
-	order, cmds := commands()
-	fmt.Fprintf(w, "usage: otad COMMAND [-c FILE] [-v] [args]\n\ncommands:\n")
-	for _, n := range order {
-		fmt.Fprintf(w, "  %-19s %s\n", strings.TrimSpace(n+" "+cmds[n].args), cmds[n].summary)
-	}
-	fmt.Fprintf(w, "  %-19s %s\n", "help [COMMAND]", "this help, or a command's flags")
-	fmt.Fprintf(w, "\nEvery command takes -c FILE (default %s) and -v (debug logging).\n", config.DefaultPath)
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage or bad config, 3 offer refused, 4 busy, 5 needs an operator.")
-}
-
-func isHelp(arg string) bool {
-	switch arg {
-	case "help", "-h", "-help", "--help":
-		return true
-	}
-	return false
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return ota.ExitUsage
-	}
-	args = hoistFlags(args)
-	if isHelp(args[0]) {
-		if len(args) == 1 {
-			usage(stdout)
-			return ota.ExitOK
-		}
-		// "otad help install" is "otad install -h".
-		args = []string{args[1], "-h"}
-	}
-	_, cmds := commands()
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "otad: unknown command %q\n", args[0])
-		usage(stderr)
-		return ota.ExitUsage
-	}
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, machine: "/etc/machine-id", getenv: os.Getenv}
-	return cmd.run(e, args)
-}
-
-// hoistFlags moves -c FILE and -v given before the command ("otad -c FILE
-// status", as systemd units and muscle memory write it) after the command's
-// name, where its flags are parsed.
-func hoistFlags(args []string) []string {
-	var lead []string
-	for len(args) > 0 {
-		switch a := args[0]; {
-		case a == "-v" || a == "--v" || strings.HasPrefix(a, "-c=") || strings.HasPrefix(a, "--c="):
-			lead, args = append(lead, a), args[1:]
-		case (a == "-c" || a == "--c") && len(args) > 1:
-			lead, args = append(lead, a, args[1]), args[2:]
-		default:
-			n := min(1, len(args)) // after the name: "config check" has two words
-			if len(args) > 1 && args[0] == "config" && args[1] == "check" {
-				n = 2
-			}
-			return append(append(slices.Clone(args[:n]), lead...), args[n:]...)
-		}
-	}
-	return lead
-}
-
-func cmdVersion(e *env, args []string) int {
-	if _, code, done := e.flags(args, 0, nil); done {
-		return code
-	}
-	fmt.Fprintln(e.stdout, "otad", version)
-	return ota.ExitOK
-}
-
-func cmdRun(e *env, args []string) int {
-	_, cfg, code := e.setup(args, 0, nil)
-	if cfg == nil {
-		return code
-	}
-	lock, code := e.lock(cfg)
-	if lock == nil {
-		return code
-	}
-	defer lock.Release()
-	limitMemory()
-	dropStartupPages()
-	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: version, Logger: e.logger()}); err != nil {
-		var envErr *node.BootEnvError
-		if errors.As(err, &envErr) {
-			return e.fail(ota.ExitNeedsOperator, "%v", err)
-		}
-		return e.fail(ota.ExitFailure, "%v", err)
-	}
-	return ota.ExitOK
-}
-
-func cmdMark(e *env, args []string) int {
-	// One line says what happened; -v brings the in-process agent's log back.
-	e.logLevel = slog.LevelWarn
-	_, cfg, code := e.setup(args, 0, nil)
-	if cfg == nil {
-		return code
-	}
-	good := args[0] == "mark-good"
-	mark := func(ctx context.Context, c interface {
-		MarkGood(context.Context) error
-		MarkBad(context.Context) error
-	}) error {
-		if good {
-			return c.MarkGood(ctx)
-		}
-		return c.MarkBad(ctx)
-	}
-	manual := cfg.Reboot.Policy == "manual"
-	var booted ota.Slot // the slot marked bad, for the operator's instructions
-	c := control.Client{Path: cfg.ControlSocket}
-	err := mark(e.ctx, c)
-	if err == nil && !good && manual {
-		if st, serr := c.Status(e.ctx); serr == nil {
-			booted = st.BootedSlot
-		}
-	}
-	if errors.Is(err, control.ErrNoDaemon) {
-		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
-			err := mark(ctx, n.Agent)
-			booted = n.Agent.Status().BootedSlot
-			return err
-		})
-		if code != ota.ExitOK {
-			return code
-		}
-	}
-	if err != nil && !errors.Is(err, agent.ErrRebooted) {
-		return e.fail(ota.ExitFailure, "%v", err)
-	}
-	switch {
-	case good:
-		fmt.Fprintln(e.stdout, "booted slot marked good")
-	case manual:
-		// otad does not reboot under this policy: the operator must, or the
-		// device keeps running the rejected slot.
-		other := "the other slot"
-		if booted.Valid() {
-			other = "slot " + string(booted.Other())
-		}
-		fmt.Fprintf(e.stdout, "booted slot marked bad; %s is active\n"+
-			"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.\n", other, other)
-	default:
-		fmt.Fprintln(e.stdout, "booted slot marked bad; rebooting")
-	}
-	return ota.ExitOK
 }

@@ -1,22 +1,10 @@
+// Command otasim runs simulated devices on this machine (docs/contract/commands.md);
+// its body is package sim.
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/sim"
 )
 
-func main() { cli.Main(run) }
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cli.Program{Name: "otasim", Commands: commands()}.Run(ctx, args, stdout, stderr)
-}
-
-// commands is the subcommand table.
-func commands() map[string]cli.Command {
-	return map[string]cli.Command{
-		"demo":  {Summary: "the whole flow on this machine: broker, image server, 5 simulated devices", Run: runDemo},
-		"fleet": {Summary: "N simulated devices in this process, real agents with slots in memory, on a broker", Run: runFleet},
-	}
-}
+func main() { cli.Main(sim.Run) }

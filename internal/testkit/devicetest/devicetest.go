@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/internal/config"
-	"github.com/otad/otad/internal/simdevice"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/sim/device"
 
 	"github.com/otad/otad/ota"
 )
@@ -80,15 +80,15 @@ func New(t *testing.T, opt Options) *Testbed {
 	tb.signer, tb.Key = rel, rel.Key
 	tb.Srv = httptest.NewServer(http.HandlerFunc(tb.serve))
 	t.Cleanup(tb.Srv.Close)
-	spec := simdevice.Spec{
+	spec := device.Spec{
 		ID: "gw-0001", Dir: dir, Compatible: "acme,gw-v2", SlotSize: int64(opt.SlotSize), Factory: bytes.NewReader(tb.Factory),
 		TrustedKey: rel.PublicKeyPEM, Broker: opt.Broker, Groups: opt.Groups, RebootPolicy: opt.Policy, CommitWindow: window,
 		Download: config.Download{Retries: 2, Backoff: config.Duration{Duration: 10 * time.Millisecond}, MaxBackoff: config.Duration{Duration: 50 * time.Millisecond}},
 	}
 	if opt.Health != nil {
-		spec.HealthCommand = func(simdevice.Paths) []string { return opt.Health }
+		spec.HealthCommand = func(device.Paths) []string { return opt.Health }
 	}
-	_, tb.Cfg, err = simdevice.Layout(spec) // otad.toml too, for tests that run the otad binary
+	_, tb.Cfg, err = device.Layout(spec) // otad.toml too, for tests that run the otad binary
 	Must(t, err)
 	return tb
 }

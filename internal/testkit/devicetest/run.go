@@ -13,8 +13,8 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/bootctl/sim"
-	"github.com/otad/otad/internal/node"
-	"github.com/otad/otad/internal/statelock"
+	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/device/statelock"
 	"github.com/otad/otad/ota"
 )
 

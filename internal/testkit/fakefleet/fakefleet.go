@@ -2,7 +2,7 @@
 // the cloud side at fleet scale: their retained statuses, published as plain
 // messages, and their answers to report requests, all from one MQTT client.
 // It is not an agent: the agent's own answering is tested in mqtt and, on
-// every supported broker, in internal/daemon.
+// every supported broker, in device/daemon.
 package fakefleet
 
 import (

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/device/control"
+	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/mqtt"
+)
+
+// Options are the daemon's knobs besides the config file.
+type Options struct {
+	AgentVersion string
+	Logger       *slog.Logger
+	// Reconnect is the MQTT reconnect backoff; zero is mqtt's default (tests
+	// that stop the broker for long use a shorter one).
+	Reconnect mqtt.Backoff
+	// Build makes the device's parts; nil: node.Build, from the config's
+	// files. A simulated fleet builds its devices in memory.
+	Build func(*config.Config, node.Options) (*node.Parts, error)
+}
+
+// Daemon is one device's agent with its links to the outside: MQTT, the
+// control socket, the trust directory watcher, systemd.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	version string
+	// reconnect is Options.Reconnect.
+	reconnect mqtt.Backoff
+	pub       *publisher
+	node      *node.Node
+}
+
+// New assembles the device from cfg (node.Open), with MQTT and systemd
+// listening to its transitions. The caller holds the state lock.
+func New(cfg *config.Config, opt Options) (*Daemon, error) {
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{}}
+	nopt := node.Options{
+		AgentVersion: opt.AgentVersion, Logger: log,
+		Publishers: []agent.Publisher{d.pub, systemdStatus{}},
+		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
+	}
+	build := opt.Build
+	if build == nil {
+		build = node.Build
+	}
+	p, err := build(cfg, nopt)
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Assemble(cfg, p, nopt)
+	if err != nil {
+		return nil, err
+	}
+	d.node = n
+	return d, nil
+}
+
+// Node is the assembled device.
+func (d *Daemon) Node() *node.Node { return d.node }
+
+// Run is `otad run`: New, then Daemon.Run. The caller holds the state lock.
+func Run(ctx context.Context, cfg *config.Config, opt Options) error {
+	d, err := New(cfg, opt)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// Run connects MQTT (when configured), serves the control socket, watches
+// the trust directory and runs the agent until ctx ends or the device
+// reboots under it.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	closeMQTT, err := d.ConnectMQTT(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeMQTT()
+	if err := watchKeys(ctx, d.cfg.Trust.KeysDir, d.node.Keys, d.log); err != nil {
+		return err
+	}
+	// The control socket comes last: once it answers, everything else is up.
+	srv, err := control.Listen(d.cfg.ControlSocket, d.node.Agent, d.log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	go srv.Serve(ctx)
+	d.log.Info("otad running", "version", d.version, "device", d.cfg.DeviceID, "booted", d.node.Booted,
+		"broker", d.cfg.MQTT.Broker, "bootloader", d.cfg.Bootloader.Type)
+	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+	err = d.node.Run(ctx)
+	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	return err
+}
+
+// ConnectMQTT dials the broker of the config, if any: offers from the
+// desired topics go to the agent, transitions and progress go out. The
+// returned func disconnects.
+func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
+	cfg, log := d.cfg, d.log
+	if cfg.MQTT.Broker == "" {
+		return func() {}, nil
+	}
+	m, err := mqtt.Dial(mqtt.Config{
+		Broker: cfg.MQTT.Broker, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
+		CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile,
+		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password, Logger: log,
+		OnOversized: d.node.Agent.Dropped, Reconnect: d.reconnect,
+	}, func(topic string, payload []byte) {
+		if len(payload) == 0 {
+			// A cleared desired topic withdraws nothing already accepted:
+			// the newest valid offer across all topics stays the desired state.
+			log.Info("desired offer cleared", "topic", topic)
+			return
+		}
+		d.node.Agent.Offer(topic, payload)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	d.pub.m.Store(m)
+	return func() {
+		d.pub.m.Store(nil)
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		m.Close(cctx)
+	}, nil
+}
+
+// watchdogInterval is half the unit's WatchdogSec, or a quiet default.
+func watchdogInterval() time.Duration {
+	if d, err := sddaemon.SdWatchdogEnabled(false); err == nil && d > 0 {
+		return d / 2
+	}
+	return 0
+}

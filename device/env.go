@@ -1,0 +1,129 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/device/statelock"
+	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/ota"
+)
+
+type env struct {
+	ctx      context.Context
+	version  string
+	stdout   io.Writer
+	stderr   io.Writer
+	cfgPath  string
+	machine  string // machine-id file
+	logLevel slog.Level
+	getenv   func(string) string
+}
+
+// flags parses the common -c and -v flags and the command's own (extra),
+// anywhere among the arguments (args[0] is the command), and returns the
+// nargs positional ones. done says the command ends here with code: 0
+// after -h (the usage on stdout), 2 after a bad flag or a wrong number of
+// arguments (the usage on stderr).
+func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos []string, code int, done bool) {
+	name := args[0]
+	_, cmds := commands()
+	synopsis := cmds[name].args
+	if name == "config check" {
+		synopsis = ""
+	}
+	fs := cli.NewFlagSet("otad "+name, strings.TrimSpace("[-c FILE] [-v] [flags] "+synopsis), e.stderr)
+	fs.StringVar(&e.cfgPath, "c", config.DefaultPath, "config file")
+	verbose := fs.Bool("v", false, "debug logging")
+	if extra != nil {
+		extra(fs)
+	}
+	pos, err := cli.Parse(fs, args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		cli.PrintHelp(e.stdout, err)
+		return nil, ota.ExitOK, true
+	case err != nil:
+		return nil, ota.ExitUsage, true
+	case len(pos) != nargs:
+		fmt.Fprintf(e.stderr, "otad %s: want %d arguments, got %q\n", name, nargs, pos)
+		fs.Usage()
+		return nil, ota.ExitUsage, true
+	}
+	if *verbose {
+		e.logLevel = slog.LevelDebug
+	}
+	return pos, ota.ExitOK, false
+}
+
+func (e *env) config() (*config.Config, error) { return config.Load(e.cfgPath, e.machine) }
+
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: e.logLevel}))
+}
+
+func (e *env) fail(code int, format string, a ...any) int {
+	fmt.Fprintf(e.stderr, "otad: "+format+"\n", a...)
+	return code
+}
+
+// setup parses the command's flags (flags) and loads the config; a nil
+// config ends the command with code.
+func (e *env) setup(args []string, nargs int, extra func(fs *flag.FlagSet)) ([]string, *config.Config, int) {
+	pos, code, done := e.flags(args, nargs, extra)
+	if done {
+		return nil, nil, code
+	}
+	cfg, err := e.config()
+	if err != nil {
+		// 2, as `otad config check` says of the same file.
+		return nil, nil, e.fail(ota.ExitUsage, "%v", err)
+	}
+	return pos, cfg, ota.ExitOK
+}
+
+// lock takes the state lock: busy (exit 4) while another otad holds it.
+func (e *env) lock(cfg *config.Config) (*statelock.Lock, int) {
+	lock, err := statelock.Acquire(cfg.StateDir)
+	if errors.Is(err, statelock.ErrBusy) {
+		return nil, e.fail(ota.ExitBusy, "%v", err)
+	}
+	if err != nil {
+		return nil, e.fail(ota.ExitFailure, "%v", err)
+	}
+	return lock, ota.ExitOK
+}
+
+// inProcess runs the agent in this process under the state lock, for a
+// command that found no daemon, and calls fn while it runs. It returns fn's
+// error (or Run's) with ExitOK, or the exit code when the agent could not start.
+func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node.Node) error) (int, error) {
+	lock, code := e.lock(cfg)
+	if lock == nil {
+		return code, nil
+	}
+	defer lock.Release()
+	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger()})
+	if err != nil {
+		return e.fail(ota.ExitFailure, "%v", err), nil
+	}
+	limitMemory()
+	dropStartupPages()
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(ctx) }()
+	err = fn(ctx, n)
+	cancel()
+	if rerr := <-runErr; rerr != nil && err == nil {
+		err = rerr
+	}
+	return ota.ExitOK, err
+}

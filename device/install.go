@@ -1,0 +1,87 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/otad/otad/device/control"
+	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
+)
+
+func cmdInstall(e *env, args []string) int {
+	// The progress display tells the story; -v brings the log back.
+	e.logLevel = slog.LevelWarn
+	pos, cfg, code := e.setup(args, 1, nil)
+	if cfg == nil {
+		return code
+	}
+	file := pos[0]
+	raw, err := verify.ReadEnvelopeFile(file)
+	if err != nil {
+		return e.fail(ota.ExitFailure, "%v", err)
+	}
+	client := control.Client{Path: cfg.ControlSocket}
+	stop := e.follow(client.Status)
+	o, err := client.Install(e.ctx, raw)
+	stop()
+	if errors.Is(err, control.ErrNoDaemon) {
+		// No daemon: install in this process, under the same lock, until the
+		// offer's outcome is known (or the sim device reboots under it).
+		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) (err error) {
+			stop := e.follow(func(context.Context) (ota.Status, error) { return n.Agent.Status(), nil })
+			o, err = n.Agent.Install(ctx, raw)
+			stop()
+			return err
+		})
+		if code != ota.ExitOK {
+			return code
+		}
+	}
+	if err != nil {
+		return e.fail(ota.ExitFailure, "%v", err)
+	}
+	return e.report(file, o)
+}
+
+// follow shows the install's progress on stderr (progress.go) from status,
+// polled, until stop is called.
+func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop func()) {
+	p := newProgress(e.stderr, e.getenv)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watch(ctx, status)
+	}()
+	return func() {
+		cancel()
+		<-done
+		p.finish()
+	}
+}
+
+func (e *env) report(file string, o ota.Outcome) int {
+	switch o.Result {
+	case ota.ResultRejected:
+		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
+	case ota.ResultStaged:
+		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
+	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
+		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
+	default:
+		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))
+	}
+	return o.ExitCode()
+}
+
+// withCode is the outcome's message, led by its code once.
+func withCode(o ota.Outcome) string {
+	if o.Code == "" {
+		return o.Message
+	}
+	return ota.Errorf(o.Code, "%s", o.Message).Error()
+}

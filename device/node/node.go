@@ -1,0 +1,226 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
+	"github.com/otad/otad/tlsfiles"
+	"github.com/otad/otad/verify"
+)
+
+// OfferSettle is how long network offers gather before the newest is taken:
+// the retained offers of all desired topics arrive together on connect.
+const OfferSettle = 200 * time.Millisecond
+
+// Options are what the assembly needs besides the config.
+type Options struct {
+	AgentVersion string
+	Logger       *slog.Logger
+	Publishers   []agent.Publisher
+	Clock        agent.Clock
+	// Heartbeat is called from the agent loop every HeartbeatEvery.
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+// Node is this device as otad runs it: the agent assembled from a config,
+// the slot it booted, and the keys it trusts.
+type Node struct {
+	Config *config.Config
+	Agent  *agent.Agent
+	Booted ota.Slot
+	BootID string
+	Keys   *Keys
+}
+
+// Parts are the pieces behind the agent's interfaces, as Build makes them
+// from a config, and where the agent runs. Any of them can be replaced
+// before Assemble: tests wrap them to inject faults, a simulated fleet keeps
+// its slots in memory.
+type Parts struct {
+	Deps   agent.Deps
+	Booted ota.Slot
+	BootID string
+	Keys   *Keys
+}
+
+// Open builds the parts from cfg and assembles the node. The caller holds
+// the state lock.
+func Open(cfg *config.Config, opt Options) (*Node, error) {
+	p, err := Build(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(cfg, p, opt)
+}
+
+// Build makes the concrete parts cfg names: the bootloader backend and the
+// booted slot, the journal, the slot writer, the offer checks with the
+// trusted keys, the health command and the reboot.
+func Build(cfg *config.Config, opt Options) (*Parts, error) {
+	log := opt.logger()
+	bl, booted, bootID, reboot, err := bootloader(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBootEnv(cfg, bl, booted); err != nil {
+		return nil, err
+	}
+	keys, err := LoadKeys(cfg.Trust.KeysDir, log)
+	if err != nil {
+		return nil, err
+	}
+	dl := cfg.Download
+	tc, err := tlsfiles.Files{Section: "download", CAFile: dl.CAFile, CertFile: dl.CertFile, KeyFile: dl.KeyFile}.Config("")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	// A missing slot device is not fatal: the booted slot still has to be
+	// committed after a boot; but installs into it would fail (write_failed)
+	// much later, so say it now.
+	for _, p := range SlotProblems(cfg) {
+		log.Warn("slot device not usable: installs into it will fail", "key", p.Key, "path", p.Device, "err", p.Err)
+	}
+	devs := cfg.Slots.Devices()
+	return parts(cfg, opt, storage{
+		store: agent.Journal{Dir: cfg.StateDir}, bl: bl, booted: booted, bootID: bootID, reboot: reboot,
+		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: slots.NewHTTPClient(tc), keys: keys,
+	}), nil
+}
+
+// SlotProblem is a configured slot device that cannot be written: it does
+// not open, or it is neither a block device nor a regular file.
+type SlotProblem struct {
+	Key    string // slots.A or slots.B
+	Device string
+	Err    error
+}
+
+// SlotProblems checks the configured slot devices open and have a size.
+func SlotProblems(cfg *config.Config) []SlotProblem {
+	var out []SlotProblem
+	for _, s := range []struct{ key, dev string }{{"slots.A", cfg.Slots.A}, {"slots.B", cfg.Slots.B}} {
+		if s.dev == "" {
+			continue // the config file's check names it
+		}
+		if _, err := slots.Capacity(s.dev); err != nil {
+			out = append(out, SlotProblem{Key: s.key, Device: s.dev, Err: err})
+		}
+	}
+	return out
+}
+
+// storage is where a device keeps its state and its images, and what it
+// trusts and downloads with.
+type storage struct {
+	store     agent.Store
+	bl        bootctl.Bootloader
+	booted    ota.Slot
+	bootID    string
+	reboot    agent.Rebooter
+	devices   map[ota.Slot]string         // the slots' devices (or files)
+	mem       map[ota.Slot]*slots.MemSlot // or the slots in memory
+	bootedDev string
+	stateDir  string // the chunked install's checkpoint; "" in memory (no chunked installs)
+	client    *http.Client
+	keys      *Keys
+}
+
+func parts(cfg *config.Config, opt Options, st storage) *Parts {
+	dl := cfg.Download
+	return &Parts{
+		Deps: agent.Deps{
+			Store:      st.store,
+			Bootloader: orderedBootloader{st.bl},
+			Installer: &installer{devices: st.devices, mem: st.mem, booted: st.bootedDev, stateDir: st.stateDir, readback: *cfg.Slots.Readback,
+				retry:  slots.Retry{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
+				client: st.client, schemes: dl.Schemes},
+			Checker: &checker{keys: st.keys, devices: st.devices, mem: st.mem, clock: opt.Clock, policy: verify.Policy{
+				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
+				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
+				Chunked: true,
+			}},
+			Rebooter:   st.reboot,
+			Health:     health{argv: cfg.Commit.HealthCommand},
+			Clock:      opt.Clock,
+			Publishers: opt.Publishers,
+		},
+		Booted: st.booted, BootID: st.bootID, Keys: st.keys,
+	}
+}
+
+// Assemble builds the agent on p with the policy of cfg.
+func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
+	a, err := agent.New(agent.Config{
+		DeviceID:     cfg.DeviceID,
+		AgentVersion: opt.AgentVersion,
+		Groups:       cfg.MQTT.Groups,
+		Policy:       agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3},
+		CommitWindow: cfg.Commit.Window.Duration,
+		Logger:       opt.logger(),
+		OfferSettle:  OfferSettle,
+		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
+		BuildTime: BuildTime(),
+	}, p.Deps)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Config: cfg, Agent: a, Booted: p.Booted, BootID: p.BootID, Keys: p.Keys}, nil
+}
+
+// Run runs the agent on the booted slot until ctx ends or the device reboots.
+func (n *Node) Run(ctx context.Context) error { return n.Agent.Run(ctx, n.Booted, n.BootID) }
+
+// health runs the configured command until it passes or the commit window
+// (the context) ends; no command means "the agent came up" is healthy enough.
+type health struct{ argv []string }
+
+// healthRetry is the pause between failed health checks within the window.
+const healthRetry = 5 * time.Second
+
+func (h health) Check(ctx context.Context) error {
+	if len(h.argv) == 0 {
+		return nil
+	}
+	var last error
+	for {
+		out, err := runHealthCommand(ctx, h.argv)
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("%s: %w: %s", h.argv[0], err, tail(out))
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("not healthy within the commit window: %w", last)
+			}
+			return last
+		case <-time.After(healthRetry):
+		}
+	}
+}
+
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 300 {
+		b = b[len(b)-300:]
+	}
+	return string(b)
+}

@@ -1,0 +1,104 @@
+package device
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/control"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
+)
+
+func cmdStatus(e *env, args []string) int {
+	var asJSON bool
+	_, cfg, code := e.setup(args, 0, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print the status snapshot as JSON") })
+	if cfg == nil {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	st, err := control.Client{Path: cfg.ControlSocket}.Status(ctx)
+	if errors.Is(err, control.ErrNoDaemon) {
+		// No daemon: the journal is replaced atomically, so reading it without
+		// the lock is safe.
+		s, _, jerr := agent.Journal{Dir: cfg.StateDir}.Load()
+		if jerr != nil {
+			return e.fail(ota.ExitFailure, "%v", jerr)
+		}
+		st, err = agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), nil
+		st.Groups = cfg.MQTT.Groups
+		if st.BootedSlot == "" && cfg.Bootloader.Type != "sim" {
+			// Never run yet: the kernel command line still says (a sim
+			// device's bootloader file is created by its first run, not here).
+			st.BootedSlot, _ = slots.ReadBooted(cfg.Slots.Cmdline, cfg.Slots.Devices())
+		}
+	}
+	if err != nil {
+		return e.fail(ota.ExitFailure, "%v", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return ota.ExitOK
+	}
+	printStatus(e.stdout, st)
+	return ota.ExitOK
+}
+
+func printStatus(w io.Writer, st ota.Status) {
+	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(string(st.BootedSlot)))
+	for _, n := range slices.Sorted(maps.Keys(st.Slots)) {
+		s := st.Slots[n]
+		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(string(s.Status)), short(s.SHA256), s.SecurityVersion)
+	}
+	if t := st.Target; t != nil {
+		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes%s\n", t.ID, t.Version, t.BytesDone, t.BytesTotal, transfer(t.Transfer))
+	}
+	if p := st.Pending; p != nil {
+		fmt.Fprintf(w, "pending:     %s (%s)\n", p.ID, p.Version)
+	}
+	if r := st.LastResult; r != nil {
+		fmt.Fprintf(w, "last result: %s %s %s", r.ID, r.Result, r.Code)
+		if r.Message != "" {
+			fmt.Fprintf(w, " (%s)", r.Message)
+		}
+		fmt.Fprintln(w, transfer(r.Transfer))
+	}
+	if r := st.LastRefusal; r != nil {
+		// Why the last offer that came in did nothing, when one was refused.
+		fmt.Fprintf(w, "last refusal: %s %s (%s) at %s\n", orDash(r.ID), r.Code,
+			strings.TrimPrefix(r.Message, string(r.Code)+": "), r.Time.Format(time.RFC3339))
+	}
+}
+
+// transfer says where an install's bytes came from, when it moved any.
+func transfer(t ota.Transfer) string {
+	if t == (ota.Transfer{}) {
+		return ""
+	}
+	return fmt.Sprintf(", %d fetched, %d reused", t.BytesFetched, t.BytesReused)
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return orDash(sha)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,43 @@
+package operator
+
+import (
+	"context"
+	"io"
+
+	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/ota"
+)
+
+// commands is the subcommand table; a new subcommand is one more entry.
+func commands() map[string]cli.Command {
+	return map[string]cli.Command{
+		"keygen":  {Summary: "write a signing key pair NAME.key / NAME.pub", Run: keygen},
+		"sign":    {Summary: "sign an image into an offer envelope (stdout)", Run: sign},
+		"verify":  {Summary: "check an envelope offline and print its manifest", Run: verifyEnvelope},
+		"publish": {Summary: "publish an envelope as a device's or group's desired state (MQTT)", Run: publish},
+		"status":  {Summary: "fleet table from the MQTT status topics", Run: status},
+		"rollout": {Summary: "staged rollouts: start PLAN, status/pause/resume/abort NAME", Run: rolloutCmd},
+	}
+}
+
+// program is otactl: its commands and its exit codes (docs/contract/commands.md), where a
+// coded error is a refused offer. otactl takes no state lock, so never 4.
+func program() cli.Program {
+	return cli.Program{
+		Name:     "otactl",
+		Commands: commands(),
+		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused."},
+		Code: func(err error) int {
+			if ota.CodeOf(err) != "" {
+				return ota.ExitRefused
+			}
+			return ota.ExitFailure
+		},
+	}
+}
+
+// Run runs the command line args (without the program name) and returns the
+// exit code of docs/contract/commands.md. The demo runs the operator's commands through it too.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return program().Run(ctx, args, stdout, stderr)
+}

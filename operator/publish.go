@@ -1,0 +1,128 @@
+package operator
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/verify"
+)
+
+// passwordEnv supplies --password without putting it on the command line (ps shows that).
+const passwordEnv = "OTACTL_MQTT_PASSWORD"
+
+// brokerFlags are the connection flags publish and status share.
+type brokerFlags struct {
+	broker, prefix, ca, cert, key, username, password string
+}
+
+func addBrokerFlags(fs *flag.FlagSet) *brokerFlags {
+	b := &brokerFlags{}
+	fs.StringVar(&b.broker, "broker", "", "broker URL: mqtt://host:port or mqtts://host:port (required)")
+	fs.StringVar(&b.prefix, "prefix", mqtt.DefaultTopicPrefix, "topic prefix")
+	fs.StringVar(&b.ca, "ca", "", "mqtts: CA certificate file to trust (default: system roots)")
+	fs.StringVar(&b.cert, "cert", "", "mqtts: client certificate file (mTLS)")
+	fs.StringVar(&b.key, "key", "", "mqtts: client key file (mTLS)")
+	fs.StringVar(&b.username, "username", "", "MQTT username")
+	fs.StringVar(&b.password, "password", "", "MQTT password (or $"+passwordEnv+")")
+	return b
+}
+
+func (b *brokerFlags) config() (mqtt.Config, error) {
+	if b.broker == "" {
+		return mqtt.Config{}, usagef("missing --broker")
+	}
+	if err := checkName("prefix", b.prefix); err != nil {
+		return mqtt.Config{}, err
+	}
+	pw := b.password
+	if pw == "" {
+		pw = os.Getenv(passwordEnv)
+	}
+	return mqtt.Config{
+		Broker: b.broker, TopicPrefix: b.prefix,
+		CAFile: b.ca, CertFile: b.cert, KeyFile: b.key,
+		Username: b.username, Password: pw,
+	}, nil
+}
+
+// checkName refuses a device, group or prefix that devices could not
+// have (mqtt.CheckName): a publish to it would reach no one.
+func checkName(flagName, v string) error {
+	if err := mqtt.CheckName(v); err != nil {
+		return usagef("--%s: %v", flagName, err)
+	}
+	return nil
+}
+
+// publish makes an envelope a device's or group's desired state: retained, QoS 1 (docs/contract/mqtt.md).
+func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fset := newFlagSet("publish", "--broker URL (--device ID | --group G) [flags] FILE ('-' reads stdin)", stderr)
+	bf := addBrokerFlags(fset)
+	device := fset.String("device", "", "publish to this device's desired topic")
+	group := fset.String("group", "", "publish to this group's desired topic")
+	clearOffer := fset.Bool("clear", false, "clear the retained offer (no FILE)")
+	timeout := fset.Duration("timeout", 30*time.Second, "give up after this long")
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
+	var topic string
+	switch {
+	case (*device == "") == (*group == ""):
+		return usagef("want exactly one of --device and --group")
+	case *device != "":
+		if err := checkName("device", *device); err != nil {
+			return err
+		}
+		topics.Device = *device
+		topic = topics.Desired()
+	default:
+		if err := checkName("group", *group); err != nil {
+			return err
+		}
+		topic = topics.Group(*group)
+	}
+	if *timeout <= 0 {
+		return usagef("--timeout %v: want a positive duration", *timeout)
+	}
+
+	var payload []byte // empty clears the retained message
+	switch {
+	case *clearOffer && len(pos) != 0:
+		return usagef("--clear takes no FILE, got %q", pos)
+	case *clearOffer:
+	case len(pos) != 1:
+		return usagef("want exactly one envelope FILE, got %d arguments", len(pos))
+	default:
+		if payload, err = verify.ReadEnvelopeFile(pos[0]); err != nil {
+			return err
+		}
+		// Devices would refuse it anyway; refuse here so a wrong file never becomes the
+		// retained desired state of a fleet.
+		if _, err := verify.ParseEnvelope(payload); err != nil {
+			return fmt.Errorf("%s: %w", pos[0], err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := mqtt.PublishRetained(ctx, cfg, topic, payload); err != nil {
+		return err
+	}
+	if *clearOffer {
+		fmt.Fprintf(stderr, "cleared the retained offer on %s\n", topic)
+	} else {
+		fmt.Fprintf(stderr, "published %d bytes to %s (retained, QoS 1)\n", len(payload), topic)
+	}
+	return nil
+}

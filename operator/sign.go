@@ -1,0 +1,249 @@
+package operator
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+	"github.com/otad/otad/verify"
+)
+
+const defaultExpiry = 720 * time.Hour
+
+type signOptions struct {
+	keys            stringList
+	image           string
+	version         string
+	compatible      stringList
+	url             string
+	compress        string
+	set             map[string]bool // flags given on the command line
+	outPayload      string
+	chunked         bool
+	chunkSize       string
+	securityVersion uint64
+	expires         time.Duration
+	devices         stringList
+	id              string
+	issuedAt        string
+}
+
+func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o signOptions
+	fset := newFlagSet("sign", "--key K --image IMG --version V --compatible C --url U [flags]", stderr)
+	fset.Var(&o.keys, "key", "private key file (PEM); repeat to add signatures for a threshold")
+	fset.StringVar(&o.image, "image", "", "image file: the exact bytes that land in the slot")
+	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
+	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
+	fset.StringVar(&o.url, "url", "", "where devices download the payload (with --chunked: URL.idx and URL.store)")
+	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
+	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
+	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
+	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB")
+	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
+	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
+	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
+	fset.StringVar(&o.id, "id", "", `manifest id (default "<version>-<first 12 hex of sha256>")`)
+	fset.StringVar(&o.issuedAt, "issued-at", "", "issued_at, RFC 3339 (default now)")
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
+	o.set = map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	issuedAt, chunkSize, err := o.validate(time.Now())
+	if err != nil {
+		return err
+	}
+
+	signers := make([]crypto.Signer, 0, len(o.keys))
+	for _, k := range o.keys {
+		s, err := verify.LoadPrivateKeyFile(k)
+		if err != nil {
+			return err
+		}
+		signers = append(signers, s)
+	}
+
+	pl, err := o.payload(ctx, chunkSize, stderr)
+	if err != nil {
+		return err
+	}
+	schema := 1
+	if o.chunked {
+		schema = 2
+	}
+	m := verify.Manifest{
+		Schema:          schema,
+		ID:              o.id,
+		Version:         o.version,
+		SecurityVersion: o.securityVersion,
+		Compatible:      o.compatible,
+		Devices:         o.devices,
+		IssuedAt:        issuedAt,
+		ExpiresAt:       issuedAt.Add(o.expires),
+		Payload:         pl,
+	}
+	if m.ID == "" {
+		m.ID = defaultID(o.version, pl.SHA256)
+	}
+	manifest, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("marshal manifest: %w", err)
+	}
+	// Devices would refuse a bad manifest; say so here, naming the field, not after a rollout.
+	if _, err := verify.ParseManifest(manifest); err != nil {
+		return usagef("the manifest would be refused: %w", err)
+	}
+	sigs := make([]verify.Signature, 0, len(signers))
+	for i, s := range signers {
+		sig, err := verify.SignManifest(manifest, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.keys[i], err)
+		}
+		sigs = append(sigs, sig)
+	}
+	env, err := verify.MarshalEnvelope(manifest, sigs...)
+	if err != nil {
+		return err
+	}
+	if _, err := stdout.Write(append(env, '\n')); err != nil {
+		return fmt.Errorf("write envelope: %w", err)
+	}
+	return nil
+}
+
+// payload writes what is to be uploaded and describes it for the manifest.
+func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
+	if o.chunked {
+		res, err := prepareChunked(ctx, o.image, o.outPayload, chunkSize, ota.Compression(o.compress))
+		if err != nil {
+			return verify.Payload{}, err
+		}
+		reportChunked(stderr, o.outPayload, res)
+		return chunkedPayload(res, o.url), nil
+	}
+	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload)
+	if err != nil {
+		return verify.Payload{}, err
+	}
+	return verify.Payload{
+		URL:          o.url,
+		Compression:  ota.Compression(o.compress),
+		Size:         p.size,
+		SHA256:       p.sha256,
+		DownloadSize: p.downloadSize,
+	}, nil
+}
+
+// validate checks the flags and returns issued_at and, with --chunked, the chunk size.
+func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
+	missing := []string{}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--key", len(o.keys) > 0}, {"--image", o.image != ""}, {"--version", o.version != ""},
+		{"--compatible", len(o.compatible) > 0}, {"--url", o.url != ""},
+	} {
+		if !f.set {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return time.Time{}, 0, usagef("missing %s", strings.Join(missing, ", "))
+	}
+	chunkSize, err := o.checkChunked()
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	switch ota.Compression(o.compress) {
+	case ota.CompressionNone:
+	case ota.CompressionGzip, ota.CompressionZstd, ota.CompressionXZ:
+		if o.outPayload == "" {
+			return time.Time{}, 0, usagef("--compress %s needs --out-payload (where to write the compressed payload)", o.compress)
+		}
+	default:
+		return time.Time{}, 0, usagef("--compress %q: want none, gzip, zstd or xz", o.compress)
+	}
+	if o.expires <= 0 {
+		return time.Time{}, 0, usagef("--expires %s: want a positive duration", o.expires)
+	}
+	// What no device would take: a scheme none can be configured for, a
+	// device ID none can have.
+	if u, err := url.Parse(o.url); err == nil && u.Scheme != "" && !slices.Contains(ota.Schemes(), u.Scheme) { // else the manifest check names payload.url
+		return time.Time{}, 0, usagef("--url %q: devices fetch only %s URLs (url_not_allowed)", o.url, strings.Join(ota.Schemes(), ", "))
+	}
+	for _, d := range o.devices {
+		if err := mqtt.CheckName(d); err != nil {
+			return time.Time{}, 0, usagef("--device: %w", err)
+		}
+	}
+	if o.issuedAt == "" {
+		// Sub-second precision: two offers signed within one second still order (check 9).
+		return now.UTC(), chunkSize, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, o.issuedAt)
+	if err != nil {
+		return time.Time{}, 0, usagef("--issued-at: want RFC 3339: %w", err)
+	}
+	return t.UTC(), chunkSize, nil
+}
+
+// checkChunked checks the flags of a chunked payload and returns the chunk size; for
+// a chunked payload the compression defaults to zstd.
+func (o *signOptions) checkChunked() (int64, error) {
+	if !o.chunked {
+		if o.set["chunk-size"] {
+			return 0, usagef("--chunk-size needs --chunked")
+		}
+		return 0, nil
+	}
+	if o.outPayload == "" {
+		return 0, usagef("--chunked needs --out-payload PATH (where to write PATH.idx and PATH.store)")
+	}
+	if !o.set["compress"] {
+		o.compress = string(ota.CompressionZstd)
+	}
+	if c := ota.Compression(o.compress); c != ota.CompressionZstd && c != ota.CompressionNone {
+		return 0, usagef("--chunked --compress %q: chunks are stored zstd-compressed or raw: want zstd or none", o.compress)
+	}
+	n, err := cli.ParseBytes(o.chunkSize)
+	if err != nil {
+		return 0, usagef("--chunk-size %w", err)
+	}
+	if !payload.ValidChunkSize(n) {
+		return 0, usagef("--chunk-size %s: want a power of two from 4KiB to 4MiB", o.chunkSize)
+	}
+	return n, nil
+}
+
+// defaultID is "<version>-<first 12 hex of sha256>", with characters the id syntax does
+// not allow (SemVer "+build", spaces) replaced by "-".
+func defaultID(version, sha string) string {
+	suffix := "-" + sha[:12]
+	v := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, version)
+	if max := 128 - len(suffix); len(v) > max {
+		v = v[:max]
+	}
+	return v + suffix
+}

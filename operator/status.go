@@ -1,0 +1,121 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/mqtt"
+)
+
+// status prints the fleet table (docs/contract/commands.md): the retained statuses, and the
+// answers to a report request, which brokers that deliver few or no
+// retained messages to a wildcard subscription need (mqtt.ReportRequest).
+func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := newFlagSet("status", "--broker URL [--watch] [flags]", stderr)
+	bf := addBrokerFlags(fset)
+	watch := fset.Bool("watch", false, "keep running and redraw on every message, with progress bars (Ctrl-C ends)")
+	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
+	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s, longer while answers still arrive)")
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	if *window < 0 || *timeout < 0 {
+		return usagef("--window and --timeout must not be negative")
+	}
+	collect := *timeout
+	if collect == 0 {
+		collect = *window + time.Second
+	}
+	f := fleetview.New(cfg.TopicPrefix)
+	if *watch {
+		return watchFleet(ctx, cfg, f, *window, stdout)
+	}
+	wctx, cancel := context.WithTimeout(ctx, collect)
+	defer cancel()
+	var last atomic.Int64 // when the view last changed, UnixNano
+	sess, err := f.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window, Changed: func() { last.Store(time.Now().UnixNano()) }})
+	if err != nil {
+		return err
+	}
+	<-wctx.Done()
+	if *timeout == 0 && *window > 0 {
+		waitQuiet(ctx, &last, collect)
+	}
+	sess.Close()
+	if err := f.Render(stdout, false); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if f.Len() == 0 {
+		fmt.Fprintf(stderr, "no device status under %s/devices/ within %v\n", cfg.TopicPrefix, collect)
+	}
+	fmt.Fprintln(stderr, f.Coverage())
+	return nil
+}
+
+// answersQuiet is how long no answer may arrive before a snapshot ends once
+// the answers are due: a loaded broker delivers some late, and a view that
+// stopped at the due time would show fewer devices than answered.
+const answersQuiet = 500 * time.Millisecond
+
+// waitQuiet returns once the view has not changed for answersQuiet, or after
+// at most limit, or when ctx ends.
+func waitQuiet(ctx context.Context, last *atomic.Int64, limit time.Duration) {
+	for end := time.Now().Add(limit); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Since(time.Unix(0, last.Load())) >= answersQuiet {
+			return
+		}
+	}
+}
+
+// watchFleet redraws the table on every change (at most 10 times a second)
+// until ctx ends, with the view's coverage under it.
+func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, window time.Duration, stdout io.Writer) error {
+	dirty := make(chan struct{}, 1)
+	sess, err := f.Follow(ctx, cfg, fleetview.FollowOptions{Window: window, Changed: func() {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer sess.Close()
+	tty := fleetview.IsTerminal(stdout)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-dirty:
+		}
+		if tty {
+			io.WriteString(stdout, "\x1b[H\x1b[2J") // home, clear screen
+		} else {
+			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format(time.TimeOnly))
+		}
+		if err := f.Render(stdout, true); err != nil {
+			return fmt.Errorf("write table: %w", err)
+		}
+		fmt.Fprintln(stdout, f.Coverage())
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

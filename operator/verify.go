@@ -1,0 +1,86 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/otad/otad/verify"
+)
+
+// verifyEnvelope runs checks 1-4 of docs/contract/checks.md (no device policy) and prints the manifest;
+// with --payload it checks a chunked payload's files against the manifest too.
+func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var pubs stringList
+	fset := newFlagSet("verify", "--pub P [--pub P2] [--threshold N] [--payload PATH] FILE ('-' reads stdin)", stderr)
+	fset.Var(&pubs, "pub", "trusted public key file (PEM, PKIX); repeatable")
+	threshold := fset.Int("threshold", 1, "distinct trusted keys that must have signed")
+	payloadPath := fset.String("payload", "", "check a chunked payload (schema 2): PATH.idx and PATH.store, every chunk and the image they make")
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one envelope FILE, got %d arguments", len(pos))
+	}
+	if len(pubs) == 0 {
+		return usagef("missing --pub")
+	}
+	if *threshold < 1 {
+		return usagef("--threshold %d: want at least 1", *threshold)
+	}
+	keys := make([]verify.Key, 0, len(pubs))
+	for _, p := range pubs {
+		k, err := verify.LoadKeyFile(p)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	kr := verify.NewKeyring(keys...)
+	if *threshold > kr.Len() {
+		return usagef("--threshold %d but only %d distinct keys given", *threshold, kr.Len())
+	}
+
+	file := pos[0]
+	raw, err := verify.ReadEnvelopeFile(file)
+	if err != nil {
+		return err
+	}
+	env, err := verify.ParseEnvelope(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := kr.VerifyThreshold(env.Manifest, env.Signatures, *threshold); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	m, err := verify.ParseManifest(env.Manifest)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	chunks := 0
+	if *payloadPath != "" {
+		if m.Payload.Chunks == nil {
+			return usagef("--payload checks a chunked payload; %s is schema %d", file, m.Schema)
+		}
+		if chunks, err = checkChunked(ctx, &m.Payload, *payloadPath); err != nil {
+			return err
+		}
+	}
+	// Print the signed bytes themselves (indented), unknown fields included.
+	var out bytes.Buffer
+	if err := json.Indent(&out, env.Manifest, "", "  "); err != nil {
+		return fmt.Errorf("%s: indent manifest: %w", file, err)
+	}
+	out.WriteByte('\n')
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	fmt.Fprintf(stderr, "%s: signatures OK (%d of %d trusted keys required), manifest OK\n", file, *threshold, kr.Len())
+	if *payloadPath != "" {
+		fmt.Fprintf(stderr, "%s.idx, %s.store: index OK, %d chunks OK, image sha256 OK\n", *payloadPath, *payloadPath, chunks)
+	}
+	return nil
+}
