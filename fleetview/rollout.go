@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // Brief shows an outcome as the fleet table does: "success",
@@ -27,19 +28,22 @@ func briefOf(o *ota.Outcome) string {
 	return Brief(*o)
 }
 
-// Finish is how a rollout ended on one device.
+// Finish is how a followed offer ended on one device, once it settled.
 type Finish struct {
-	ota.Outcome
-	Took    time.Duration // from Begin to the settled status
-	Booted  ota.Slot      // the slot the device runs afterwards
-	Running string        // the version in that slot
+	rollout.Outcome
+	ota.Transfer               // what its install fetched and reused (none for a refusal)
+	Took         time.Duration // from Begin to the settled status
+	Booted       ota.Slot      // the slot the device runs afterwards
+	Running      string        // the version in that slot
 }
 
-// Begin starts following rollout id: outcomes for it count from now on.
+// Begin starts following offer id: outcomes for it count from now on. The
+// view knows the offer by its manifest id alone (rollout.Ref with no
+// sha256).
 func (v *View) Begin(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.rollout = &rollout{id: id, start: v.now()}
+	v.follow = &follow{offer: rollout.Ref{ID: id}, start: v.now()}
 	for _, d := range v.devices {
 		d.baseline = nil
 		if r := lastRefusal(d); r != nil {
@@ -49,7 +53,7 @@ func (v *View) Begin(id string) {
 	}
 }
 
-// Verdict is where the followed rollout stands.
+// Verdict is where the followed offer stands.
 type Verdict struct {
 	Pending []string // devices without an outcome yet
 	Wrong   []string // "device: what happened instead", for outcomes other than expected
@@ -58,12 +62,12 @@ type Verdict struct {
 // Done reports whether every device ended as expected.
 func (v Verdict) Done() bool { return len(v.Pending) == 0 && len(v.Wrong) == 0 }
 
-// Check compares the followed rollout's outcomes on the devices ids with
+// Check compares the followed offer's outcomes on the devices ids with
 // want's result and code.
-func (v *View) Check(ids []string, want ota.Outcome) Verdict {
+func (v *View) Check(ids []string, want rollout.Outcome) Verdict {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.rollout == nil {
+	if v.follow == nil {
 		return Verdict{Pending: slices.Clone(ids)}
 	}
 	var out Verdict
@@ -73,14 +77,15 @@ func (v *View) Check(ids []string, want ota.Outcome) Verdict {
 			out.Pending = append(out.Pending, id)
 			continue
 		}
-		if f, ok := d.finish[v.rollout.id]; ok {
+		if f, ok := d.finish[v.follow.offer.ID]; ok {
 			if f.Result != want.Result || f.Code != want.Code {
-				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, Brief(f.Outcome), Brief(want)))
+				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, f.Outcome, want))
 			}
 			continue
 		}
-		// A refusal of a forged or garbled offer may name no rollout: one
-		// newer than the rollout still ends it on that device.
+		// A refusal of a forged or garbled offer may name no offer (so
+		// OutcomeOf cannot tell it is this one's): one newer than Begin
+		// still ends the offer on that device.
 		if r := lastRefusal(d); r != nil && (d.baseline == nil || *r != *d.baseline) {
 			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
 			continue
@@ -97,7 +102,7 @@ func lastRefusal(d *device) *ota.Refusal {
 	return d.status.LastRefusal
 }
 
-// Finished is how rollout id ended on the device.
+// Finished is how offer id ended on the device.
 func (v *View) Finished(device, id string) (Finish, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // snap is a status snapshot as a device publishes it.
@@ -24,9 +25,14 @@ func snap(dev string, seq uint64, state ota.Phase, booted ota.Slot, slots map[st
 // refused is a snapshot of an idle device on slot A whose checks refused an
 // offer at the given time.
 func refused(dev string, seq uint64, code ota.Code, at time.Time) []byte {
+	return refusedOffer(dev, seq, "", code, at)
+}
+
+// refusedOffer is refused, the refusal naming offer id.
+func refusedOffer(dev string, seq uint64, id string, code ota.Code, at time.Time) []byte {
 	st := ota.Status{Device: dev, Seq: seq, BootID: "boot", State: ota.Idle, BootedSlot: "A",
 		Slots:       map[ota.Slot]ota.SlotStatus{"A": {Version: "1.0.0", Status: ota.SlotGood}},
-		LastRefusal: &ota.Refusal{Code: code, Time: at}}
+		LastRefusal: &ota.Refusal{ID: id, Code: code, Time: at}}
 	b, _ := json.Marshal(st)
 	return b
 }
@@ -49,15 +55,15 @@ func online(dev string, on bool) msg {
 func TestRolloutCheck(t *testing.T) {
 	good := map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}
 	aBad := map[string]string{"A": "2.1.0:bad", "B": "2.0.0:good"}
-	ok := ota.Outcome{Result: ota.ResultSuccess}
-	hc := ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
+	ok := rollout.Outcome{Result: ota.ResultSuccess}
+	hc := rollout.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}
 	devs := []string{"d1", "d2"}
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name    string
 		before  []msg // before Begin("r")
 		after   []msg
-		want    ota.Outcome
+		want    rollout.Outcome
 		pending []string
 		wrong   int
 	}{
@@ -90,6 +96,12 @@ func TestRolloutCheck(t *testing.T) {
 			status("d1", refused("d1", 3, ota.CodeBadSignature, t0)),
 			status("d2", refused("d2", 3, ota.CodeBadSignature, t0.Add(time.Second))),
 		}, ok, []string{"d1"}, 1}, // d1's refusal is older than the rollout
+		// A refusal naming the offer is its outcome (rollout.OutcomeOf):
+		// stale is superseded, incompatible rejected.
+		{"offer refused by name", nil, []msg{
+			status("d1", refusedOffer("d1", 3, "r", ota.CodeStale, t0)),
+			status("d2", refusedOffer("d2", 3, "r", ota.CodeIncompatible, t0)),
+		}, rollout.Outcome{Result: ota.ResultSuperseded, Code: ota.CodeStale}, nil, 1},
 		{"late older snapshot ignored", nil, []msg{
 			status("d1", snap("d1", 5, ota.Idle, "B", good, res("r", "success", ""))),
 			status("d1", snap("d1", 4, ota.Confirming, "B", good, nil)),
@@ -143,7 +155,7 @@ func TestFinishAndReady(t *testing.T) {
 	clock = clock.Add(time.Second) // a later duplicate changes nothing
 	tr.Observe("ota/devices/d1/status", snap("d1", 8, ota.Idle, "B", map[string]string{"A": "1.0.0:good", "B": "2.0.0:good"}, res("r", "success", "")))
 	f, ok := tr.Finished("d1", "r")
-	want := Finish{Outcome: ota.Outcome{ID: "r", Result: ota.ResultSuccess}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
+	want := Finish{Outcome: rollout.Outcome{Result: ota.ResultSuccess, Settled: true}, Took: 3 * time.Second, Booted: "B", Running: "2.0.0"}
 	if !ok || f != want {
 		t.Fatalf("finish %+v %v, want %+v", f, ok, want)
 	}
@@ -167,7 +179,7 @@ func FuzzObserve(f *testing.F) {
 		tr := New("ota")
 		tr.Begin("r")
 		tr.Observe(topic, []byte(payload))
-		v := tr.Check([]string{"d1"}, ota.Outcome{Result: ota.ResultSuccess})
+		v := tr.Check([]string{"d1"}, rollout.Outcome{Result: ota.ResultSuccess})
 		if v.Done() {
 			st, _ := tr.Status("d1")
 			if st.State != ota.Idle || st.LastResult == nil || st.LastResult.ID != "r" || st.LastResult.Result != "success" ||

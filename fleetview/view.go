@@ -9,6 +9,7 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // View collects the device topics' messages; it is safe for concurrent use.
@@ -18,8 +19,8 @@ type View struct {
 
 	mu      sync.Mutex
 	devices map[string]*device
-	rollout *rollout // the one Begin follows; nil before
-	asked   *asked   // the report request sent; nil before
+	follow  *follow // the offer Begin follows; nil before
+	asked   *asked  // the report request sent; nil before
 }
 
 // device is what is known of one device.
@@ -29,8 +30,8 @@ type device struct {
 	statusErr  error // the last status did not decode
 	progress   *ota.Progress
 	progressAt time.Time
-	baseline   *ota.Refusal      // the last refusal when the current rollout began
-	finish     map[string]Finish // by rollout ID
+	baseline   *ota.Refusal      // the last refusal when the followed offer began
+	finish     map[string]Finish // by offer ID
 	// How its statuses arrived, for Coverage: delivered retained on
 	// subscribing, and published while the view listened (an answer to the
 	// report request, or a change).
@@ -38,8 +39,9 @@ type device struct {
 	firstLive      time.Time // when it was first heard live
 }
 
-type rollout struct {
-	id    string
+// follow is the offer Begin follows.
+type follow struct {
+	offer rollout.Ref
 	start time.Time
 }
 
@@ -143,26 +145,25 @@ func decodeStatus(b []byte) (*ota.Status, error) {
 	return &s, nil
 }
 
-// noteFinish records how the followed rollout ended on d, once.
+// noteFinish records how the followed offer ended on d, once the device
+// has settled (rollout.OutcomeOf): what it runs then is where it ended.
 func (v *View) noteFinish(d *device, st ota.Status) {
-	r := v.rollout
-	if r == nil || !settled(st) || st.LastResult.ID != r.id {
+	f := v.follow
+	if f == nil {
 		return
 	}
-	if _, done := d.finish[r.id]; done {
+	if _, done := d.finish[f.offer.ID]; done {
 		return
 	}
-	d.finish[r.id] = Finish{
-		Outcome: *st.LastResult, Took: v.now().Sub(r.start),
-		Booted: st.BootedSlot, Running: st.Slots[st.BootedSlot].Version,
+	o := rollout.OutcomeOf(st, f.offer)
+	if !o.Ended() || !o.Settled {
+		return
 	}
-}
-
-// settled: idle with an outcome, running a slot the agent vouches for. An
-// agent that rejected the booted slot reports "idle, failed" once before it
-// reboots out of it; that is not the end yet.
-func settled(st ota.Status) bool {
-	return st.State == ota.Idle && st.LastResult != nil && st.Slots[st.BootedSlot].Status == ota.SlotGood
+	fin := Finish{Outcome: o, Took: v.now().Sub(f.start), Booted: st.BootedSlot, Running: st.Slots[st.BootedSlot].Version}
+	if r := st.LastResult; r != nil && r.ID == f.offer.ID {
+		fin.Transfer = r.Transfer
+	}
+	d.finish[f.offer.ID] = fin
 }
 
 // Len is how many devices have been heard of.

@@ -175,7 +175,7 @@ func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	offered := slices.Concat(members(s)...)
 	// The offered devices finish on their own; then count.
 	waitFleet(t, fleetStatuses(t, r.broker.URL), "the offered devices' outcomes", offered, func(st ota.Status) bool {
-		return rollout.Outcome(st, s.Offer) != "" && st.State == ota.Idle
+		return rollout.OutcomeOf(st, s.Offer).Ended() && st.State == ota.Idle
 	})
 	gets, offers := r.counts()
 	for d := range offers {

@@ -145,43 +145,6 @@ func NewState(p *Plan, now time.Time) State {
 // Terminal reports whether nothing more will happen: finished or aborted.
 func (s State) Terminal() bool { return s.Finished != nil || s.Aborted != nil }
 
-// Outcome is what a device's status says came of offer, or "" when it says
-// nothing about it yet. Only a result for this offer (same manifest id, and
-// sha256 when the status gives one) counts: a result for an earlier image is
-// not an outcome of this rollout. A refusal by the offer checks is in
-// last_refusal, never last_result (docs/contract/mqtt.md): one naming this offer is
-// rejected, unless the device already has or wants something newer (stale,
-// downgrade), which is superseded, not a failure. A result for the offer
-// wins over a refusal of it (the retained offer delivered again after the
-// install is refused as already ended).
-func Outcome(st ota.Status, offer Ref) ota.Result {
-	if r := st.LastResult; r != nil && names(r.ID, r.SHA256, offer) {
-		switch r.Result {
-		case ota.ResultRejected:
-			return rejected(r.Code)
-		case ota.ResultSuccess, ota.ResultUpToDate, ota.ResultFailed, ota.ResultRolledBack, ota.ResultSuperseded:
-			return r.Result
-		}
-		return "" // staged, pending: not an end
-	}
-	if r := st.LastRefusal; r != nil && r.ID != "" && names(r.ID, r.SHA256, offer) {
-		return rejected(r.Code)
-	}
-	return ""
-}
-
-// names reports whether id and sha256 (when given) are offer's.
-func names(id, sha256 string, offer Ref) bool {
-	return id == offer.ID && (sha256 == "" || sha256 == offer.SHA256)
-}
-
-func rejected(code ota.Code) ota.Result {
-	if code == ota.CodeStale || code == ota.CodeDowngrade {
-		return ota.ResultSuperseded
-	}
-	return ota.ResultRejected
-}
-
 // clone copies s deeply enough that changing the copy leaves s alone.
 func (s State) clone() State {
 	c := s

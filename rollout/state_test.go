@@ -199,31 +199,3 @@ func TestStateSizeAt10000Devices(t *testing.T) {
 		t.Errorf("%d devices, %d bytes", s.Counts.Devices, len(b))
 	}
 }
-
-func TestOutcome(t *testing.T) {
-	ours := Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}
-	refusal := func(id, sha string, code ota.Code) *ota.Refusal { return &ota.Refusal{ID: id, SHA256: sha, Code: code} }
-	result := func(id, sha string, r ota.Result) *ota.Outcome { return &ota.Outcome{ID: id, SHA256: sha, Result: r} }
-	tests := []struct {
-		name string
-		st   ota.Status
-		want ota.Result
-	}{
-		{"nothing", ota.Status{}, ""},
-		{"success", ota.Status{LastResult: result(ours.ID, ours.SHA256, ota.ResultSuccess)}, ota.ResultSuccess},
-		{"staged is no end", ota.Status{LastResult: result(ours.ID, ours.SHA256, ota.ResultStaged)}, ""},
-		{"refused in last_refusal", ota.Status{LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeBadSignature)}, ota.ResultRejected},
-		{"refused as stale", ota.Status{LastRefusal: refusal(ours.ID, "", ota.CodeStale)}, ota.ResultSuperseded},
-		{"a refusal naming no offer", ota.Status{LastRefusal: refusal("", "", ota.CodeBadEnvelope)}, ""},
-		{"a refusal of another image", ota.Status{LastRefusal: refusal(ours.ID, oldRef.SHA256, ota.CodeBadSignature)}, ""},
-		{"the result wins over a later refusal of the same offer", ota.Status{
-			LastResult: result(ours.ID, ours.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeStale)}, ota.ResultSuccess},
-		{"an old result and a refusal of ours", ota.Status{
-			LastResult: result(oldRef.ID, oldRef.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeIncompatible)}, ota.ResultRejected},
-	}
-	for _, tc := range tests {
-		if got := Outcome(tc.st, ours); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}

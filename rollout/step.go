@@ -201,8 +201,8 @@ func (m *machine) record(v View) {
 				continue
 			}
 			if st, ok := v.Devices[d]; ok {
-				if o := Outcome(st, m.s.Offer); o != "" {
-					w.Devices[d] = o
+				if o := OutcomeOf(st, m.s.Offer); o.Ended() {
+					w.Devices[d] = o.Result
 					m.changed = true
 					continue
 				}

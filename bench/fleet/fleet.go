@@ -18,6 +18,7 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 	"github.com/otad/otad/sim/demo"
 	"github.com/otad/otad/sim/device"
 	"github.com/otad/otad/sim/fleet"
@@ -50,8 +51,8 @@ type fleetResult struct {
 // tracker is the fleet's own view of its devices (sim/fleet Observe): no
 // broker in the way, so it holds at any size.
 type tracker struct {
-	rollout string
-	start   time.Time
+	offer rollout.Ref // the group offer followed; zero before it
+	start time.Time
 
 	mu      sync.Mutex
 	idle    map[string]bool
@@ -64,17 +65,19 @@ func (t *tracker) observe(st ota.Status) {
 	switch {
 	case st.State == ota.Idle && st.BootedSlot == ota.SlotA && st.LastResult == nil:
 		t.idle[st.Device] = true
-	case t.rollout != "" && st.State == ota.Idle && st.BootedSlot == ota.SlotB && st.LastResult != nil &&
-		st.LastResult.ID == t.rollout && st.LastResult.Result == ota.ResultSuccess && st.Slots[ota.SlotB].Status == ota.SlotGood:
-		if _, ok := t.success[st.Device]; !ok {
-			t.success[st.Device] = time.Since(t.start)
+	case t.offer.ID != "" && st.BootedSlot == ota.SlotB:
+		// Settled success: committed, idle on slot B.
+		if o := rollout.OutcomeOf(st, t.offer); o.Settled && o.Result == ota.ResultSuccess {
+			if _, ok := t.success[st.Device]; !ok {
+				t.success[st.Device] = time.Since(t.start)
+			}
 		}
 	}
 }
 
-func (t *tracker) begin(rollout string) {
+func (t *tracker) begin(offer rollout.Ref) {
 	t.mu.Lock()
-	t.rollout, t.start = rollout, time.Now()
+	t.offer, t.start = offer, time.Now()
 	t.mu.Unlock()
 }
 
@@ -221,13 +224,13 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	res.IdleGor = runtime.NumGoroutine()
 	progress(fmt.Sprintf("fleet %d: all up in %v (spread %v), %s idle; offering", n, res.Up.Round(time.Millisecond), f.Spread, mib(res.IdleRSS)))
 
-	rollout := fmt.Sprintf("rel-fleet-%d", n)
 	sum := sha256.Sum256(img.Bytes())
-	env, err := sg.offer(rollout, "fleet.1", "fleet.img", o.imageSize, hex.EncodeToString(sum[:]), time.Now().Add(-time.Minute))
+	offer := rollout.Ref{ID: fmt.Sprintf("rel-fleet-%d", n), SHA256: hex.EncodeToString(sum[:])}
+	env, err := sg.offer(offer.ID, "fleet.1", "fleet.img", o.imageSize, offer.SHA256, time.Now().Add(-time.Minute))
 	if err != nil {
 		return err
 	}
-	tr.begin(rollout)
+	tr.begin(offer)
 	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL}, "ota/groups/"+group+"/desired", env); err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/otad/otad/fleetview"
 )
 
 // rollout builds, signs and publishes one image, then follows the fleet
@@ -64,7 +62,7 @@ func (d *run) rollout(ctx context.Context, r rolloutSpec) error {
 		return err
 	}
 	d.indent(append(out, errOut...))
-	d.say("following the fleet until every device has an outcome (expected: %s)", fleetview.Brief(r.want))
+	d.say("following the fleet until every device has an outcome (expected: %s)", r.want)
 	return d.live(ctx, "rollout "+r.version, func() (bool, error) {
 		v := d.fleet.Check(d.ids, r.want)
 		if len(v.Wrong) > 0 {

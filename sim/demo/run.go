@@ -16,6 +16,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/operator"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 	"github.com/otad/otad/sim/device"
 )
 
@@ -45,7 +46,7 @@ type rolloutSpec struct {
 	version string
 	secVer  uint64
 	broken  bool
-	want    ota.Outcome
+	want    rollout.Outcome
 	// from is the version whose image this one changes in a few chunks; it
 	// goes out as a chunked payload (docs/contract/chunked.md), so devices fetch only those.
 	from string
@@ -112,8 +113,8 @@ func (d *run) run(ctx context.Context) (err error) {
 	}
 
 	rollouts := []rolloutSpec{
-		{version: "2.0.0", secVer: 2, want: ota.Outcome{Result: ota.ResultSuccess}},
-		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", want: ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
+		{version: "2.0.0", secVer: 2, want: rollout.Outcome{Result: ota.ResultSuccess}},
+		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", want: rollout.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
 	for i, r := range rollouts {
 		d.say("")

@@ -32,7 +32,7 @@ func (d *run) summary(rollouts []rolloutSpec) error {
 				row = append(row, "-", "-", "-")
 				continue
 			}
-			row = append(row, fleetview.Brief(f.Outcome), f.Took.Round(100*time.Millisecond).String(),
+			row = append(row, f.Outcome.String(), f.Took.Round(100*time.Millisecond).String(),
 				fmt.Sprintf("%dKiB", (f.BytesFetched+1023)/1024))
 		}
 		row = append(row, strconv.Itoa(d.devices[i].Boots()))

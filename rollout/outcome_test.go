@@ -1,0 +1,74 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/otad/otad/ota"
+)
+
+func TestOutcome(t *testing.T) {
+	ours := Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}
+	refusal := func(id, sha string, code ota.Code) *ota.Refusal { return &ota.Refusal{ID: id, SHA256: sha, Code: code} }
+	result := func(id, sha string, r ota.Result) *ota.Outcome { return &ota.Outcome{ID: id, SHA256: sha, Result: r} }
+	tests := []struct {
+		name string
+		st   ota.Status
+		want ota.Result
+	}{
+		{"nothing", ota.Status{}, ""},
+		{"success", ota.Status{LastResult: result(ours.ID, ours.SHA256, ota.ResultSuccess)}, ota.ResultSuccess},
+		{"staged is no end", ota.Status{LastResult: result(ours.ID, ours.SHA256, ota.ResultStaged)}, ""},
+		{"refused in last_refusal", ota.Status{LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeBadSignature)}, ota.ResultRejected},
+		{"refused as stale", ota.Status{LastRefusal: refusal(ours.ID, "", ota.CodeStale)}, ota.ResultSuperseded},
+		{"a refusal naming no offer", ota.Status{LastRefusal: refusal("", "", ota.CodeBadEnvelope)}, ""},
+		{"a refusal of another image", ota.Status{LastRefusal: refusal(ours.ID, oldRef.SHA256, ota.CodeBadSignature)}, ""},
+		{"the result wins over a later refusal of the same offer", ota.Status{
+			LastResult: result(ours.ID, ours.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeStale)}, ota.ResultSuccess},
+		{"an old result and a refusal of ours", ota.Status{
+			LastResult: result(oldRef.ID, oldRef.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeIncompatible)}, ota.ResultRejected},
+	}
+	for _, tc := range tests {
+		if got := OutcomeOf(tc.st, ours); got.Result != tc.want || got.Ended() != (tc.want != "") {
+			t.Errorf("%s: %+v, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// How an outcome is told and when a device is done with the offer: the
+// fleet view's follower and the benchmark wait for settled devices, the
+// controller takes an outcome as soon as it is known.
+func TestOutcomeSettledAndCode(t *testing.T) {
+	good := map[ota.Slot]ota.SlotStatus{"A": {Version: "1", Status: ota.SlotGood}, "B": {Version: "2", Status: ota.SlotGood}}
+	aBad := map[ota.Slot]ota.SlotStatus{"A": {Version: "2", Status: ota.SlotBad}, "B": {Version: "1", Status: ota.SlotGood}}
+	failed := &ota.Outcome{ID: testOffer.ID, Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed, Message: "exit 1"}
+	tests := []struct {
+		name  string
+		st    ota.Status
+		offer Ref
+		want  Outcome
+		text  string
+	}{
+		{"pending", ota.Status{State: ota.Downloading, BootedSlot: "B", Slots: good}, Ref{ID: testOffer.ID}, Outcome{}, "pending"},
+		{"failed, not yet rebooted out of the bad slot", ota.Status{State: ota.Idle, BootedSlot: "A", Slots: aBad, LastResult: failed},
+			Ref{ID: testOffer.ID}, Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed, Message: "exit 1"}, "failed/health_check_failed"},
+		{"failed and back on the good slot", ota.Status{State: ota.Idle, BootedSlot: "B", Slots: aBad, LastResult: failed},
+			Ref{ID: testOffer.ID}, Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed, Message: "exit 1", Settled: true}, "failed/health_check_failed"},
+		{"success while the next install downloads", ota.Status{State: ota.Downloading, BootedSlot: "B", Slots: good,
+			LastResult: &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: ota.ResultSuccess}},
+			Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}, Outcome{Result: ota.ResultSuccess}, "success"},
+		{"a refusal is settled whatever the device does", ota.Status{State: ota.Downloading,
+			LastRefusal: &ota.Refusal{ID: testOffer.ID, Code: ota.CodeDowngrade, Message: "older"}},
+			Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}, Outcome{Result: ota.ResultSuperseded, Code: ota.CodeDowngrade, Message: "older", Settled: true}, "superseded/downgrade"},
+		{"a ref with no sha256 matches on the id", ota.Status{State: ota.Idle, BootedSlot: "B", Slots: good,
+			LastResult: &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: ota.ResultSuccess}},
+			Ref{ID: testOffer.ID}, Outcome{Result: ota.ResultSuccess, Settled: true}, "success"},
+		{"another id", ota.Status{State: ota.Idle, BootedSlot: "B", Slots: good,
+			LastResult: &ota.Outcome{ID: oldRef.ID, Result: ota.ResultSuccess}}, Ref{ID: testOffer.ID}, Outcome{}, "pending"},
+	}
+	for _, tc := range tests {
+		got := OutcomeOf(tc.st, tc.offer)
+		if got != tc.want || got.String() != tc.text {
+			t.Errorf("%s: %+v (%q), want %+v (%q)", tc.name, got, got, tc.want, tc.text)
+		}
+	}
+}
