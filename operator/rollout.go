@@ -2,15 +2,11 @@ package operator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/otad/otad/fleetview"
@@ -71,42 +67,14 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
-	stateTopic, controlTopic := topics.RolloutState(plan.Name), topics.RolloutControl(plan.Name)
-	fleet := newFleetSnapshot(fleetview.New(cfg.TopicPrefix), *settle, log)
-	var (
-		mu       sync.Mutex
-		started  bool // after that, the state topic only echoes our own publishes
-		retained []byte
-	)
-	cmds := make(chan rollout.Command, 64)
+	fv := fleetview.New(cfg.TopicPrefix)
+	fleet := rollout.NewObserver(fv, *settle, nil)
+	fleet.OnReady = func() { log.Info("rollout: fleet view ready", "coverage", fv.Coverage()) }
+	inbox := rollout.NewInbox(topics, plan.Name, log)
 	// The fleet view asks the group's devices to report within --settle:
 	// brokers deliver few (Mosquitto, QoS 1) or no (RabbitMQ) retained
 	// statuses to a wildcard subscription.
-	sess, err := fleet.fv.Follow(ctx, cfg, fleetview.FollowOptions{
-		Window: *settle, Group: plan.Group,
-		Extra: map[string]byte{stateTopic: 1, controlTopic: 1},
-		Other: func(m mqtt.Message) {
-			switch m.Topic {
-			case stateTopic:
-				mu.Lock()
-				if !started {
-					retained = m.Payload
-				}
-				mu.Unlock()
-			case controlTopic:
-				c, err := decodeCommand(m.Payload)
-				if err != nil {
-					log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
-					return
-				}
-				select {
-				case cmds <- c:
-				default:
-					log.Warn("rollout: command queue full; ignoring a command", "id", c.ID, "op", c.Op)
-				}
-			}
-		},
-	})
+	sess, err := fv.Follow(ctx, cfg, fleetview.FollowOptions{Window: *settle, Group: plan.Group, Extra: inbox.Topics(), Other: inbox.Receive})
 	if err != nil {
 		return err
 	}
@@ -114,61 +82,21 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := sess.Sync(ctx); err != nil {
 		return fmt.Errorf("reading the retained state of rollout %s: %w", plan.Name, err)
 	}
-	mu.Lock()
-	started = true
-	mu.Unlock()
-	s, err := startingState(ctx, sess, plan, stateTopic, retained, stderr)
+	live := newLiveTable(stdout)
+	d := &rollout.Driver{Plan: plan, Topics: topics, Pub: sess, Fleet: fleet.View, Commands: inbox.Commands(), Tick: *tick, OnState: live.show, Log: log}
+	s, resumed, err := d.Start(ctx, inbox.Retained())
 	if err != nil {
 		return err
 	}
-	live := newLiveTable(stdout)
+	if resumed {
+		fmt.Fprintf(stderr, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
+	} else {
+		fmt.Fprintf(stderr, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
+	}
 	live.show(s)
-	d := &rollout.Driver{Plan: plan, Topics: topics, Pub: sess, Fleet: fleet.view, Commands: cmds, Tick: *tick, OnState: live.show, Log: log}
 	final, err := d.Run(ctx, s)
 	live.done(final)
 	return err
-}
-
-// startingState is the retained state when there is one (refusing a changed
-// plan), else a new one, published at once so the plan's hash is on record.
-func startingState(ctx context.Context, sess *mqtt.Session, plan *rollout.Plan, topic string, retained []byte, stderr io.Writer) (rollout.State, error) {
-	if len(retained) > 0 {
-		var s rollout.State
-		if err := json.Unmarshal(retained, &s); err != nil {
-			return s, fmt.Errorf("retained state of rollout %s on %s: %w", plan.Name, topic, err)
-		}
-		if s.PlanHash != plan.Hash {
-			return s, fmt.Errorf("rollout %s already exists with another plan (hash %.12s, this plan's %.12s): a changed plan needs a new name",
-				plan.Name, s.PlanHash, plan.Hash)
-		}
-		fmt.Fprintf(stderr, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
-		return s, nil
-	}
-	s := rollout.NewState(plan, time.Now())
-	b, err := json.Marshal(s)
-	if err != nil {
-		return s, err
-	}
-	if err := sess.PublishRetained(ctx, b, topic); err != nil {
-		return s, err
-	}
-	fmt.Fprintf(stderr, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
-	return s, nil
-}
-
-// decodeCommand reads a control message (outside input).
-func decodeCommand(b []byte) (rollout.Command, error) {
-	var c rollout.Command
-	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("not a command: %w", err)
-	}
-	switch {
-	case c.ID == "":
-		return c, errors.New("command without an id")
-	case c.Op != rollout.OpPause && c.Op != rollout.OpResume && c.Op != rollout.OpAbort:
-		return c, fmt.Errorf("unknown op %q", c.Op)
-	}
-	return c, nil
 }
 
 // rolloutStatus prints a rollout's retained state, or follows it (--watch).
@@ -236,10 +164,8 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 	if rs.state.Terminal() {
 		return fmt.Errorf("rollout %s is %s: nothing to %s", name, rs.state.Phase, op)
 	}
-	id := make([]byte, 8)
-	rand.Read(id)
-	c := rollout.Command{ID: hex.EncodeToString(id), Op: op, Reason: *reason, By: os.Getenv("USER"), Time: time.Now().UTC()}
-	b, err := json.Marshal(c)
+	c := rollout.NewCommand(op, *reason, os.Getenv("USER"), time.Now())
+	b, err := c.Encode()
 	if err != nil {
 		return err
 	}

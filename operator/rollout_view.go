@@ -2,17 +2,14 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
-	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
 
@@ -51,8 +48,8 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 		first = true
 	)
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{topic: 1}, func(m mqtt.Message) {
-		var s rollout.State
-		if json.Unmarshal(m.Payload, &s) != nil {
+		s, err := rollout.DecodeState(m.Payload)
+		if err != nil {
 			return
 		}
 		mu.Lock()
@@ -82,43 +79,6 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 	}
 	rs.sess = sess
 	return rs, nil
-}
-
-// fleetSnapshot turns the fleet view into what rollout.Step observes. It is
-// ready once the answers to the view's report request are due and the
-// statuses have had settle to arrive and stopped arriving: before that, a
-// device not heard of yet would look absent.
-type fleetSnapshot struct {
-	fv     *fleetview.View
-	settle time.Duration
-	log    *slog.Logger
-
-	mu         sync.Mutex
-	begun      time.Time
-	lastLen    int
-	lastChange time.Time
-	ready      bool
-}
-
-func newFleetSnapshot(fv *fleetview.View, settle time.Duration, log *slog.Logger) *fleetSnapshot {
-	now := time.Now()
-	return &fleetSnapshot{fv: fv, settle: settle, log: log, begun: now, lastChange: now}
-}
-
-func (f *fleetSnapshot) view() rollout.View {
-	f.mu.Lock()
-	now := time.Now()
-	if n := f.fv.Len(); n != f.lastLen {
-		f.lastLen, f.lastChange = n, now
-	}
-	if !f.ready && now.Sub(f.begun) >= f.settle && now.Sub(f.lastChange) >= f.settle/3 && !now.Before(f.fv.AnswersDue()) {
-		f.ready = true
-		f.log.Info("rollout: fleet view ready", "coverage", f.fv.Coverage())
-	}
-	v := rollout.View{Ready: f.ready, Devices: make(map[string]ota.Status, f.lastLen)}
-	f.mu.Unlock()
-	f.fv.Each(func(id string, st ota.Status) { v.Devices[id] = st })
-	return v
 }
 
 // liveTable shows a rollout's state as it changes: redrawn in place on a

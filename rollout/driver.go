@@ -51,12 +51,7 @@ type Driver struct {
 // A halted rollout given to Run ends at once unless a pending command
 // resumes it.
 func (d *Driver) Run(ctx context.Context, s State) (State, error) {
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
+	d.defaults()
 	tick := d.Tick
 	if tick <= 0 {
 		tick = time.Second
@@ -95,6 +90,46 @@ func (d *Driver) Run(ctx context.Context, s State) (State, error) {
 			return s, finished(err)
 		}
 	}
+}
+
+func (d *Driver) defaults() {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Start is the state a controller starts from (docs/contract/rollouts.md):
+// the rollout's retained state (raw, as its state topic delivered it; empty
+// when there is none), refused when another plan made it, else a new state,
+// published at once so the plan's hash is on record. It reports whether it
+// resumed a retained state.
+func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed bool, err error) {
+	d.defaults()
+	topic := d.Topics.RolloutState(d.Plan.Name)
+	if len(retained) > 0 {
+		if s, err = DecodeState(retained); err != nil {
+			return s, false, fmt.Errorf("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
+		}
+		if s.PlanHash != d.Plan.Hash {
+			return s, false, fmt.Errorf("rollout %s already exists with another plan (hash %.12s, this plan's %.12s): a changed plan needs a new name",
+				d.Plan.Name, s.PlanHash, d.Plan.Hash)
+		}
+		// The same plan hash and a state Step cannot go on from: written by
+		// something else than a controller.
+		if err := s.consistent(d.Plan); err != nil {
+			return s, false, fmt.Errorf("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
+		}
+		return s, true, nil
+	}
+	s = NewState(d.Plan, d.Now())
+	b, err := json.Marshal(s)
+	if err != nil {
+		return s, false, fmt.Errorf("encode state: %w", err)
+	}
+	return s, false, d.Pub.PublishRetained(ctx, b, topic)
 }
 
 // finished maps the end of a finished rollout to nil.

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
 	"time"
 
@@ -140,6 +142,26 @@ func NewState(p *Plan, now time.Time) State {
 		Phase: PhaseWaiting, WaveCount: len(p.Waves), Waves: []WaveState{}, Created: now.UTC(), Updated: now.UTC(),
 		History: []Change{{Time: now.UTC(), Event: "created"}},
 	}
+}
+
+// DecodeState reads a rollout's state as retained on its state topic
+// (outside input).
+func DecodeState(b []byte) (State, error) {
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+// consistent is nil when s has the shape of a state p's controller
+// records: its name and number of waves, and the waves started so far.
+func (s State) consistent(p *Plan) error {
+	if s.Name != p.Name || s.WaveCount != len(p.Waves) || s.Wave != len(s.Waves) || s.Wave > len(p.Waves) {
+		return fmt.Errorf("rollout %q in wave %d of %d with %d waves recorded: not a state of this plan's %d waves",
+			s.Name, s.Wave, s.WaveCount, len(s.Waves), len(p.Waves))
+	}
+	return nil
 }
 
 // Terminal reports whether nothing more will happen: finished or aborted.

@@ -15,24 +15,6 @@ type Input interface{ isInput() }
 // halts, wave ends and starts) happens on an Observe with a ready view.
 type Observe struct{ View View }
 
-// Op is an operator command.
-type Op string
-
-const (
-	OpPause  Op = "pause"
-	OpResume Op = "resume"
-	OpAbort  Op = "abort"
-)
-
-// Command is an operator's command, as carried on the control topic.
-type Command struct {
-	ID     string    `json:"id"` // unique per command: a redelivered command is applied once
-	Op     Op        `json:"op"`
-	Reason string    `json:"reason,omitempty"`
-	By     string    `json:"by,omitempty"`
-	Time   time.Time `json:"time"`
-}
-
 // Offered tells Step that every offer of wave Wave (from 1) is published.
 type Offered struct{ Wave int }
 
