@@ -22,8 +22,10 @@ var (
 	ErrBadEnv = errors.New("bad boot environment")
 )
 
-// SlotState is what the bootloader will do with one slot.
-type SlotState struct {
+// BootEntry is the bootloader's entry for one slot: whether it will boot
+// it, and how many tries are left. (ota.SlotState is what otad knows of a
+// slot's contents: staged, good, bad.)
+type BootEntry struct {
 	Bootable bool
 	// AttemptsLeft is the remaining boot attempts; -1 when the backend has no
 	// counter (grub: one try per slot).
@@ -34,7 +36,7 @@ type SlotState struct {
 type State struct {
 	// Order is the boot order as the boot script walks it (slot names only).
 	Order []ota.Slot
-	Slots map[ota.Slot]SlotState
+	Slots map[ota.Slot]BootEntry
 }
 
 // Primary is the slot the next boot will pick: the first in Order that is

@@ -93,9 +93,9 @@ func Pick(vars map[string]string) (slot ota.Slot, newVars map[string]string) {
 // grubState is the bootctl view: bootable = x_OK=1 and x_TRY=0, no counter.
 func grubState(vars map[string]string) bootctl.State {
 	e := effective(vars)
-	st := bootctl.State{Order: walkOrder(e[OrderVar]), Slots: map[ota.Slot]bootctl.SlotState{}}
+	st := bootctl.State{Order: walkOrder(e[OrderVar]), Slots: map[ota.Slot]bootctl.BootEntry{}}
 	for _, s := range ota.Slots() {
-		st.Slots[s] = bootctl.SlotState{Bootable: bootable(e, s), AttemptsLeft: -1}
+		st.Slots[s] = bootctl.BootEntry{Bootable: bootable(e, s), AttemptsLeft: -1}
 	}
 	return st
 }

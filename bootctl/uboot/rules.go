@@ -139,10 +139,10 @@ func StateOf(vars map[string]string, attempts int) bootctl.State {
 		v = map[string]string{}
 	}
 	defaults(v, attempts)
-	st := bootctl.State{Order: bootctl.OrderSlots(v[OrderVar]), Slots: map[ota.Slot]bootctl.SlotState{}}
+	st := bootctl.State{Order: bootctl.OrderSlots(v[OrderVar]), Slots: map[ota.Slot]bootctl.BootEntry{}}
 	for _, s := range ota.Slots() {
 		n := left(v[LeftVar(s)])
-		st.Slots[s] = bootctl.SlotState{Bootable: n > 0 && slices.Contains(st.Order, s), AttemptsLeft: int(min(max(n, 0), math.MaxInt32))}
+		st.Slots[s] = bootctl.BootEntry{Bootable: n > 0 && slices.Contains(st.Order, s), AttemptsLeft: int(min(max(n, 0), math.MaxInt32))}
 	}
 	return st
 }
