@@ -95,7 +95,7 @@ func (v *View) Check(ids []string, want rollout.Outcome) Verdict {
 	return out
 }
 
-func lastRefusal(d *device) *ota.Refusal {
+func lastRefusal(d *record) *ota.Refusal {
 	if d.status == nil {
 		return nil
 	}

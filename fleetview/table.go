@@ -50,7 +50,7 @@ func (v *View) Render(w io.Writer, withBars bool) error {
 }
 
 // row is the device's table row, the progress bar last.
-func (d *device) row(id string, now time.Time) []string {
+func (d *record) row(id string, now time.Time) []string {
 	online := "?"
 	if d.online != nil {
 		online = map[bool]string{true: "yes", false: "no"}[*d.online]

@@ -99,7 +99,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		}
 		// Whatever decodes must render without panicking, and on one line.
 		fl := New("ota")
-		fl.devices["d"] = &device{status: s}
+		fl.devices["d"] = &record{status: s}
 		var buf bytes.Buffer
 		if err := fl.Render(&buf, true); err != nil {
 			t.Fatal(err)

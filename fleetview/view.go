@@ -18,13 +18,13 @@ type View struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	devices map[string]*device
+	devices map[string]*record
 	follow  *follow // the offer Begin follows; nil before
 	asked   *asked  // the report request sent; nil before
 }
 
-// device is what is known of one device.
-type device struct {
+// record is what the view knows of one device.
+type record struct {
 	online     *bool // nil: unknown, or not understood
 	status     *ota.Status
 	statusErr  error // the last status did not decode
@@ -47,7 +47,7 @@ type follow struct {
 
 // New follows the devices under the topic prefix (empty: "ota").
 func New(prefix string) *View {
-	return &View{prefix: prefix, now: time.Now, devices: map[string]*device{}}
+	return &View{prefix: prefix, now: time.Now, devices: map[string]*record{}}
 }
 
 // Watch subscribes to every device's topics on the broker cfg names and
@@ -109,7 +109,7 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	defer v.mu.Unlock()
 	d := v.devices[id]
 	if d == nil {
-		d = &device{finish: map[string]Finish{}}
+		d = &record{finish: map[string]Finish{}}
 		v.devices[id] = d
 	}
 	switch leaf {
@@ -147,7 +147,7 @@ func decodeStatus(b []byte) (*ota.Status, error) {
 
 // noteFinish records how the followed offer ended on d, once the device
 // has settled (rollout.OutcomeOf): what it runs then is where it ended.
-func (v *View) noteFinish(d *device, st ota.Status) {
+func (v *View) noteFinish(d *record, st ota.Status) {
 	f := v.follow
 	if f == nil {
 		return

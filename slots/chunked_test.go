@@ -29,7 +29,7 @@ func TestWriteChunked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := makeChunked(t, img)
 			s := newStoreServer(t, c)
-			d := newChunkDevice(t, len(img)+50000, testImage(len(img), 99))
+			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
 			var last Progress
 			phases := map[string]bool{}
 			job := d.job(s, fastRetry(&sleepRecorder{}))
@@ -78,7 +78,7 @@ func TestChunkedReuse(t *testing.T) {
 		{"booted slot changed", true, true, 0.04},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newChunkDevice(t, len(v1)+50000, v1)
+			d := newChunkSlots(t, len(v1)+50000, v1)
 			c1 := makeChunked(t, v1)
 			bootedImage := ""
 			if tc.kept {
@@ -202,7 +202,7 @@ func TestChunkedHostileIndex(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := *base
-			d := newChunkDevice(t, len(img)+50000, testImage(len(img), 99))
+			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
 			s := newStoreServer(t, &c)
 			job := d.job(s, fastRetry(&sleepRecorder{}))
 			tc.change(&c, &job)
@@ -223,7 +223,7 @@ func TestChunkedHostileIndex(t *testing.T) {
 func TestChunkedAlteredChunkBootedSlotLacks(t *testing.T) {
 	img := chunkImage(40, 29)
 	const bad = 17
-	d := newChunkDevice(t, len(img)+50000, img)
+	d := newChunkSlots(t, len(img)+50000, img)
 	c := makeChunked(t, img)
 	if err := (chunkState{dir: filepath.Join(d.state, chunkDirName)}).init(); err != nil {
 		t.Fatal(err)

@@ -131,15 +131,15 @@ func (w *countingWriter) Flush() {
 	}
 }
 
-// chunkDevice is a target slot, a booted slot and a state directory.
-type chunkDevice struct {
+// chunkSlots is a target slot, a booted slot and a state directory.
+type chunkSlots struct {
 	dir, target, booted, state string
 	slotSize                   int
 }
 
-func newChunkDevice(t testing.TB, slotSize int, booted []byte) *chunkDevice {
+func newChunkSlots(t testing.TB, slotSize int, booted []byte) *chunkSlots {
 	dir := t.TempDir()
-	d := &chunkDevice{dir: dir, target: makeSlot(t, dir, "b.img", slotSize), booted: filepath.Join(dir, "a.img"),
+	d := &chunkSlots{dir: dir, target: makeSlot(t, dir, "b.img", slotSize), booted: filepath.Join(dir, "a.img"),
 		state: filepath.Join(dir, "state"), slotSize: slotSize}
 	if err := os.WriteFile(d.booted, append(bytes.Clone(booted), make([]byte, slotSize-len(booted))...), 0o600); err != nil {
 		t.Fatal(err)
@@ -152,14 +152,14 @@ func newChunkDevice(t testing.TB, slotSize int, booted []byte) *chunkDevice {
 
 // rig is the usual setup: a chunked payload of img served, a device whose
 // booted slot holds something else, and the job that installs it.
-func rig(t testing.TB, img []byte) (*chunked, *storeServer, *chunkDevice, ChunkedJob) {
+func rig(t testing.TB, img []byte) (*chunked, *storeServer, *chunkSlots, ChunkedJob) {
 	c := makeChunked(t, img)
 	s := newStoreServer(t, c)
-	d := newChunkDevice(t, len(img)+50000, testImage(len(img), 99))
+	d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
 	return c, s, d, d.job(s, fastRetry(&sleepRecorder{}))
 }
 
-func (d *chunkDevice) job(s *storeServer, retry Retry) ChunkedJob {
+func (d *chunkSlots) job(s *storeServer, retry Retry) ChunkedJob {
 	c := s.c
 	return ChunkedJob{
 		Job: Job{URL: s.URL + "/img.store", Size: int64(len(c.img)), SHA256: sha(c.img), Target: d.target, Booted: d.booted,
@@ -184,7 +184,7 @@ func chunkTestTuning() chunkTuning {
 
 // checkNotCorrupt asserts that each chunk of the slot holds either the
 // image's bytes or the filler it started with: never anything else.
-func checkNotCorrupt(t testing.TB, d *chunkDevice, c *chunked) {
+func checkNotCorrupt(t testing.TB, d *chunkSlots, c *chunked) {
 	t.Helper()
 	got := readFile(t, d.target)
 	for i := range c.x.Count() {

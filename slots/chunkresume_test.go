@@ -26,7 +26,7 @@ func resumeTuning() chunkTuning {
 	return ct
 }
 
-func readCheckpoint(t *testing.T, d *chunkDevice) checkpoint {
+func readCheckpoint(t *testing.T, d *chunkSlots) checkpoint {
 	t.Helper()
 	var cp checkpoint
 	if err := json.Unmarshal(readFile(t, filepath.Join(d.state, chunkDirName, checkpointName)), &cp); err != nil {
@@ -110,7 +110,7 @@ func TestChunkedCrashResumes(t *testing.T) {
 
 // cutPower runs job until the power is cut before a checkpoint, once the
 // checkpoint file says more than chunk after are written.
-func cutPower(t *testing.T, d *chunkDevice, job ChunkedJob, after int) {
+func cutPower(t *testing.T, d *chunkSlots, job ChunkedJob, after int) {
 	t.Helper()
 	ct := resumeTuning()
 	ct.checkpointBytes = 256 << 10
@@ -131,10 +131,10 @@ func TestChunkedCheckpointOfAnother(t *testing.T) {
 	img := chunkImage(200, 19)
 	for _, tc := range []struct {
 		name   string
-		change func(j *ChunkedJob, d *chunkDevice)
+		change func(j *ChunkedJob, d *chunkSlots)
 	}{
-		{"another offer", func(j *ChunkedJob, _ *chunkDevice) { j.Offer = "another" }},
-		{"unreadable", func(_ *ChunkedJob, d *chunkDevice) {
+		{"another offer", func(j *ChunkedJob, _ *chunkSlots) { j.Offer = "another" }},
+		{"unreadable", func(_ *ChunkedJob, d *chunkSlots) {
 			os.WriteFile(filepath.Join(d.state, chunkDirName, checkpointName), []byte("{garbage"), 0o600)
 		}},
 	} {
@@ -165,9 +165,9 @@ func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
 	img := chunkImage(120, 23)
 	for _, tc := range []struct {
 		name    string
-		prepare func(t *testing.T, d *chunkDevice, job ChunkedJob)
+		prepare func(t *testing.T, d *chunkSlots, job ChunkedJob)
 	}{
-		{"planted checkpoint", func(t *testing.T, d *chunkDevice, job ChunkedJob) {
+		{"planted checkpoint", func(t *testing.T, d *chunkSlots, job ChunkedJob) {
 			target, err := filepath.EvalSymlinks(d.target)
 			if err != nil {
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"target changed between runs", func(t *testing.T, d *chunkDevice, job ChunkedJob) {
+		{"target changed between runs", func(t *testing.T, d *chunkSlots, job ChunkedJob) {
 			cutPower(t, d, job, 10)
 			f, err := os.OpenFile(d.target, os.O_WRONLY, 0)
 			if err != nil {

@@ -165,7 +165,7 @@ func TestChunkedServers(t *testing.T) {
 			s := newStoreServer(t, c)
 			var n atomic.Int64
 			s.setHandler(func(w http.ResponseWriter, r *http.Request, d []byte) { tc.handle(n.Add(1), w, r, d) })
-			d := newChunkDevice(t, len(img)+50000, testImage(len(img), 99))
+			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
 			tun := testTuning()
 			tun.stall = 200 * time.Millisecond
 			job := d.job(s, fastRetry(&sleepRecorder{}))
