@@ -19,20 +19,21 @@ func TestBackoffWindows(t *testing.T) {
 		{Backoff{First: time.Minute, Max: time.Second}, []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute}}, // Max below First: the default
 	}
 	for _, tt := range tests {
+		p := tt.b.policy()
 		for n, want := range tt.want {
-			if got := tt.b.Window(n); got != want {
+			if got := p.Window(n); got != want {
 				t.Errorf("%+v.Window(%d) = %v, want %v", tt.b, n, got, want)
 			}
 		}
-		if got := tt.b.Window(1000); got != tt.b.orDefaults().Max {
+		if got := p.Window(1000); got != p.Max {
 			t.Errorf("%+v.Window(1000) = %v, want the cap", tt.b, got)
 		}
 	}
 	// Waits are drawn over the whole window: not all alike, never past it.
-	b := Backoff{First: time.Second}
+	p := Backoff{First: time.Second}.policy()
 	var waits []time.Duration
 	for range 200 {
-		w := b.Wait(0)
+		w := p.Draw(0)
 		if w < 0 || w >= time.Second {
 			t.Fatalf("Wait(0) = %v, outside [0, 1s)", w)
 		}

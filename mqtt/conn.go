@@ -177,16 +177,14 @@ func (d *Conn) handle(_ paho.Client, m paho.Message) {
 // each new connection of the persistent session.
 func (d *Conn) connectLoop() {
 	defer d.loopsDone.Done()
-	b := d.cfg.Reconnect.orDefaults()
+	b := d.cfg.Reconnect.policy()
 	failures := -1 // the first attempt does not wait
 	for {
 		if failures >= 0 {
-			sleep := b.Wait(failures)
+			sleep := b.Draw(failures)
 			d.log.Info("mqtt: connecting", "in", sleep.Round(time.Millisecond), "failed_attempts", failures)
-			select {
-			case <-d.ctx.Done():
+			if b.Pause(d.ctx, sleep) != nil {
 				return
-			case <-time.After(sleep):
 			}
 		}
 		err := waitToken(d.ctx, d.client.Connect(), d.cfg.connectTimeout()+5*time.Second)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -224,7 +225,8 @@ func (j *ChunkedJob) checkpointKey(target string) string {
 // it against the manifest (payload.ParseIndex): index_mismatch otherwise.
 func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64) (*payload.Index, error) {
 	n := job.Expect.IndexSize
-	src, err := openSource(ctx, &Job{URL: job.IndexURL, Size: n, Retry: job.Retry, Schemes: job.Schemes, HTTPClient: job.HTTPClient}, tun, fetched)
+	// The read stops one byte past index_size; the limit is a stream's for that size.
+	src, err := fetch.Open(ctx, job.request(job.IndexURL, 2*n+1<<20, tun, fetched))
 	if err != nil {
 		return nil, err
 	}

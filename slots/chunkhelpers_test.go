@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -159,7 +160,7 @@ func rig(t testing.TB, img []byte) (*chunked, *storeServer, *chunkSlots, Chunked
 	return c, s, d, d.job(s, fastRetry(&sleepRecorder{}))
 }
 
-func (d *chunkSlots) job(s *storeServer, retry Retry) ChunkedJob {
+func (d *chunkSlots) job(s *storeServer, retry backoff.Policy) ChunkedJob {
 	c := s.c
 	return ChunkedJob{
 		Job: Job{URL: s.URL + "/img.store", Size: int64(len(c.img)), SHA256: sha(c.img), Target: d.target, Booted: d.booted,

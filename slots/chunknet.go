@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
+	"github.com/otad/otad/backoff"
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -18,8 +21,8 @@ import (
 // own, so no lane can hold the buffers another one needs.
 type network struct {
 	in      *chunkInstall
-	src     storeRanges
-	retry   Retry
+	src     fetch.Ranges
+	retry   backoff.Policy
 	fetches []payload.Fetch
 	lanes   []*lane
 	cur     int // the fetch the consumer is in
@@ -72,7 +75,7 @@ func (n *network) close() {
 	for _, l := range append(n.lanes, n.mine) {
 		l.dec.Close()
 	}
-	n.src.close()
+	n.src.Close()
 }
 
 func (n *network) runLane(ctx context.Context, l *lane, first int) {
@@ -102,7 +105,7 @@ func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch) (int, err
 			return i, nil
 		}
 		start := n.in.x.Chunk(i).StoreOffset
-		body, err := n.src.open(ctx, start, f.Offset+f.Length-start)
+		body, err := n.src.Open(ctx, start, f.Offset+f.Length-start)
 		if err == nil {
 			before := i
 			i, err = n.stream(ctx, l, body, i, f.End)
@@ -123,7 +126,7 @@ func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch) (int, err
 // retryWait counts a failure and sleeps the backoff delay when it is
 // transient and attempts are left; otherwise it returns the final error.
 func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
-	var t *transientErr
+	var t *fetch.TransientError
 	if !errors.As(err, &t) || ctx.Err() != nil {
 		return err
 	}
@@ -131,12 +134,8 @@ func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
 	if *fails >= n.retry.Attempts {
 		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store %s: giving up after %d attempts: %w", n.in.job.URL, *fails, err))
 	}
-	d := n.retry.policy().Delay(*fails-1, n.retry.Rand())
 	// The server's Retry-After is a floor, within the cap.
-	if ra := min(t.after, n.retry.Max); ra > d {
-		d = ra
-	}
-	return n.retry.Sleep(ctx, d)
+	return n.retry.Wait(ctx, *fails-1, t.After)
 }
 
 // stream reads chunks i.. of a fetch from body and queues the network ones;
@@ -202,8 +201,8 @@ func (l *lane) read(r io.Reader, c payload.Chunk, buf []byte) ([]byte, error) {
 func (n *network) fetchOne(ctx context.Context, l *lane, c payload.Chunk, buf []byte) ([]byte, error) {
 	fails := 0
 	for {
-		body, err := n.src.open(ctx, c.StoreOffset, int64(c.StoreLength))
-		if errors.Is(err, errNoRanges) {
+		body, err := n.src.Open(ctx, c.StoreOffset, int64(c.StoreLength))
+		if errors.Is(err, fetch.ErrNoRanges) {
 			body, err = openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
 		}
 		if err == nil {
@@ -214,7 +213,7 @@ func (n *network) fetchOne(ctx context.Context, l *lane, c payload.Chunk, buf []
 				return b, nil
 			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = &transientErr{err: fmt.Errorf("store %s: chunk %d cut short: %w", n.in.job.URL, c.Num, err)}
+				err = &fetch.TransientError{Err: fmt.Errorf("store %s: chunk %d cut short: %w", n.in.job.URL, c.Num, err)}
 			}
 		}
 		if err = n.retryWait(ctx, &fails, err); err != nil {
@@ -241,7 +240,7 @@ func (n *network) next(ctx context.Context, c payload.Chunk) (piece, error) {
 		if p.err == nil && p.chunk != c.Num {
 			return piece{}, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("lane delivered chunk %d, chunk %d is next", p.chunk, c.Num))
 		}
-		if !errors.Is(p.err, errNoRanges) {
+		if !errors.Is(p.err, fetch.ErrNoRanges) {
 			return p, p.err
 		}
 		if err := n.sequential(ctx, c); err != nil {
@@ -297,4 +296,31 @@ func (n *network) nextSequential(ctx context.Context, c payload.Chunk) (piece, e
 		return piece{}, err
 	}
 	return piece{chunk: c.Num, buf: b, write: true, pool: l.pool}, nil
+}
+
+// openSequential opens the whole store from its start, positioned at off:
+// what a server that does not serve ranges allows. The stream resumes by
+// itself after transient failures (fetch.Open); its errors are final.
+func openSequential(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64, off int64) (io.ReadCloser, error) {
+	src, err := fetch.Open(ctx, job.request(job.URL, job.Expect.StoreSize, tun, fetched))
+	if err != nil {
+		return nil, err
+	}
+	if err := skipStore(src, off, job); err != nil {
+		src.Close()
+		return nil, err
+	}
+	return src, nil
+}
+
+// skipStore discards n bytes of a sequential store stream.
+func skipStore(r io.Reader, n int64, job *ChunkedJob) error {
+	if n <= 0 {
+		return nil
+	}
+	got, err := io.CopyN(io.Discard, r, n)
+	if errors.Is(err, io.EOF) {
+		return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends after %d bytes", job.Expect.StoreSize, job.URL, got)
+	}
+	return err
 }

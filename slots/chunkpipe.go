@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -118,11 +119,11 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 }
 
 func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
-	src, err := openStore(in.job, in.tun, &in.fetched)
+	src, err := fetch.OpenRanges(in.job.request(in.job.URL, 0, in.tun, &in.fetched), in.job.Expect.StoreSize)
 	if err != nil {
 		return nil, err
 	}
-	n := &network{in: in, src: src, retry: in.job.Retry.withDefaults(), fetches: in.plan.Fetches}
+	n := &network{in: in, src: src, retry: fetch.WithRetryDefaults(in.job.Retry), fetches: in.plan.Fetches}
 	for i := range in.ct.lanes + 1 {
 		var l *lane
 		if i < in.ct.lanes {

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/ota"
 )
 
@@ -110,8 +111,8 @@ func (s *sleepRecorder) got() []time.Duration {
 	return append([]time.Duration(nil), s.delays...)
 }
 
-func fastRetry(rec *sleepRecorder) Retry {
-	return Retry{Attempts: 3, Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Sleep: rec.sleep, Rand: func() float64 { return 0.5 }}
+func fastRetry(rec *sleepRecorder) backoff.Policy {
+	return backoff.Policy{Attempts: 3, Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Sleep: rec.sleep, Rand: func() float64 { return 0.5 }}
 }
 
 func readFile(t testing.TB, path string) []byte {

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/otad/otad/backoff"
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 )
 
@@ -46,7 +49,7 @@ type Job struct {
 	// Readback reads the slot back from storage (not the page cache) and
 	// hashes it again.
 	Readback bool
-	Retry    Retry
+	Retry    backoff.Policy
 	// Schemes are the URL schemes every redirect may use ([download]
 	// schemes); empty allows the payload URL's own scheme and https.
 	Schemes []string
@@ -109,4 +112,20 @@ func (j *Job) check() ([]byte, error) {
 		return nil, ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s: sha256 %q is not 64 hex digits", j.URL, j.SHA256))
 	}
 	return sum[:], nil
+}
+
+// request is the download of url for this job, at most limit bytes.
+func (j *Job) request(url string, limit int64, tun *tuning, fetched *atomic.Int64) fetch.Request {
+	return fetch.Request{URL: url, Limit: limit, Retry: j.Retry, Schemes: j.Schemes, Client: j.HTTPClient, Stall: tun.stall, Fetched: fetched}
+}
+
+// downloadLimit bounds the bytes fetched: download_size when the manifest
+// gives it, else twice the image plus 1 MiB, which no real compressor's
+// output reaches, so endless data (empty gzip members, zstd skippable frames,
+// xz padding) ends with download_failed instead of streaming forever.
+func (j *Job) downloadLimit() int64 {
+	if j.DownloadSize > 0 {
+		return j.DownloadSize
+	}
+	return 2*j.Size + 1<<20
 }

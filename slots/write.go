@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 )
 
@@ -210,7 +211,7 @@ func (p *pipeline) publishDurable(off int64) {
 
 // produce fetches, decompresses and hashes the payload into full buffers.
 func (p *pipeline) produce(ctx context.Context) error {
-	src, err := openSource(ctx, p.job, p.tun, &p.downloaded)
+	src, err := fetch.Open(ctx, p.job.request(p.job.URL, p.job.downloadLimit(), p.tun, &p.downloaded))
 	if err != nil {
 		return err
 	}

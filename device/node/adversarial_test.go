@@ -28,9 +28,11 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/statelock"
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/mqtt"
@@ -196,7 +198,7 @@ func attacks() []attack {
 			return s.write(s.srv.URL+"/loop/0", ota.CompressionNone, nil, []string{"http"})
 		}},
 		{"transport", "server certificate from an unknown CA", string(ota.CodeDownloadFailed), func(s *suite) string {
-			return s.write(s.tls.URL+"/img", ota.CompressionNone, slots.NewHTTPClient(nil), []string{"https"})
+			return s.write(s.tls.URL+"/img", ota.CompressionNone, fetch.NewHTTPClient(nil), []string{"https"})
 		}},
 		{"transport", "connection cut, server without Range", answerOK, payload("/cut-norange", ota.CompressionNone)},
 		{"transport", "5 MB message on a desired topic", answerDropped, func(s *suite) string { return s.mqtt("", bytes.Repeat([]byte("A"), 5<<20)) }},
@@ -377,7 +379,7 @@ func (s *suite) write(url string, comp ota.Compression, client *http.Client, sch
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := slots.Write(ctx, slots.Job{URL: url, Compression: comp, Size: int64(len(s.img)), SHA256: s.sum, Target: slot,
-		HTTPClient: client, Schemes: schemes, Retry: slots.Retry{Attempts: 2, Base: time.Millisecond, Max: time.Millisecond}})
+		HTTPClient: client, Schemes: schemes, Retry: backoff.Policy{Attempts: 2, Base: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {
 		return string(ota.CodeOf(err))
 	}

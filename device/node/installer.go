@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
@@ -16,7 +17,7 @@ type installer struct {
 	booted   string
 	stateDir string // the chunked install's checkpoint and kept indexes
 	readback bool
-	retry    slots.Retry
+	retry    backoff.Policy
 	client   *http.Client
 	schemes  []string
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/tlsfiles"
@@ -101,7 +103,7 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	devs := cfg.Slots.Devices()
 	return parts(cfg, opt, storage{
 		store: agent.Journal{Dir: cfg.StateDir}, bl: bl, booted: booted, bootID: bootID, reboot: reboot,
-		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: slots.NewHTTPClient(tc), keys: keys,
+		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: fetch.NewHTTPClient(tc), keys: keys,
 	}), nil
 }
 
@@ -150,7 +152,7 @@ func parts(cfg *config.Config, opt Options, st storage) *Parts {
 			Store:      st.store,
 			Bootloader: orderedBootloader{st.bl},
 			Installer: &installer{devices: st.devices, mem: st.mem, booted: st.bootedDev, stateDir: st.stateDir, readback: *cfg.Slots.Readback,
-				retry:  slots.Retry{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
+				retry:  backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
 				client: st.client, schemes: dl.Schemes},
 			Checker: &checker{keys: st.keys, devices: st.devices, mem: st.mem, clock: opt.Clock, policy: verify.Policy{
 				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,

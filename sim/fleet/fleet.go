@@ -15,9 +15,9 @@ import (
 
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/sim/device"
-	"github.com/otad/otad/slots"
 )
 
 // Options are otasim fleet's flags.
@@ -105,7 +105,7 @@ func New(o Options) (*Fleet, error) {
 	if keys.Keyring().Len() == 0 {
 		return nil, fmt.Errorf("--keys %s: no public key in it", o.KeysDir)
 	}
-	tr := slots.NewHTTPClient(nil).Transport.(*http.Transport)
+	tr := fetch.NewHTTPClient(nil).Transport.(*http.Transport)
 	// Installs at once share connections to the image server.
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxInstalls, o.MaxInstalls
 	sh := &device.Shared{Config: cfg, Keys: keys, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),

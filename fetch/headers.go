@@ -1,4 +1,4 @@
-package slots
+package fetch
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package slots
+package fetch
 
 import (
 	"context"
@@ -16,57 +16,62 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// storeRanges reads byte ranges of a chunked payload's store.
-type storeRanges interface {
-	// open returns a reader over exactly the store bytes [off, off+n). Its
-	// errors, and open's, are *ota.Error when final, errNoRanges when the
-	// server does not answer range requests as asked, and transient otherwise.
-	open(ctx context.Context, off, n int64) (io.ReadCloser, error)
-	close()
+// Ranges reads byte ranges of a resource of known size (a chunked
+// payload's store).
+type Ranges interface {
+	// Open returns a reader over exactly the bytes [off, off+n). Its errors,
+	// and Open's, are *ota.Error when final, ErrNoRanges when the server
+	// does not answer range requests as asked, and *TransientError
+	// otherwise.
+	Open(ctx context.Context, off, n int64) (io.ReadCloser, error)
+	Close()
 }
 
-// errNoRanges: the server ignored Range (200), answered with several parts,
-// or with another range than asked. The store is then read from its start,
-// skipping what is not needed, as a plain static server allows.
-var errNoRanges = errors.New("the server does not answer single-range requests as asked")
+// ErrNoRanges: the server ignored Range (200), answered with several parts,
+// or with another range than asked. The resource is then read from its
+// start, skipping what is not needed, as a plain static server allows.
+var ErrNoRanges = errors.New("the server does not answer single-range requests as asked")
 
-// transientErr is a failure worth retrying; after is the server's Retry-After.
-type transientErr struct {
-	err   error
-	after time.Duration
+// TransientError is a failure worth retrying; After is the server's
+// Retry-After.
+type TransientError struct {
+	Err   error
+	After time.Duration
 }
 
-func (e *transientErr) Error() string { return e.err.Error() }
-func (e *transientErr) Unwrap() error { return e.err }
+func (e *TransientError) Error() string { return e.Err.Error() }
+func (e *TransientError) Unwrap() error { return e.Err }
 
-// openStore returns the store's ranges for its URL: HTTP(S) or a local file.
-func openStore(job *ChunkedJob, tun *tuning, fetched *atomic.Int64) (storeRanges, error) {
-	u, err := url.Parse(job.URL)
+// OpenRanges returns the ranges of r.URL, HTTP(S) or a local file, which
+// must be size bytes (payload.chunks.store_size): a resource of another
+// size is size_mismatch. r.Limit and r.Retry are not used: each range is
+// bounded, and the caller retries.
+func OpenRanges(r Request, size int64) (Ranges, error) {
+	u, err := url.Parse(r.URL)
 	if err != nil {
-		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: %w", job.URL, err))
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: %w", r.URL, err))
 	}
-	size := job.Expect.StoreSize
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
-		client := job.HTTPClient
-		if client == nil {
-			client = newDefaultClient()
-		}
-		return &httpRanges{client: withRedirectPolicy(client, job.allowedSchemes(u.Scheme)), own: job.HTTPClient == nil,
-			url: job.URL, size: size, stall: tun.stall, fetched: fetched}, nil
+		client, own := r.client(u.Scheme)
+		return &httpRanges{client: client, own: own, url: r.URL, size: size, stall: r.stall(), fetched: r.fetched()}, nil
 	case "file":
-		src, err := openSource(context.Background(), &job.Job, tun, fetched)
+		f, err := openFile(u, r.URL)
 		if err != nil {
 			return nil, err
 		}
-		f := src.(*fileSource).f
-		if n, err := fileSize(f); err != nil || n != size {
+		st, err := f.Stat()
+		if err != nil || st.Size() != size {
 			f.Close()
-			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, payload.chunks.store_size says %d (%v)", job.URL, n, size, err)
+			var n int64
+			if st != nil {
+				n = st.Size()
+			}
+			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, payload.chunks.store_size says %d (%v)", r.URL, n, size, err)
 		}
-		return &fileRanges{f: f, fetched: fetched}, nil
+		return &fileRanges{f: f, fetched: r.fetched()}, nil
 	}
-	return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: unsupported scheme %q", job.URL, u.Scheme))
+	return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: unsupported scheme %q", r.URL, u.Scheme))
 }
 
 // httpRanges asks for one range per request and takes exactly that range.
@@ -79,13 +84,13 @@ type httpRanges struct {
 	fetched *atomic.Int64
 }
 
-func (h *httpRanges) close() {
+func (h *httpRanges) Close() {
 	if h.own {
 		h.client.CloseIdleConnections()
 	}
 }
 
-func (h *httpRanges) open(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+func (h *httpRanges) Open(ctx context.Context, off, n int64) (io.ReadCloser, error) {
 	reqCtx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, h.url, nil)
 	if err != nil {
@@ -108,7 +113,7 @@ func (h *httpRanges) open(ctx context.Context, off, n int64) (io.ReadCloser, err
 		if isPermanentTransportError(err) {
 			return nil, ota.Wrap(ota.CodeDownloadFailed, err)
 		}
-		return nil, &transientErr{err: err}
+		return nil, &TransientError{Err: err}
 	}
 	if err := h.accept(resp, off, n, asked); err != nil {
 		resp.Body.Close()
@@ -126,25 +131,25 @@ func (h *httpRanges) accept(resp *http.Response, off, n int64, asked string) err
 	switch code := resp.StatusCode; {
 	case code == http.StatusPartialContent:
 		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(strings.ToLower(ct), "multipart/") {
-			return fmt.Errorf("%w: a %s answer to %s", errNoRanges, ct, asked)
+			return fmt.Errorf("%w: a %s answer to %s", ErrNoRanges, ct, asked)
 		}
 		if total >= 0 && total != h.size {
 			return h.sizeChanged(total, asked)
 		}
 		if !ok || start != off || end != off+n-1 || (resp.ContentLength >= 0 && resp.ContentLength != n) {
-			return fmt.Errorf("%w: Content-Range %q (Content-Length %d) for %s", errNoRanges, cr, resp.ContentLength, asked)
+			return fmt.Errorf("%w: Content-Range %q (Content-Length %d) for %s", ErrNoRanges, cr, resp.ContentLength, asked)
 		}
 		return nil
 	case code == http.StatusOK:
 		if resp.ContentLength >= 0 && resp.ContentLength != h.size {
 			return h.sizeChanged(resp.ContentLength, asked)
 		}
-		return fmt.Errorf("%w: HTTP 200 to %s", errNoRanges, asked)
+		return fmt.Errorf("%w: HTTP 200 to %s", ErrNoRanges, asked)
 	case code == http.StatusRequestedRangeNotSatisfiable:
 		// The range lies inside store_size: the store is shorter than that.
 		return h.sizeChanged(total, asked)
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return &transientErr{err: status, after: parseRetryAfter(resp.Header.Get("Retry-After"))}
+		return &TransientError{Err: status, After: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	}
 	return ota.Wrap(ota.CodeDownloadFailed, status)
 }
@@ -192,9 +197,9 @@ func (b *rangeBody) Read(p []byte) (int, error) {
 	b.fetched.Add(int64(n))
 	switch {
 	case err == io.EOF && b.left > 0:
-		return n, &transientErr{err: fmt.Errorf("body ended with %d bytes of the range missing: %w", b.left, io.ErrUnexpectedEOF)}
+		return n, &TransientError{Err: fmt.Errorf("body ended with %d bytes of the range missing: %w", b.left, io.ErrUnexpectedEOF)}
 	case err != nil && err != io.EOF:
-		return n, &transientErr{err: stallErr(b.stalled, b.stall, err)}
+		return n, &TransientError{Err: stallErr(b.stalled, b.stall, err)}
 	}
 	return n, err
 }
@@ -212,11 +217,11 @@ type fileRanges struct {
 	fetched *atomic.Int64
 }
 
-func (s *fileRanges) open(_ context.Context, off, n int64) (io.ReadCloser, error) {
+func (s *fileRanges) Open(_ context.Context, off, n int64) (io.ReadCloser, error) {
 	return io.NopCloser(&countingReader{r: io.NewSectionReader(s.f, off, n), n: s.fetched}), nil
 }
 
-func (s *fileRanges) close() { s.f.Close() }
+func (s *fileRanges) Close() { s.f.Close() }
 
 type countingReader struct {
 	r io.Reader
@@ -227,33 +232,4 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// openSequential opens the whole store from its start, positioned at off:
-// what a server that does not serve ranges allows. The stream resumes by
-// itself after transient failures (httpSource); its errors are final.
-func openSequential(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64, off int64) (io.ReadCloser, error) {
-	j := job.Job
-	j.DownloadSize = job.Expect.StoreSize
-	src, err := openSource(ctx, &j, tun, fetched)
-	if err != nil {
-		return nil, err
-	}
-	if err := skipStore(src, off, job); err != nil {
-		src.Close()
-		return nil, err
-	}
-	return src, nil
-}
-
-// skipStore discards n bytes of a sequential store stream.
-func skipStore(r io.Reader, n int64, job *ChunkedJob) error {
-	if n <= 0 {
-		return nil
-	}
-	got, err := io.CopyN(io.Discard, r, n)
-	if errors.Is(err, io.EOF) {
-		return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends after %d bytes", job.Expect.StoreSize, job.URL, got)
-	}
-	return err
 }

@@ -1,4 +1,4 @@
-package slots
+package fetch
 
 import (
 	"crypto/tls"
@@ -13,8 +13,8 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// maxRedirects bounds a payload URL's redirect chain.
-const maxRedirects = 5
+// MaxRedirects bounds a URL's redirect chain.
+const MaxRedirects = 5
 
 // NewHTTPClient is the download client with the [download] TLS settings: tc
 // carries the fleet's CA and the client certificate (nil: system roots).
@@ -26,23 +26,23 @@ func NewHTTPClient(tc *tls.Config) *http.Client {
 	return c
 }
 
-// allowedSchemes are the schemes the payload URL and every redirect may use:
-// the configured ones, or without them the payload URL's own scheme and https.
-func (j *Job) allowedSchemes(scheme string) []string {
-	if len(j.Schemes) > 0 {
-		return j.Schemes
+// allowedSchemes are the schemes a URL and every redirect may use: the
+// configured ones, or without them the URL's own scheme and https.
+func allowedSchemes(configured []string, scheme string) []string {
+	if len(configured) > 0 {
+		return configured
 	}
 	return []string{strings.ToLower(scheme), "https"}
 }
 
 // withRedirectPolicy returns a copy of c that checks every redirect against
-// allowed and stops after maxRedirects: https-only must not be bypassed by a
+// allowed and stops after MaxRedirects: https-only must not be bypassed by a
 // server (or a man in the middle of a plain hop) answering 302 to http://.
 func withRedirectPolicy(c *http.Client, allowed []string) *http.Client {
 	cp := *c
 	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > maxRedirects {
-			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: more than %d redirects", via[0].URL.Redacted(), maxRedirects))
+		if len(via) > MaxRedirects {
+			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: more than %d redirects", via[0].URL.Redacted(), MaxRedirects))
 		}
 		if !slices.ContainsFunc(allowed, func(s string) bool { return strings.EqualFold(s, req.URL.Scheme) }) {
 			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: redirect to %s: scheme %q not allowed (allowed: %s)",
@@ -75,17 +75,6 @@ func skipBody(body io.Reader, n int64, timer *time.Timer, stall time.Duration) e
 		}
 	}
 	return nil
-}
-
-// downloadLimit bounds the bytes fetched: download_size when the manifest
-// gives it, else twice the image plus 1 MiB, which no real compressor's
-// output reaches, so endless data (empty gzip members, zstd skippable frames,
-// xz padding) ends with download_failed instead of streaming forever.
-func (j *Job) downloadLimit() int64 {
-	if j.DownloadSize > 0 {
-		return j.DownloadSize
-	}
-	return 2*j.Size + 1<<20
 }
 
 // newDefaultClient has timeouts on each step that can hang (connect, TLS,

@@ -1,4 +1,4 @@
-package slots
+package fetch
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/ota"
 )
 
@@ -21,8 +22,8 @@ type httpSource struct {
 	client    *http.Client
 	ownClient bool
 	url       string
-	retry     Retry
-	limit     int64 // Job.downloadLimit
+	retry     backoff.Policy
+	limit     int64 // Request.Limit
 	stall     time.Duration
 
 	off       int64 // payload bytes delivered to the reader
@@ -129,13 +130,10 @@ func (s *httpSource) connect() error {
 			if s.fails >= s.retry.Attempts {
 				return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", s.fails, s.lastErr))
 			}
-			d := s.retry.policy().Delay(s.fails-1, s.retry.Rand())
-			// Honour the server's Retry-After as a floor, within the cap.
-			if ra := min(s.retryAfter, s.retry.Max); ra > d {
-				d = ra
-			}
+			// The server's Retry-After is a floor, within the cap.
+			ra := s.retryAfter
 			s.retryAfter = 0
-			if err := s.retry.Sleep(s.ctx, d); err != nil {
+			if err := s.retry.Wait(s.ctx, s.fails-1, ra); err != nil {
 				return err
 			}
 		}
