@@ -76,7 +76,7 @@ func (f *fakeInstaller) booted() SlotInfo {
 	return f.lastBooted
 }
 
-func (f *fakeInstaller) Install(ctx context.Context, job InstallJob, progress func(InstallProgress)) error {
+func (f *fakeInstaller) Install(ctx context.Context, job InstallJob, progress func(ota.Progress)) error {
 	t := job.Target
 	f.mu.Lock()
 	f.lastBooted = job.Booted
@@ -89,13 +89,13 @@ func (f *fakeInstaller) Install(ctx context.Context, job InstallJob, progress fu
 			break
 		}
 	}
-	progress(InstallProgress{Done: 1, Total: t.Payload.Size, Transfer: ota.Transfer{BytesFetched: 10}})
+	progress(ota.Progress{Phase: ota.Downloading, BytesDone: 1, BytesTotal: t.Payload.Size, Transfer: ota.Transfer{BytesFetched: 10}})
 	select {
 	case <-time.After(f.delay):
 	case <-ctx.Done():
 		return ota.Wrap(ota.CodeCancelled, ctx.Err())
 	}
-	progress(InstallProgress{Verifying: true, Done: t.Payload.Size, Total: t.Payload.Size, Transfer: fakeTransfer(t)})
+	progress(ota.Progress{Phase: ota.Verifying, BytesDone: t.Payload.Size, BytesTotal: t.Payload.Size, Transfer: fakeTransfer(t)})
 	if f.code != "" {
 		return ota.Wrap(f.code, errors.New("bad bytes"))
 	}
@@ -308,7 +308,7 @@ type recordingInstaller struct {
 	quick bool
 }
 
-func (r *recordingInstaller) Install(ctx context.Context, job InstallJob, _ func(InstallProgress)) error {
+func (r *recordingInstaller) Install(ctx context.Context, job InstallJob, _ func(ota.Progress)) error {
 	r.mu.Lock()
 	r.ids = append(r.ids, job.Target.ID)
 	r.mu.Unlock()

@@ -24,9 +24,11 @@ type Bootloader interface {
 }
 
 // Installer writes a target's payload into target.Slot and verifies it.
-// It reports progress without blocking and returns an *ota.Error on failure.
+// It reports progress (phase, image bytes written or read back, where the
+// bytes came from so far) without blocking and returns an *ota.Error on
+// failure.
 type Installer interface {
-	Install(ctx context.Context, job InstallJob, progress func(InstallProgress)) error
+	Install(ctx context.Context, job InstallJob, progress func(ota.Progress)) error
 }
 
 // InstallJob is one install: the target, and what the booted slot holds
@@ -34,14 +36,6 @@ type Installer interface {
 type InstallJob struct {
 	Target Target
 	Booted SlotInfo
-}
-
-// InstallProgress is a writer's report: image bytes written (read back,
-// when verifying) of Total, and where the bytes came from so far.
-type InstallProgress struct {
-	Verifying   bool
-	Done, Total int64
-	ota.Transfer
 }
 
 // Checker runs the offer checks of docs/contract/checks.md and turns a valid offer into a

@@ -66,7 +66,6 @@ type StartHealth struct{ effect }
 // PublishProgress reports bytes done (not journaled).
 type PublishProgress struct {
 	effect
-	Target           Target
-	BytesDone, Total int64
-	ota.Transfer
+	Target Target
+	ota.Progress
 }

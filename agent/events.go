@@ -46,13 +46,11 @@ type EvRefused struct {
 	Pending bool
 }
 
-// EvProgress reports the writer's progress; Phase "verifying" moves the state on.
+// EvProgress reports the writer's progress; Phase verifying moves the state on.
 type EvProgress struct {
 	event
-	Gen              uint64
-	Verifying        bool
-	BytesDone, Total int64
-	ota.Transfer
+	Gen uint64
+	ota.Progress
 }
 
 // EvInstallDone ends a write: Code is empty on success.

@@ -105,11 +105,11 @@ func (a *Agent) startInstall(e StartInstall) {
 	go func() {
 		var last ota.Transfer // the writer may report from goroutines of its own
 		var mu sync.Mutex
-		err := a.d.Installer.Install(ctx, InstallJob{Target: e.Target, Booted: e.Booted}, func(p InstallProgress) {
+		err := a.d.Installer.Install(ctx, InstallJob{Target: e.Target, Booted: e.Booted}, func(p ota.Progress) {
 			mu.Lock()
 			last = p.Transfer
 			mu.Unlock()
-			a.latest.Store(&EvProgress{Gen: gen, Verifying: p.Verifying, BytesDone: p.Done, Total: p.Total, Transfer: p.Transfer})
+			a.latest.Store(&EvProgress{Gen: gen, Progress: p})
 			select {
 			case a.progress <- struct{}{}:
 			default:
@@ -200,8 +200,8 @@ func (a *Agent) publishProgress(e PublishProgress) {
 		a.status.Target = &t
 	}
 	a.mu.Unlock()
-	msg := ota.Progress{Device: a.cfg.DeviceID, ID: e.Target.ID, SHA256: e.Target.SHA256(),
-		BytesDone: e.BytesDone, BytesTotal: e.Total, BytesPerSecond: rate, Transfer: e.Transfer}
+	msg := e.Progress
+	msg.Device, msg.ID, msg.SHA256, msg.BytesPerSecond = a.cfg.DeviceID, e.Target.ID, e.Target.SHA256(), rate
 	for _, p := range a.d.Publishers {
 		p.Progress(msg)
 	}

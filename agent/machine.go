@@ -123,10 +123,10 @@ func (m *machine) progress(ev EvProgress) {
 		return
 	}
 	t.BytesDone, t.Transfer = ev.BytesDone, ev.Transfer
-	if ev.Verifying && m.s.Phase == ota.Downloading {
+	if ev.Phase == ota.Verifying && m.s.Phase == ota.Downloading {
 		m.transition(ota.Verifying, nil, "")
 	}
-	m.do(PublishProgress{Target: *t, BytesDone: ev.BytesDone, Total: ev.Total, Transfer: ev.Transfer})
+	m.do(PublishProgress{Target: *t, Progress: ev.Progress})
 }
 
 func (m *machine) installDone(ev EvInstallDone) {

@@ -15,7 +15,7 @@ func tgt(name string, minute int) Target {
 	return Target{
 		ID: "rel-" + name, Version: name, SecurityVersion: 1,
 		IssuedAt: t0.Add(time.Duration(minute) * time.Minute),
-		Payload:  Payload{URL: "https://x/" + name, Compression: "none", Size: 100, SHA256: strings.Repeat(name[:1], 64)},
+		Payload:  ota.Payload{URL: "https://x/" + name, Compression: "none", Size: 100, SHA256: strings.Repeat(name[:1], 64)},
 	}
 }
 
@@ -114,17 +114,17 @@ func TestStep(t *testing.T) {
 			result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "newer offer while verifying supersedes",
-			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 100, Total: 100}, EvOffer{Target: m}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Progress: ota.Progress{Phase: ota.Verifying, BytesDone: 100, BytesTotal: 100}}, EvOffer{Target: m}},
 			phase: ota.Downloading, result: ota.ResultSuperseded, targetID: "rel-m",
 			effects: "cancel persist emit(verifying>verifying,superseded) persist emit(verifying>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "offer for the booted image while downloading cancels and is up to date",
 			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: o}}, phase: ota.Idle, result: ota.ResultUpToDate,
 			effects: "cancel persist emit(downloading>downloading,superseded) persist emit(downloading>idle,up_to_date)"},
 		{name: "progress moves to verifying once",
-			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Verifying: true, BytesDone: 50, Total: 100}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvProgress{Gen: 1, Progress: ota.Progress{Phase: ota.Verifying, BytesDone: 50, BytesTotal: 100}}},
 			phase: ota.Verifying, effects: "persist emit(downloading>verifying) progress", targetID: "rel-n"},
 		{name: "progress of an old writer is ignored",
-			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: m}, EvProgress{Gen: 1, Verifying: true}},
+			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvOffer{Target: m}, EvProgress{Gen: 1, Progress: ota.Progress{Phase: ota.Verifying}}},
 			phase: ota.Downloading, effects: "none", targetID: "rel-m"},
 		{name: "verified write stages, flips and reboots (immediate)",
 			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, done(1, "")}, phase: ota.Rebooting, targetID: "rel-n",
@@ -299,7 +299,7 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 	s := fresh()
 	p := Policy{RebootImmediately: true, MaxRestarts: 2}
 	var persistedSeq, lastSeq uint64
-	evs := []Event{EvOffer{Target: tgt("n", 1)}, EvProgress{Gen: 1, Verifying: true}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
+	evs := []Event{EvOffer{Target: tgt("n", 1)}, EvProgress{Gen: 1, Progress: ota.Progress{Phase: ota.Verifying}}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
 	for _, ev := range evs {
 		var effects []Effect
 		s, effects = Step(s, p, ev)

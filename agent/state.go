@@ -17,26 +17,15 @@ type SlotInfo struct {
 	Status          ota.SlotState `json:"status,omitempty"`
 }
 
-// Payload says where an image comes from and what lands in the slot.
-type Payload struct {
-	URL          string          `json:"url"`
-	Compression  ota.Compression `json:"compression"`
-	Size         int64           `json:"size"`
-	SHA256       string          `json:"sha256"`
-	DownloadSize int64           `json:"download_size,omitempty"`
-	// Chunks is set for a chunked payload (manifest schema 2, docs/contract/chunked.md).
-	Chunks *ota.Chunks `json:"chunks,omitempty"`
-}
-
 // Target is an accepted offer: the install in progress, or the one waiting.
 type Target struct {
-	ID              string    `json:"id"`
-	Version         string    `json:"version"`
-	SecurityVersion uint64    `json:"security_version"`
-	IssuedAt        time.Time `json:"issued_at"`
-	Payload         Payload   `json:"payload"`
-	Slot            ota.Slot  `json:"slot,omitempty"` // set when the install starts
-	BytesDone       int64     `json:"bytes_done"`
+	ID              string      `json:"id"`
+	Version         string      `json:"version"`
+	SecurityVersion uint64      `json:"security_version"`
+	IssuedAt        time.Time   `json:"issued_at"`
+	Payload         ota.Payload `json:"payload"`
+	Slot            ota.Slot    `json:"slot,omitempty"` // set when the install starts
+	BytesDone       int64       `json:"bytes_done"`
 	// Transfer is what the install fetched and reused so far.
 	ota.Transfer
 	// ManifestSHA256 identifies the offer (docs/contract/installing.md): an ended one never starts again.

@@ -84,7 +84,7 @@ func (p *progress) update(st ota.Status, now time.Time) {
 	if dt := last.at.Sub(first.at).Seconds(); dt > 0 && last.done > first.done {
 		rate = float64(last.done-first.done) / dt
 	}
-	if line := progressLine(st.State, t.BytesDone, t.BytesTotal, rate); line != p.line {
+	if line := progressLine(ota.Progress{Phase: st.State, BytesDone: t.BytesDone, BytesTotal: t.BytesTotal, BytesPerSecond: rate}); line != p.line {
 		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
 		p.line = line
 	}
@@ -99,7 +99,8 @@ func (p *progress) finish() {
 }
 
 // progressLine is "downloading  42%  1.3 GiB of 3.0 GiB  35.1 MiB/s  ETA 0:51".
-func progressLine(phase ota.Phase, done, total int64, rate float64) string {
+func progressLine(p ota.Progress) string {
+	done, total, rate := p.BytesDone, p.BytesTotal, p.BytesPerSecond
 	pct := 0
 	if total > 0 {
 		pct = int(min(100, max(0, done*100/total)))
@@ -111,7 +112,7 @@ func progressLine(phase ota.Phase, done, total int64, rate float64) string {
 			eta = clock(time.Duration(float64(total-done) / rate * float64(time.Second)))
 		}
 	}
-	return fmt.Sprintf("%-11s %3d%%  %s of %s  %s  ETA %s", phase, pct, size(done), size(total), r, eta)
+	return fmt.Sprintf("%-11s %3d%%  %s of %s  %s  ETA %s", p.Phase, pct, size(done), size(total), r, eta)
 }
 
 // size is a byte count as people read it: "3.0 GiB".

@@ -35,7 +35,7 @@ func TestProgressLine(t *testing.T) {
 		{ota.Downloading, 1 << 20, 8 << 30, 1 << 20, "downloading   0%  1.0 MiB of 8.0 GiB  1.0 MiB/s  ETA 2:16:31"},
 		{ota.Downloading, 5, 0, 0, "downloading   0%  5 B of 0 B  -  ETA --:--"},
 	} {
-		if got := progressLine(c.phase, c.done, c.total, c.rate); got != c.want {
+		if got := progressLine(ota.Progress{Phase: c.phase, BytesDone: c.done, BytesTotal: c.total, BytesPerSecond: c.rate}); got != c.want {
 			t.Errorf("progressLine(%s, %d, %d, %.0f) =\n%q, want\n%q", c.phase, c.done, c.total, c.rate, got, c.want)
 		}
 	}

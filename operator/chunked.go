@@ -82,7 +82,7 @@ func reportChunked(w io.Writer, out string, res *payload.Result) {
 // checkChunked checks out.idx and out.store against a manifest's chunked payload: the
 // index as a device would check it, then every chunk and the image they make.
 func checkChunked(ctx context.Context, p *verify.Payload, out string) (int, error) {
-	want := p.Expect()
+	want := verify.Expect(p)
 	f, err := os.Open(out + ".idx")
 	if err != nil {
 		return 0, err

@@ -96,7 +96,7 @@ func decodeAll(t *testing.T, p *verify.Payload, out string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := payload.ParseIndex(idx, p.Expect())
+	x, err := payload.ParseIndex(idx, verify.Expect(p))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,11 +84,18 @@ type Event struct {
 	Transfer
 }
 
-// Progress is a progress report of the install in progress.
+// Progress is how far the install in progress has got, the one shape of
+// every progress report: the slot writer's (Phase, bytes and Transfer),
+// which the agent completes with the device, the install and the rate and
+// publishes as the progress message (docs/contract/formats.md). BytesDone
+// counts image bytes written to the slot (in Phase downloading) or read
+// back (verifying) of BytesTotal, the image size. The message leaves the
+// phase out: the status's state says it.
 type Progress struct {
 	Device         string  `json:"device"`
 	ID             string  `json:"id"`
 	SHA256         string  `json:"sha256"`
+	Phase          Phase   `json:"-"`
 	BytesDone      int64   `json:"bytes_done"`
 	BytesTotal     int64   `json:"bytes_total"`
 	BytesPerSecond float64 `json:"bytes_per_second"`

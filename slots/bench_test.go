@@ -38,7 +38,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/readback=%v", comp, readback), func(b *testing.B) {
 				b.SetBytes(size)
 				for b.Loop() {
-					if err := Write(b.Context(), Job{URL: srv.URL, Compression: comp, Size: size, SHA256: sum, Target: slot, Readback: readback}); err != nil {
+					if err := Write(b.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: comp, Size: size, SHA256: sum}, Target: File(slot), Readback: readback}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -90,7 +90,7 @@ func BenchmarkWriteChunked(b *testing.B) {
 		for b.Loop() {
 			fresh(b)
 			c0 := cpuNow()
-			if err := Write(b.Context(), Job{URL: srv.URL + "/img", Compression: "none", Size: size, SHA256: sha(img), Target: slot}); err != nil {
+			if err := Write(b.Context(), Job{Payload: ota.Payload{URL: srv.URL + "/img", Compression: "none", Size: size, SHA256: sha(img)}, Target: File(slot)}); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
@@ -100,7 +100,7 @@ func BenchmarkWriteChunked(b *testing.B) {
 		b.SetBytes(size)
 		for b.Loop() {
 			fresh(b)
-			job := ChunkedJob{Job: Job{URL: srv.URL + "/img.store", Size: size, SHA256: sha(img), Target: slot},
+			job := ChunkedJob{Job: Job{Payload: ota.Payload{URL: srv.URL + "/img.store", Size: size, SHA256: sha(img)}, Target: File(slot)},
 				IndexURL: srv.URL + "/img.idx", Expect: res.Expect(), Offer: "bench", StateDir: b.TempDir()}
 			c0 := cpuNow()
 			if err := WriteChunked(b.Context(), job); err != nil {

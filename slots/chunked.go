@@ -94,7 +94,7 @@ func writeChunked(ctx context.Context, job ChunkedJob, tun tuning, ct chunkTunin
 	err := in.run(ctx)
 	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {
 		// The caller's cancellation caused whatever failed.
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.targetName(), ctx.Err(), err))
 	}
 	return err
 }
@@ -129,22 +129,25 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if err := job.checkChunks(); err != nil {
 		return err
 	}
-	if job.Slot != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: chunked payloads are written to slot files and block devices only", job.Slot.name))
+	// It reads the slots and keeps a checkpoint of what is on storage: a
+	// File's work.
+	file, ok := job.Target.(File)
+	if !ok {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: chunked payloads are written to slot files and block devices only", job.targetName()))
 	}
 	if err := ctx.Err(); err != nil {
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.targetName(), err))
 	}
 	// The index first: a hostile one is refused before the slot is opened.
 	if in.x, err = fetchIndex(ctx, job, in.tun, &in.fetched); err != nil {
 		return err
 	}
-	if in.tgt, err = openTarget(job.Target, job.Booted, in.tun.mountinfo); err != nil {
+	if in.tgt, err = openTarget(string(file), job.bootedPath(), in.tun.mountinfo); err != nil {
 		return err
 	}
 	defer in.tgt.close()
 	if in.tgt.size < job.Size {
-		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.Target, in.tgt.size, job.URL, job.Size))
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.targetName(), in.tgt.size, job.URL, job.Size))
 	}
 	in.state = chunkState{dir: filepath.Join(job.StateDir, chunkDirName)}
 	if err := in.state.init(); err != nil {
@@ -202,9 +205,9 @@ func (j *ChunkedJob) checkChunks() error {
 	case j.Expect.IndexSize > payload.MaxIndexSize:
 		return ota.FieldErrorf(ota.CodeIndexMismatch, "payload.chunks.index_size", "%d bytes, more than this device holds (%d)", j.Expect.IndexSize, payload.MaxIndexSize)
 	case j.IndexURL == "":
-		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no index url", j.Target))
+		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no index url", j.targetName()))
 	case j.StateDir == "":
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("job for %s: no state directory for the checkpoint", j.Target))
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("job for %s: no state directory for the checkpoint", j.targetName()))
 	}
 	return nil
 }

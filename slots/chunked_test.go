@@ -30,22 +30,22 @@ func TestWriteChunked(t *testing.T) {
 			c := makeChunked(t, img)
 			s := newStoreServer(t, c)
 			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
-			var last Progress
-			phases := map[string]bool{}
+			var last ota.Progress
+			phases := map[ota.Phase]bool{}
 			job := d.job(s, fastRetry(&sleepRecorder{}))
 			job.Readback = tc.readback
-			job.Progress = func(p Progress) { last = p; phases[p.Phase] = true }
+			job.Progress = func(p ota.Progress) { last = p; phases[p.Phase] = true }
 			if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
 				t.Fatal(err)
 			}
 			checkSlot(t, d.target, img, d.slotSize)
-			if want := int64(len(c.idx) + len(c.store)); last.Downloaded != want || last.Reused != 0 || last.BytesDone != int64(len(img)) {
+			if want := int64(len(c.idx) + len(c.store)); last.BytesFetched != want || last.BytesReused != 0 || last.BytesDone != int64(len(img)) {
 				t.Fatalf("last progress %+v, want %d bytes fetched, none reused, all done", last, want)
 			}
 			if s.served.Load() != int64(len(c.store)) {
 				t.Fatalf("server sent %d store bytes, the store is %d", s.served.Load(), len(c.store))
 			}
-			if phases[PhaseVerifying] != tc.readback {
+			if phases[ota.Verifying] != tc.readback {
 				t.Fatalf("phases %v with readback %v", phases, tc.readback)
 			}
 			kept := readFile(t, filepath.Join(d.state, chunkDirName, sha(img)+indexSuffix))
@@ -102,8 +102,8 @@ func TestChunkedReuse(t *testing.T) {
 			s := newStoreServer(t, c2)
 			job := d.job(s, fastRetry(&sleepRecorder{}))
 			job.BootedImage, job.Readback = bootedImage, true
-			var last Progress
-			job.Progress = func(p Progress) { last = p }
+			var last ota.Progress
+			job.Progress = func(p ota.Progress) { last = p }
 			// No GC: a finalizer would close a file the install left open.
 			defer debug.SetGCPercent(debug.SetGCPercent(-1))
 			if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
@@ -114,12 +114,12 @@ func TestChunkedReuse(t *testing.T) {
 			}
 			checkSlot(t, d.target, v2, d.slotSize)
 			served, limit := s.served.Load(), tc.maxRatio*float64(len(c2.store))
-			t.Logf("served %d of %d store bytes (%.2f%%), fetched %d with the index, reused %d", served, len(c2.store), 100*float64(served)/float64(len(c2.store)), last.Downloaded, last.Reused)
-			if float64(served) > limit || last.Downloaded != served+int64(len(c2.idx)) {
-				t.Fatalf("served %d store bytes, want at most %.0f; reported %d fetched", served, limit, last.Downloaded)
+			t.Logf("served %d of %d store bytes (%.2f%%), fetched %d with the index, reused %d", served, len(c2.store), 100*float64(served)/float64(len(c2.store)), last.BytesFetched, last.BytesReused)
+			if float64(served) > limit || last.BytesFetched != served+int64(len(c2.idx)) {
+				t.Fatalf("served %d store bytes, want at most %.0f; reported %d fetched", served, limit, last.BytesFetched)
 			}
-			if last.Reused < int64(len(v2))*9/10 {
-				t.Fatalf("reused %d bytes of %d", last.Reused, len(v2))
+			if last.BytesReused < int64(len(v2))*9/10 {
+				t.Fatalf("reused %d bytes of %d", last.BytesReused, len(v2))
 			}
 			_, err := os.Stat(filepath.Join(d.state, chunkDirName, scanName))
 			if scanned := err == nil; scanned == tc.kept {
@@ -208,7 +208,7 @@ func TestChunkedHostileIndex(t *testing.T) {
 			tc.change(&c, &job)
 			if tc.code == ota.CodeIndexMismatch {
 				// No slot at all: the index is refused before the slot is opened.
-				job.Target = filepath.Join(d.dir, "missing.img")
+				job.Target = File(filepath.Join(d.dir, "missing.img"))
 			}
 			err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning())
 			wantCode(t, err, tc.code)

@@ -163,7 +163,7 @@ func rig(t testing.TB, img []byte) (*chunked, *storeServer, *chunkSlots, Chunked
 func (d *chunkSlots) job(s *storeServer, retry backoff.Policy) ChunkedJob {
 	c := s.c
 	return ChunkedJob{
-		Job: Job{URL: s.URL + "/img.store", Size: int64(len(c.img)), SHA256: sha(c.img), Target: d.target, Booted: d.booted,
+		Job: Job{Payload: ota.Payload{URL: s.URL + "/img.store", Size: int64(len(c.img)), SHA256: sha(c.img)}, Target: File(d.target), Booted: File(d.booted),
 			Retry: retry},
 		IndexURL: s.URL + "/img.idx", Expect: c.want, Offer: "offer-" + sha(c.img)[:8], StateDir: d.state,
 	}

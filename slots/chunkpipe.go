@@ -147,9 +147,9 @@ func (in *chunkInstall) classify(err error) error {
 	case errors.As(err, &e):
 		return err
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.targetName(), err))
 	}
-	return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.Target, err))
+	return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("write %s to %s: %w", in.job.URL, in.job.targetName(), err))
 }
 
 // assemble takes every chunk of the plan from its source, checked against
@@ -224,7 +224,7 @@ func readBooted(f *os.File, off int64, n int, buf []byte) ([]byte, error) {
 // the committer a checkpoint when one is due (chunkTuning); at most one
 // waits while another is written.
 func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
-	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.Target, lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
+	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.targetName(), lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
 	maxBatch := max(1, in.ct.batchBytes/int(in.x.ChunkSize()))
 	batch := make([]piece, 0, maxBatch)
 	iov := make([][]byte, 0, maxBatch)
@@ -285,7 +285,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 			}
 		}
 		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-		in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, false)
+		in.progress.report(ota.Downloading, cp.Done, cp.Fetched, cp.Reused, false)
 		since := time.Since(lastAt)
 		if (cp.Done-lastDone >= in.ct.checkpointBytes && since >= in.ct.checkpointGap) || since >= in.ct.checkpointEvery {
 			select {
@@ -301,7 +301,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	}
 	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
 	in.counts = cp
-	in.progress.report(PhaseDownloading, cp.Done, cp.Fetched, cp.Reused, true)
+	in.progress.report(ota.Downloading, cp.Done, cp.Fetched, cp.Reused, true)
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (in *chunkInstall) writeBatch(batch []piece, iov [][]byte) error {
 			iov = append(iov, batch[i].buf)
 		}
 		if err := pwritev(in.tgt.f, iov, off); err != nil {
-			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write at offset %d of %s: %w", off, in.job.Target, err))
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write at offset %d of %s: %w", off, in.job.targetName(), err))
 		}
 	}
 	return nil
@@ -359,7 +359,7 @@ func (in *chunkInstall) commitLoop(ctx context.Context, due <-chan checkpoint) e
 			continue
 		}
 		if err := unix.Fdatasync(int(in.tgt.f.Fd())); err != nil {
-			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", in.job.Target, err))
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", in.job.targetName(), err))
 		}
 		if hook := in.ct.beforeCheckpoint; hook != nil {
 			if err := hook(cp.Next); err != nil {

@@ -60,8 +60,8 @@ func TestChunkedPowerCut(t *testing.T) {
 	if cp.Next == 0 || cp.Next >= cutAt || first < int64(len(c.store))/4 {
 		t.Fatalf("checkpoint at chunk %d, cut at %d, %d bytes served: the test does not test a resume", cp.Next, cutAt, first)
 	}
-	var last Progress
-	job.Progress = func(p Progress) { last = p }
+	var last ota.Progress
+	job.Progress = func(p ota.Progress) { last = p }
 	if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestChunkedPowerCut(t *testing.T) {
 	if total, limit := s.served.Load(), int64(len(c.store))+ct.checkpointBytes; total > limit {
 		t.Fatalf("served %d store bytes in all, more than the store and one checkpoint interval (%d)", total, limit)
 	}
-	if last.Reused == 0 {
+	if last.BytesReused == 0 {
 		t.Fatal("nothing written after the checkpoint was taken from the target")
 	}
 }

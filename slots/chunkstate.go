@@ -125,10 +125,11 @@ func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
 // index of another chunk size), kept in booted.scan for the next restart.
 func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error) {
 	job := in.job
-	if job.Booted == "" {
+	booted := job.bootedPath()
+	if booted == "" {
 		return nil, nil
 	}
-	f, err := os.Open(job.Booted)
+	f, err := os.Open(booted)
 	if err != nil {
 		// Nothing to reuse is slower, never wrong.
 		return nil, nil
@@ -142,7 +143,7 @@ func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error)
 	if err != nil {
 		return nil, nil
 	}
-	key := scanKey(job.Booted, job.BootedImage, cs, size)
+	key := scanKey(booted, job.BootedImage, cs, size)
 	if h := in.state.loadScan(key); h != nil {
 		return h, nil
 	}

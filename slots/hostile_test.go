@@ -59,8 +59,8 @@ func TestDecoderMemoryCaps(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := serveBytes(t, c.payload)
-			err := write(t.Context(), Job{URL: srv.URL, Compression: c.comp, Size: int64(len(img)), SHA256: sha(img),
-				Target: makeSlot(t, dir, "s"+strconv.Itoa(i), 1<<20), Retry: fastRetry(&sleepRecorder{})}, testTuning())
+			err := write(t.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: c.comp, Size: int64(len(img)), SHA256: sha(img)},
+				Target: File(makeSlot(t, dir, "s"+strconv.Itoa(i), 1<<20)), Retry: fastRetry(&sleepRecorder{})}, testTuning())
 			if c.ok && err != nil {
 				t.Fatal(err)
 			}
@@ -105,8 +105,8 @@ func TestEndlessDataIsCapped(t *testing.T) {
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			err := write(ctx, Job{URL: srv.URL, Compression: c.comp, Size: int64(len(img)), SHA256: sha(img),
-				Target: makeSlot(t, t.TempDir(), "slot", 1<<20), Retry: fastRetry(&sleepRecorder{})}, testTuning())
+			err := write(ctx, Job{Payload: ota.Payload{URL: srv.URL, Compression: c.comp, Size: int64(len(img)), SHA256: sha(img)},
+				Target: File(makeSlot(t, t.TempDir(), "slot", 1<<20)), Retry: fastRetry(&sleepRecorder{})}, testTuning())
 			if ota.CodeOf(err) != ota.CodeDownloadFailed || !strings.Contains(err.Error(), "limit") {
 				t.Fatalf("err = %v, want download_failed over the download limit", err)
 			}

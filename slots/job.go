@@ -12,44 +12,24 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Progress phases.
-const (
-	PhaseDownloading = "downloading"
-	PhaseVerifying   = "verifying"
-)
-
-// Progress reports how far a Write has got. While downloading, BytesDone
-// counts decompressed bytes written to the slot and Downloaded the bytes
-// fetched; while verifying, BytesDone counts bytes read back. Reused counts
-// image bytes a chunked install took from the slots on the device.
-type Progress struct {
-	Phase      string
-	BytesDone  int64
-	BytesTotal int64
-	Downloaded int64
-	Reused     int64
-}
-
-// Job describes one payload (docs/contract/formats.md) and where it goes.
+// Job describes one payload and where it goes.
 type Job struct {
-	URL          string
-	Compression  ota.Compression
-	Size         int64
-	SHA256       string
-	DownloadSize int64
+	// Payload is the image (docs/contract/formats.md). Write uses its URL,
+	// Compression, Size, SHA256 and DownloadSize; a ChunkedJob its Size and
+	// SHA256, and the store's URL.
+	ota.Payload
 
-	// Target is the inactive slot: a block device, or a regular file in
-	// tests; with Slot, only its name in messages.
-	Target string
-	// Slot, when set, is the inactive slot in memory (a simulated device),
-	// written instead of the file at Target.
-	Slot *MemSlot
-	// Booted is the booted slot; Write refuses to write it.
-	Booted string
+	// Target is the inactive slot.
+	Target Target
+	// Booted is the booted slot: a File that is it is refused as Target,
+	// and a chunked install reuses its chunks; nil when unknown.
+	Booted Target
 	// Readback reads the slot back from storage (not the page cache) and
 	// hashes it again.
 	Readback bool
-	Retry    backoff.Policy
+	// Retry is the policy for transient download errors; zero fields take
+	// the [download] defaults (fetch.WithRetryDefaults).
+	Retry backoff.Policy
 	// Schemes are the URL schemes every redirect may use ([download]
 	// schemes); empty allows the payload URL's own scheme and https.
 	Schemes []string
@@ -58,8 +38,11 @@ type Job struct {
 	HTTPClient *http.Client
 	// Progress, when set, is called from Write's goroutine at most every
 	// 250 ms and at the end of each phase; it must not block.
-	Progress func(Progress)
+	Progress func(ota.Progress)
 }
+
+// defaultMountinfo is where mounted devices are listed.
+const defaultMountinfo = "/proc/self/mountinfo"
 
 // tuning holds the pipeline's knobs. Write uses defaultTuning; tests and
 // benchmarks try others.
@@ -86,17 +69,17 @@ func defaultTuning() tuning {
 		readBufs:      2,
 		stall:         60 * time.Second,
 		progressEvery: 250 * time.Millisecond,
-		mountinfo:     "/proc/self/mountinfo",
+		mountinfo:     defaultMountinfo,
 	}
 }
 
 // check validates the job's fields and returns the decoded sha256.
 func (j *Job) check() ([]byte, error) {
-	if j.Target == "" && j.Slot == nil {
+	if j.Target == nil || j.Target.Name() == "" {
 		return nil, ota.Wrap(ota.CodeWriteFailed, errors.New("job: no target slot"))
 	}
 	if j.URL == "" {
-		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target))
+		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("job for %s: no payload url", j.Target.Name()))
 	}
 	if j.Compression != "" && !j.Compression.Valid() {
 		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("payload %s: unsupported compression %q", j.URL, j.Compression))
@@ -128,4 +111,20 @@ func (j *Job) downloadLimit() int64 {
 		return j.DownloadSize
 	}
 	return 2*j.Size + 1<<20
+}
+
+// bootedPath is the booted slot's device, when it is a File.
+func (j *Job) bootedPath() string {
+	if f, ok := j.Booted.(File); ok {
+		return string(f)
+	}
+	return ""
+}
+
+// targetName is the target slot's name, for messages.
+func (j *Job) targetName() string {
+	if j.Target == nil {
+		return ""
+	}
+	return j.Target.Name()
 }

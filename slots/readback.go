@@ -92,7 +92,7 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 	}
 	defer closeRead()
 	p.direct.Store(direct)
-	q := &readQueue{read: read, target: p.job.Target, free: append([][]byte(nil), p.readBufs...)}
+	q := &readQueue{read: read, target: p.job.targetName(), free: append([][]byte(nil), p.readBufs...)}
 	defer q.wait()
 	var before func(off, n int64)
 	if p.tun.beforeReadback != nil {
@@ -122,7 +122,7 @@ func (p *pipeline) readback(ctx context.Context) (err error) {
 		q.release(r)
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
-		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %s", p.job.Target, sum, strings.ToLower(p.job.SHA256)))
+		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %s", p.job.targetName(), sum, strings.ToLower(p.job.SHA256)))
 	}
 	return nil
 }

@@ -150,7 +150,7 @@ func TestWriteRetryAndResume(t *testing.T) {
 			if tt.attempts > 0 {
 				retry.Attempts = tt.attempts
 			}
-			err := write(t.Context(), Job{URL: srv.URL, Compression: tt.compression, Size: imgSize, SHA256: sha(img), Target: slot, Readback: true, Retry: retry}, testTuning())
+			err := write(t.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: tt.compression, Size: imgSize, SHA256: sha(img)}, Target: File(slot), Readback: true, Retry: retry}, testTuning())
 			if ota.CodeOf(err) != tt.wantCode {
 				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}

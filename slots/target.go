@@ -1,201 +1,156 @@
 package slots
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/otad/otad/ota"
 )
 
-// Capacity returns how many bytes the slot at path holds: the size of a block device (BLKGETSIZE64) or of
-// a regular file (slots are regular files in tests and the demo).
-func Capacity(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("slot size: %w", err)
-	}
-	defer f.Close()
-	return fileSize(f)
+// Target is the inactive slot a write goes to. File, a block device or a
+// regular file, gets the writer's full pipeline: large aligned writes,
+// writeback steered as it goes, a read-back from storage. Any other target
+// (the simulator's slots in memory) is written through Open's Writer.
+type Target interface {
+	// Name is how messages call the slot.
+	Name() string
+	// Capacity is how many bytes the slot holds.
+	Capacity() (int64, error)
+	// Open claims the slot for one write of an image of size bytes; what it
+	// held is gone from then on.
+	Open(size int64) (Writer, error)
 }
 
-func fileSize(f *os.File) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return 0, fmt.Errorf("slot size: stat %s: %w", f.Name(), err)
+// Writer is a Target open for one write.
+type Writer interface {
+	io.WriterAt
+	// ReaderAt reads the slot back, once Commit has returned.
+	io.ReaderAt
+	// Commit is called once the whole image is written and matched sha256:
+	// it makes the image durable; the slot holds the image named sha256.
+	Commit(sha256 string) error
+	// Close ends the write; without a Commit the slot holds no image.
+	Close() error
+}
+
+// sink is where Write puts the image: a File (target), or another Target's
+// Writer (writerSink).
+type sink interface {
+	io.WriterAt
+	// flusher makes written regions durable as the writer goes, publishing
+	// how far they are, so the readback knows what it may read.
+	flusher(lag int64, publish func(durable int64)) flusher
+	// reader opens the slot for the readback: read fills one request;
+	// direct says reads come from storage, not a cache.
+	reader(noDirect bool, probe []byte) (read func(*readReq), direct bool, closeRead func() error, err error)
+	close() error
+}
+
+// flusher is the writer's durability: advance after each chunk, finish once
+// the whole image is written and hashed.
+type flusher interface {
+	advance(end int64) error
+	finish(size int64) error
+}
+
+// openSink opens the job's slot for writing and checks the image fits.
+func openSink(job *Job, tun *tuning) (sink, error) {
+	tooBig := func(capacity int64) error {
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.targetName(), capacity, job.URL, job.Size))
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return st.Size, nil
-	case unix.S_IFBLK:
-		n, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
+	if f, ok := job.Target.(File); ok {
+		t, err := openTarget(string(f), job.bootedPath(), tun.mountinfo)
 		if err != nil {
-			return 0, fmt.Errorf("slot size: BLKGETSIZE64 on %s: %w", f.Name(), err)
+			return nil, err
 		}
-		return int64(n), nil
+		if t.size < job.Size {
+			t.close()
+			return nil, tooBig(t.size)
+		}
+		return t, nil
 	}
-	return 0, fmt.Errorf("slot size: %s is neither a block device nor a regular file", f.Name())
-}
-
-// target is the inactive slot, opened for writing.
-type target struct {
-	f     *os.File
-	path  string
-	size  int64
-	block bool
-}
-
-func (t *target) close() error { return t.f.Close() }
-
-// openTarget opens the slot at path for writing, exclusively, after refusing
-// the booted slot and mounted devices. It never creates or truncates: a slot
-// is a partition (or a pre-made file) that must already exist.
-func openTarget(path, booted, mountinfo string) (*target, error) {
-	fail := func(format string, a ...any) (*target, error) {
-		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf(format, a...))
-	}
-	if path == "" {
-		return fail("no target slot given")
-	}
-	resolved, err := filepath.EvalSymlinks(path)
+	capacity, err := job.Target.Capacity()
 	if err != nil {
-		return fail("target slot %s: %w", path, err)
+		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: %w", job.targetName(), err))
 	}
-	if booted != "" {
-		if b, err := filepath.EvalSymlinks(booted); err == nil && b == resolved {
-			return fail("target slot %s is the booted slot %s: refusing to write it", path, booted)
-		}
+	if capacity < job.Size {
+		return nil, tooBig(capacity)
 	}
-	// O_EXCL on a block device claims it exclusively (EBUSY while mounted or
-	// held by another opener); on a regular file it is ignored, hence flock.
-	fd, err := unix.Open(resolved, unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	w, err := job.Target.Open(job.Size)
 	if err != nil {
-		if errors.Is(err, unix.EBUSY) {
-			return fail("target slot %s is in use (mounted, or opened exclusively by another process): %w", path, err)
+		if ota.CodeOf(err) == "" {
+			err = ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: %w", job.targetName(), err))
 		}
-		return fail("open target slot %s: %w", path, err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), resolved)
-	t := &target{f: f, path: path}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-		}
-	}()
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fail("target slot %s is being written by another process (locked)", path)
-		}
-		return fail("lock target slot %s: %w", path, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fail("stat target slot %s: %w", path, err)
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFBLK:
-		t.block = true
-	default:
-		return fail("target slot %s is neither a block device nor a regular file", path)
-	}
-	if booted != "" {
-		var bst unix.Stat_t
-		if err := unix.Stat(booted, &bst); err == nil {
-			same := st.Dev == bst.Dev && st.Ino == bst.Ino
-			if t.block && bst.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == bst.Rdev {
-				same = true
-			}
-			if same {
-				return fail("target slot %s is the booted slot %s: refusing to write it", path, booted)
-			}
-		}
-	}
-	if t.block {
-		mp, err := mountedAt(mountinfo, st.Rdev)
-		if err != nil {
-			return fail("target slot %s: %w", path, err)
-		}
-		if mp != "" {
-			return fail("target slot %s is mounted (%s): refusing to write it", path, mp)
-		}
-	}
-	if t.size, err = fileSize(f); err != nil {
-		return fail("target slot %s: %w", path, err)
-	}
-	ok = true
-	return t, nil
+	*tun = tun.small()
+	return &writerSink{w: w, sha256: job.SHA256}, nil
 }
 
-// mountedAt returns a mount point of the block device rdev, or of one of its
-// partitions, from a mountinfo file; "" when none is mounted.
-func mountedAt(mountinfo string, rdev uint64) (string, error) {
-	devs := map[string]bool{devString(rdev): true}
-	// Partitions of a whole disk live in sysfs under the disk's directory.
-	sysDir := filepath.Join("/sys/dev/block", devString(rdev))
-	if entries, err := os.ReadDir(sysDir); err == nil {
-		for _, e := range entries {
-			if b, err := os.ReadFile(filepath.Join(sysDir, e.Name(), "dev")); err == nil {
-				devs[strings.TrimSpace(string(b))] = true
-			}
-		}
-	}
-	f, err := os.Open(mountinfo)
+// small is the pipeline for a target that is not a File: two 256 KiB
+// buffers and one for the readback instead of 12 MiB. The large ones keep
+// storage busy; a Writer has no writeback to steer and no cache to bypass,
+// and a simulated fleet runs many installs at once.
+func (t tuning) small() tuning {
+	t.chunk, t.buffers, t.readChunk, t.readBufs = 256<<10, 2, 256<<10, 1
+	return t
+}
+
+func (t *target) WriteAt(b []byte, off int64) (int, error) { return t.f.WriteAt(b, off) }
+
+func (t *target) flusher(lag int64, publish func(int64)) flusher {
+	return &syncer{fd: int(t.f.Fd()), name: t.path, lag: lag, rangeOK: true, publish: publish}
+}
+
+func (t *target) reader(noDirect bool, probe []byte) (func(*readReq), bool, func() error, error) {
+	f, direct, err := openReadback(t, noDirect, probe)
 	if err != nil {
-		return "", fmt.Errorf("check mounts: %w", err)
+		return nil, false, nil, err
 	}
-	defer f.Close()
-	mp, err := findMount(f, devs)
-	if err != nil {
-		return "", fmt.Errorf("check mounts in %s: %w", mountinfo, err)
-	}
-	return mp, nil
+	return func(r *readReq) { readRegion(f, direct, r) }, direct, f.Close, nil
 }
 
-// findMount scans mountinfo lines ("36 35 98:0 /root /mnt rw - ext4 ...")
-// for a mount of one of devs ("major:minor").
-func findMount(r io.Reader, devs map[string]bool) (string, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		if devs[fields[2]] {
-			return fields[2] + " on " + unescapeMount(fields[4]), nil
-		}
-	}
-	return "", sc.Err()
+// writerSink writes a Target through its Writer. The readback may read
+// only once the whole image is written and its hash checked (Commit), as
+// with a file, whose last region becomes durable only then: else a wrong
+// image would end as readback_mismatch rather than hash_mismatch.
+type writerSink struct {
+	w      Writer
+	sha256 string
 }
 
-// unescapeMount undoes the octal escapes (\040 for space) of mountinfo paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+func (s *writerSink) WriteAt(b []byte, off int64) (int, error) { return s.w.WriteAt(b, off) }
+
+func (s *writerSink) flusher(_ int64, publish func(int64)) flusher {
+	return commitFlusher{s: s, publish: publish}
 }
 
-func devString(rdev uint64) string {
-	return fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
+func (s *writerSink) reader(bool, []byte) (func(*readReq), bool, func() error, error) {
+	read := func(r *readReq) {
+		defer close(r.done)
+		r.got, r.err = s.w.ReadAt(r.buf[:r.n], r.off)
+	}
+	return read, true, func() error { return nil }, nil
 }
+
+func (s *writerSink) close() error { return s.w.Close() }
+
+type commitFlusher struct {
+	s       *writerSink
+	publish func(int64)
+}
+
+func (f commitFlusher) advance(int64) error { return nil }
+
+func (f commitFlusher) finish(size int64) error {
+	if err := f.s.w.Commit(f.s.sha256); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("commit %s: %w", f.s.sha256, err))
+	}
+	f.publish(size)
+	return nil
+}
+
+var (
+	_ sink = (*target)(nil)
+	_ sink = (*writerSink)(nil)
+)

@@ -1,151 +1,93 @@
 package slots
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
-func TestCapacity(t *testing.T) {
-	dir := t.TempDir()
-	f := makeSlot(t, dir, "slot", 123457)
-	if got, err := Capacity(f); err != nil || got != 123457 {
-		t.Errorf("Capacity(file) = %d, %v; want 123457", got, err)
-	}
-	if _, err := Capacity(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Errorf("Capacity(missing) error %v should name the file", err)
-	}
-	if _, err := Capacity(dir); err == nil || !strings.Contains(err.Error(), "neither a block device nor a regular file") {
-		t.Errorf("Capacity(dir) error = %v", err)
-	}
+// otherTarget is a Target that is not a File (a File inside), so Write
+// takes it through its Writer, as it takes the simulator's slots in memory.
+type otherTarget struct {
+	File
+	opened  int
+	commits []string
 }
 
-func TestFindMount(t *testing.T) {
-	const mountinfo = `22 27 0:21 / /proc rw,relatime - proc proc rw
-27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
-40 27 179:2 / /mnt/old\040root rw - ext4 /dev/mmcblk0p2 rw
-short line
-`
+func (o *otherTarget) Open(size int64) (Writer, error) {
+	o.opened++
+	w, err := o.File.Open(size)
+	if err != nil {
+		return nil, err
+	}
+	return &committing{Writer: w, o: o}, nil
+}
+
+type committing struct {
+	Writer
+	o *otherTarget
+}
+
+func (c *committing) Commit(sha256 string) error {
+	c.o.commits = append(c.o.commits, sha256)
+	return c.Writer.Commit(sha256)
+}
+
+// Any Target gets the image through its Writer: written, committed only
+// once its hash matched, then read back; one that is too small is not
+// opened; a chunked install wants a File.
+func TestWriteThroughWriter(t *testing.T) {
+	img := testImage(900_000, 31)
+	srv := serveBytes(t, compressed(t, img, "zstd"))
 	tests := []struct {
-		name string
-		devs []string
-		want string
+		name       string
+		slotSize   int
+		sha        string
+		wantCode   ota.Code
+		wantOpened int
+		wantCommit bool
 	}{
-		{"root device", []string{"254:0"}, "254:0 on /"},
-		{"escaped mount point", []string{"179:3", "179:2"}, `179:2 on /mnt/old root`},
-		{"not mounted", []string{"179:3"}, ""},
-		{"pseudo fs numbers are matched exactly", []string{"0:2"}, ""},
+		{"written, committed, read back", 1 << 20, sha(img), "", 1, true},
+		{"a wrong sha256 is never committed", 1 << 20, sha(img[1:]), ota.CodeHashMismatch, 1, false},
+		{"too small a slot is not opened", 800_000, sha(img), ota.CodeSizeMismatch, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			devs := map[string]bool{}
-			for _, d := range tt.devs {
-				devs[d] = true
+			slot := makeSlot(t, t.TempDir(), "slot", tt.slotSize)
+			target := &otherTarget{File: File(slot)}
+			var phases []ota.Phase
+			err := write(t.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: "zstd", Size: int64(len(img)), SHA256: tt.sha},
+				Target: target, Readback: true, Progress: func(p ota.Progress) {
+					if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+						phases = append(phases, p.Phase)
+					}
+				}}, testTuning())
+			if ota.CodeOf(err) != tt.wantCode {
+				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}
-			got, err := findMount(strings.NewReader(mountinfo), devs)
-			if err != nil || got != tt.want {
-				t.Errorf("findMount() = %q, %v; want %q", got, err, tt.want)
+			if target.opened != tt.wantOpened || (len(target.commits) == 1) != tt.wantCommit {
+				t.Fatalf("opened %d times, commits %v", target.opened, target.commits)
 			}
+			if tt.wantCode != "" {
+				return
+			}
+			if target.commits[0] != tt.sha || !slices.Equal(phases, []ota.Phase{ota.Downloading, ota.Verifying}) {
+				t.Fatalf("commits %v, phases %v", target.commits, phases)
+			}
+			checkSlot(t, slot, img, tt.slotSize)
 		})
 	}
-}
-
-// loopDevice attaches a loop device to a fresh file of size bytes.
-func loopDevice(t *testing.T, size int) string {
-	t.Helper()
-	losetup := testtool.Require(t, "losetup", "mount")
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("block device tests need root")
+	t.Run("chunked", func(t *testing.T) {
+		_, s, d, job := rig(t, chunkImage(20, 32))
+		job.Target = &otherTarget{File: File(d.target)}
+		err := WriteChunked(t.Context(), job)
+		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "slot files and block devices only") {
+			t.Fatalf("WriteChunked() = %v, want write_failed", err)
 		}
-		t.Skip("block device tests need root")
-	}
-	backing := makeSlot(t, t.TempDir(), "backing", size)
-	out, err := exec.Command(losetup, "--find", "--show", backing).CombinedOutput()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("losetup: %v: %s", err, out)
-		}
-		t.Skipf("no loop device available: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command(losetup, "--detach", dev).Run() })
-	return dev
-}
-
-func TestWriteBlockDevice(t *testing.T) {
-	const slotSize = 4 << 20
-	dev := loopDevice(t, slotSize)
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := Capacity(dev); err != nil || got != slotSize {
-		t.Fatalf("Capacity(%s) = %d, %v; want %d", dev, got, err, slotSize)
-	}
-	img := testImage(3<<20+512, 10)
-	srv := serveBytes(t, compressed(t, img, "zstd"))
-	job := Job{URL: srv.URL, Compression: "zstd", Size: int64(len(img)), SHA256: sha(img), Target: dev, Readback: true}
-
-	t.Run("mounted device refused", func(t *testing.T) {
-		mi := filepath.Join(t.TempDir(), "mountinfo")
-		line := "99 27 " + devString(st.Rdev) + " / /mnt/slot rw - ext4 " + dev + " rw\n"
-		if err := os.WriteFile(mi, []byte(line), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		tun := testTuning()
-		tun.mountinfo = mi
-		err := write(t.Context(), job, tun)
-		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "is mounted ("+devString(st.Rdev)+" on /mnt/slot)") {
-			t.Fatalf("Write() = %v, want write_failed: mounted", err)
-		}
-	})
-	t.Run("exclusively opened device refused", func(t *testing.T) {
-		fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		err = write(t.Context(), job, testTuning())
-		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "in use") {
-			t.Fatalf("Write() = %v, want write_failed: in use", err)
-		}
-	})
-	t.Run("booted device by another path refused", func(t *testing.T) {
-		link := filepath.Join(t.TempDir(), "by-partlabel-a")
-		if err := os.Symlink(dev, link); err != nil {
-			t.Fatal(err)
-		}
-		err := write(t.Context(), Job{URL: srv.URL, Compression: "zstd", Size: job.Size, SHA256: job.SHA256, Target: link, Booted: dev}, testTuning())
-		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "booted slot") {
-			t.Fatalf("Write() = %v, want write_failed: booted", err)
-		}
-	})
-	t.Run("image too big for the device", func(t *testing.T) {
-		big := Job{URL: srv.URL, Compression: "zstd", Size: slotSize + 1, SHA256: job.SHA256, Target: dev}
-		if err := Write(t.Context(), big); ota.CodeOf(err) != ota.CodeSizeMismatch {
-			t.Fatalf("Write() = %v, want size_mismatch", err)
-		}
-	})
-	t.Run("written and read back", func(t *testing.T) {
-		if err := Write(context.Background(), job); err != nil {
-			t.Fatal(err)
-		}
-		got := readFile(t, dev)
-		if !bytes.Equal(got[:len(img)], img) {
-			t.Fatal("device does not hold the image")
-		}
-		if !bytes.Equal(got[len(img):], bytes.Repeat([]byte{0xA5}, slotSize-len(img))) {
-			t.Fatal("device written past the image")
+		if n := s.asked.Load(); n != 0 {
+			t.Fatalf("%d requests before the target was refused", n)
 		}
 	})
 }

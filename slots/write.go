@@ -32,7 +32,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.targetName(), err))
 	}
 	out, err := openSink(&job, &tun)
 	if err != nil {
@@ -69,7 +69,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 	err = p.run(ctx)
 	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {
 		// The caller's cancellation caused whatever failed.
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.Target, ctx.Err(), err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w (%w)", job.URL, job.targetName(), ctx.Err(), err))
 	}
 	return err
 }
@@ -139,7 +139,7 @@ func (p *pipeline) run(parent context.Context) error {
 		close(rbDone)
 	}
 
-	p.report(PhaseDownloading, 0, true)
+	p.report(ota.Downloading, 0, true)
 	s := p.out.flusher(p.tun.syncLag, p.publishDurable)
 	werr := p.writeLoop(ctx, s)
 	if werr != nil {
@@ -150,7 +150,7 @@ func (p *pipeline) run(parent context.Context) error {
 		if err := s.finish(p.job.Size); err != nil {
 			stop(err)
 		} else {
-			p.report(PhaseDownloading, p.job.Size, true)
+			p.report(ota.Downloading, p.job.Size, true)
 		}
 	}
 	if p.job.Readback {
@@ -162,13 +162,13 @@ func (p *pipeline) run(parent context.Context) error {
 				break wait
 			case <-tick.C:
 				if !failed.Load() {
-					p.report(PhaseVerifying, p.readDone.Load(), false)
+					p.report(ota.Verifying, p.readDone.Load(), false)
 				}
 			}
 		}
 		tick.Stop()
 		if !failed.Load() {
-			p.report(PhaseVerifying, p.readDone.Load(), true)
+			p.report(ota.Verifying, p.readDone.Load(), true)
 		}
 	}
 	wg.Wait()
@@ -184,12 +184,12 @@ func (p *pipeline) classify(err error) error {
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.targetName(), err))
 	}
-	return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.Target, err))
+	return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %s to %s: %w", p.job.URL, p.job.targetName(), err))
 }
 
-func (p *pipeline) report(phase string, done int64, force bool) {
+func (p *pipeline) report(phase ota.Phase, done int64, force bool) {
 	if p.job.Progress == nil {
 		return
 	}
@@ -198,7 +198,7 @@ func (p *pipeline) report(phase string, done int64, force bool) {
 		return
 	}
 	p.lastReport = now
-	p.job.Progress(Progress{Phase: phase, BytesDone: done, BytesTotal: p.job.Size, Downloaded: p.downloaded.Load()})
+	p.job.Progress(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: p.job.Size, Transfer: ota.Transfer{BytesFetched: p.downloaded.Load()}})
 }
 
 func (p *pipeline) publishDurable(off int64) {
@@ -257,7 +257,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 		return err
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
-		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.Target, sum, strings.ToLower(p.job.SHA256)))
+		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.targetName(), sum, strings.ToLower(p.job.SHA256)))
 	}
 	return nil
 }
@@ -280,7 +280,7 @@ func (p *pipeline) writeLoop(ctx context.Context, s flusher) error {
 			return context.Cause(ctx)
 		}
 		if _, err := p.out.WriteAt(c.buf[:c.n], c.off); err != nil {
-			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.Target, err))
+			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write %d bytes at offset %d of %s: %w", c.n, c.off, p.job.targetName(), err))
 		}
 		p.free <- c.buf
 		end := c.off + int64(c.n)
@@ -288,6 +288,6 @@ func (p *pipeline) writeLoop(ctx context.Context, s flusher) error {
 		if err := s.advance(end); err != nil {
 			return err
 		}
-		p.report(PhaseDownloading, end, false)
+		p.report(ota.Downloading, end, false)
 	}
 }

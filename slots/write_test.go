@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,8 +160,8 @@ func TestWrite(t *testing.T) {
 			}
 			rec := &sleepRecorder{}
 			job := Job{
-				URL: srv.URL + "/img", Compression: tt.compression, Size: size, SHA256: sum, DownloadSize: dl,
-				Target: slot, Readback: tt.readback, Retry: fastRetry(rec),
+				Payload: ota.Payload{URL: srv.URL + "/img", Compression: tt.compression, Size: size, SHA256: sum, DownloadSize: dl},
+				Target:  File(slot), Readback: tt.readback, Retry: fastRetry(rec),
 			}
 			err := write(t.Context(), job, testTuning())
 			if got := ota.CodeOf(err); got != tt.wantCode {
@@ -193,11 +194,11 @@ func TestWriteDefaultTuning(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/readback=%v", comp, readback), func(t *testing.T) {
 				srv := serveBytes(t, compressed(t, img, comp))
 				slot := makeSlot(t, t.TempDir(), "slot", imgSize+1<<20)
-				var last Progress
-				var phases []string
+				var last ota.Progress
+				var phases []ota.Phase
 				err := Write(t.Context(), Job{
-					URL: srv.URL, Compression: comp, Size: imgSize, SHA256: sha(img), Target: slot, Readback: readback,
-					Progress: func(p Progress) {
+					Payload: ota.Payload{URL: srv.URL, Compression: comp, Size: imgSize, SHA256: sha(img)}, Target: File(slot), Readback: readback,
+					Progress: func(p ota.Progress) {
 						if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 							phases = append(phases, p.Phase)
 						} else if p.BytesDone < last.BytesDone {
@@ -210,18 +211,18 @@ func TestWriteDefaultTuning(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkSlot(t, slot, img, imgSize+1<<20)
-				wantPhases := []string{PhaseDownloading}
+				wantPhases := []ota.Phase{ota.Downloading}
 				if readback {
-					wantPhases = append(wantPhases, PhaseVerifying)
+					wantPhases = append(wantPhases, ota.Verifying)
 				}
-				if strings.Join(phases, ",") != strings.Join(wantPhases, ",") {
+				if !slices.Equal(phases, wantPhases) {
 					t.Errorf("phases %v, want %v", phases, wantPhases)
 				}
 				if last.BytesDone != imgSize || last.BytesTotal != imgSize {
 					t.Errorf("last progress %+v, want %d of %d", last, imgSize, imgSize)
 				}
-				if last.Downloaded != int64(len(compressed(t, img, comp))) {
-					t.Errorf("downloaded %d, want %d", last.Downloaded, len(compressed(t, img, comp)))
+				if last.BytesFetched != int64(len(compressed(t, img, comp))) {
+					t.Errorf("downloaded %d, want %d", last.BytesFetched, len(compressed(t, img, comp)))
 				}
 			})
 		}
@@ -249,7 +250,7 @@ func TestWriteFileScheme(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			slot := makeSlot(t, t.TempDir(), "slot", 400_000)
-			err := write(t.Context(), Job{URL: tt.url, Compression: "gzip", Size: int64(len(img)), SHA256: sha(img), Target: slot, Readback: true}, testTuning())
+			err := write(t.Context(), Job{Payload: ota.Payload{URL: tt.url, Compression: "gzip", Size: int64(len(img)), SHA256: sha(img)}, Target: File(slot), Readback: true}, testTuning())
 			if got := ota.CodeOf(err); got != tt.wantCode {
 				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
 			}
@@ -292,7 +293,7 @@ func TestWriteRefusesTarget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := write(t.Context(), Job{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img), Target: tt.target, Booted: booted}, testTuning())
+			err := write(t.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img)}, Target: File(tt.target), Booted: File(booted)}, testTuning())
 			if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), tt.wantIn) {
 				t.Fatalf("Write() = %v, want write_failed containing %q", err, tt.wantIn)
 			}
@@ -321,7 +322,7 @@ func TestWriteExclusive(t *testing.T) {
 	}))
 	defer srv.Close()
 	slot := makeSlot(t, t.TempDir(), "slot", 600_000)
-	job := Job{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img), Target: slot, Readback: true}
+	job := Job{Payload: ota.Payload{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img)}, Target: File(slot), Readback: true}
 	results := make(chan error, 2)
 	for range 2 {
 		go func() { results <- write(t.Context(), job, testTuning()) }()
@@ -362,7 +363,7 @@ func TestWriteCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- write(ctx, Job{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img), Target: slot, Readback: true}, testTuning())
+		errc <- write(ctx, Job{Payload: ota.Payload{URL: srv.URL, Compression: "none", Size: int64(len(img)), SHA256: sha(img)}, Target: File(slot), Readback: true}, testTuning())
 	}()
 	<-started
 	time.Sleep(100 * time.Millisecond)
@@ -398,7 +399,7 @@ func TestWriteAlreadyCancelled(t *testing.T) {
 	slot := makeSlot(t, t.TempDir(), "slot", 1000)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := Write(ctx, Job{URL: srv.URL, Size: 10, SHA256: strings.Repeat("0", 64), Target: slot})
+	err := Write(ctx, Job{Payload: ota.Payload{URL: srv.URL, Size: 10, SHA256: strings.Repeat("0", 64)}, Target: File(slot)})
 	if ota.CodeOf(err) != ota.CodeCancelled {
 		t.Fatalf("Write() = %v, want cancelled", err)
 	}
@@ -437,9 +438,9 @@ func TestWriteReadback(t *testing.T) {
 			tun := testTuning()
 			tun.noDirect = tt.noDirect
 			var written atomic.Int64
-			job := Job{URL: srv.URL, Compression: "none", Size: imgSize, SHA256: sha(img), Target: slot, Readback: true,
-				Progress: func(p Progress) {
-					if p.Phase == PhaseDownloading {
+			job := Job{Payload: ota.Payload{URL: srv.URL, Compression: "none", Size: imgSize, SHA256: sha(img)}, Target: File(slot), Readback: true,
+				Progress: func(p ota.Progress) {
+					if p.Phase == ota.Downloading {
 						written.Store(p.BytesDone)
 					}
 				}}

@@ -25,8 +25,8 @@ type rawChunks struct {
 	Compression *string `json:"compression"`
 }
 
-// Expect is what the index of a chunked payload is checked against (payload.ParseIndex).
-func (p *Payload) Expect() payload.Expect {
+// Expect is what the index of chunked payload p is checked against (payload.ParseIndex).
+func Expect(p *Payload) payload.Expect {
 	c := p.Chunks
 	return payload.Expect{
 		ChunkSize: c.Size, ChunkCount: c.Count, ImageSize: p.Size,
@@ -81,7 +81,7 @@ func parseChunks(r *rawChunks, size int64) (*Chunks, error) {
 	c.Compression = ota.Compression(*r.Compression)
 	p := Payload{Size: size, Chunks: &c}
 	// The rules of the index format are payload's; only the code differs here.
-	if err := p.Expect().Validate(); err != nil {
+	if err := Expect(&p).Validate(); err != nil {
 		var e *ota.Error
 		if errors.As(err, &e) {
 			return nil, &ota.Error{Code: ota.CodeBadManifest, Field: e.Field, Err: e.Err}

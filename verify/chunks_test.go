@@ -119,7 +119,7 @@ func TestChunkedManifestRoundTrip(t *testing.T) {
 	if *m.Payload.Chunks != *want.Payload.Chunks {
 		t.Fatalf("chunks %+v, want %+v", m.Payload.Chunks, want.Payload.Chunks)
 	}
-	e := m.Payload.Expect()
+	e := Expect(&m.Payload)
 	if e != (payload.Expect{ChunkSize: 4096, ChunkCount: 3, ImageSize: 10000, IndexSize: 140, IndexSHA256: strings.Repeat("b", 64), StoreSize: 5000, Compression: ota.CompressionZstd}) {
 		t.Fatalf("Expect %+v", e)
 	}

@@ -11,18 +11,9 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Payload describes the image. Size and SHA256 are of the decompressed bytes that land
-// in the slot. A schema-1 payload is one stream at URL; DownloadSize, when set, bounds
-// the bytes fetched. A schema-2 payload is chunked: Chunks replaces URL, Compression
-// and DownloadSize (docs/contract/chunked.md).
-type Payload struct {
-	URL          string          `json:"url,omitempty"`
-	Compression  ota.Compression `json:"compression,omitempty"`
-	Size         int64           `json:"size"`
-	SHA256       string          `json:"sha256"`
-	DownloadSize int64           `json:"download_size,omitempty"`
-	Chunks       *Chunks         `json:"chunks,omitempty"`
-}
+// Payload describes the image; the type is the vocabulary's, so the
+// agent's journal and the slot writer take it as the manifest says it.
+type Payload = ota.Payload
 
 // Manifest is the signed description of one image (docs/contract/formats.md).
 type Manifest struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/sim/demo"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
@@ -161,8 +162,8 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 						return sample{}, err
 					}
 					defer stop()
-					return writeInProcess(ctx, slots.Job{URL: url, Compression: "none", Size: o.size, SHA256: sum,
-						Target: dev.slotB, Booted: dev.slotA, Readback: readback})
+					return writeInProcess(ctx, slots.Job{Payload: ota.Payload{URL: url, Compression: "none", Size: o.size, SHA256: sum},
+						Target: slots.File(dev.slotB), Booted: slots.File(dev.slotA), Readback: readback})
 				},
 			})
 		}

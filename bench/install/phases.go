@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/testkit/testtool"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
 )
@@ -44,8 +45,8 @@ func writeInProcess(ctx context.Context, job slots.Job) (sample, error) {
 		// The writer's last "downloading" report of the whole size comes
 		// once its final fdatasync returned (an earlier one may come when
 		// the last chunk is written), before the readback's own end.
-		job.Progress = func(p slots.Progress) {
-			if p.Phase == slots.PhaseDownloading && p.BytesDone == p.BytesTotal {
+		job.Progress = func(p ota.Progress) {
+			if p.Phase == ota.Downloading && p.BytesDone == p.BytesTotal {
 				written = time.Since(start)
 			}
 		}

@@ -378,7 +378,7 @@ func (s *suite) write(url string, comp ota.Compression, client *http.Client, sch
 	os.WriteFile(slot, make([]byte, 1<<20), 0o600)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := slots.Write(ctx, slots.Job{URL: url, Compression: comp, Size: int64(len(s.img)), SHA256: s.sum, Target: slot,
+	err := slots.Write(ctx, slots.Job{Payload: ota.Payload{URL: url, Compression: comp, Size: int64(len(s.img)), SHA256: s.sum}, Target: slots.File(slot),
 		HTTPClient: client, Schemes: schemes, Retry: backoff.Policy{Attempts: 2, Base: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {
 		return string(ota.CodeOf(err))

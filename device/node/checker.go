@@ -10,11 +10,10 @@ import (
 )
 
 type checker struct {
-	keys    *Keys
-	devices map[ota.Slot]string
-	mem     map[ota.Slot]*slots.MemSlot // a simulated device's slots, instead of devices
-	policy  verify.Policy
-	clock   agent.Clock
+	keys   *Keys
+	slots  map[ota.Slot]slots.Target
+	policy verify.Policy
+	clock  agent.Clock
 }
 
 func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
@@ -50,19 +49,18 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 func target(m *verify.Manifest) agent.Target {
 	return agent.Target{
 		ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, IssuedAt: m.IssuedAt,
-		Payload: agent.Payload{URL: m.Payload.URL, Compression: m.Payload.Compression, Size: m.Payload.Size,
-			SHA256: m.Payload.SHA256, DownloadSize: m.Payload.DownloadSize, Chunks: m.Payload.Chunks},
+		Payload: m.Payload,
 	}
 }
 
 func (c *checker) capacity(slot ota.Slot) (int64, error) {
-	if m := c.mem[slot]; m != nil {
-		return m.Capacity(), nil
+	t := c.slots[slot]
+	if t == nil {
+		return 0, ota.Errorf(ota.CodeTooBigForSlot, "slot %s: no device configured for it", slot)
 	}
-	dev := c.devices[slot]
-	size, err := slots.Capacity(dev)
+	size, err := t.Capacity()
 	if err != nil {
-		return 0, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", slot, dev, err)
+		return 0, ota.Errorf(ota.CodeTooBigForSlot, "slot %s (%s): %w", slot, t.Name(), err)
 	}
 	return size, nil
 }

@@ -12,9 +12,8 @@ import (
 )
 
 type installer struct {
-	devices  map[ota.Slot]string
-	mem      map[ota.Slot]*slots.MemSlot // a simulated device's slots, instead of devices
-	booted   string
+	slots    map[ota.Slot]slots.Target
+	booted   ota.Slot
 	stateDir string // the chunked install's checkpoint and kept indexes
 	readback bool
 	retry    backoff.Policy
@@ -22,22 +21,17 @@ type installer struct {
 	schemes  []string
 }
 
-func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(agent.InstallProgress)) error {
-	t, p := job.Target, job.Target.Payload
+func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
+	t := job.Target
 	sj := slots.Job{
-		URL: p.URL, Compression: p.Compression, Size: p.Size, SHA256: p.SHA256, DownloadSize: p.DownloadSize,
-		Target: in.devices[t.Slot], Slot: in.mem[t.Slot], Booted: in.booted, Readback: in.readback, Retry: in.retry,
-		HTTPClient: in.client, Schemes: in.schemes,
-		Progress: func(sp slots.Progress) {
-			progress(agent.InstallProgress{Verifying: sp.Phase == slots.PhaseVerifying, Done: sp.BytesDone, Total: sp.BytesTotal,
-				Transfer: ota.Transfer{BytesFetched: sp.Downloaded, BytesReused: sp.Reused}})
-		},
+		Payload: t.Payload, Target: in.slots[t.Slot], Booted: in.slots[in.booted], Readback: in.readback, Retry: in.retry,
+		HTTPClient: in.client, Schemes: in.schemes, Progress: progress,
 	}
 	var err error
-	if c := p.Chunks; c != nil {
+	if c := t.Payload.Chunks; c != nil {
 		sj.URL = c.StoreURL
 		err = slots.WriteChunked(ctx, slots.ChunkedJob{
-			Job: sj, IndexURL: c.IndexURL, Expect: (&verify.Payload{Size: p.Size, Chunks: c}).Expect(),
+			Job: sj, IndexURL: c.IndexURL, Expect: verify.Expect(&t.Payload),
 			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
 		})
 	} else {

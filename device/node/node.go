@@ -54,8 +54,8 @@ type Node struct {
 
 // Parts are the pieces behind the agent's interfaces, as Build makes them
 // from a config, and where the agent runs. Any of them can be replaced
-// before Assemble: tests wrap them to inject faults, a simulated fleet keeps
-// its slots in memory.
+// before Assemble: tests wrap them to inject faults. A simulated device
+// makes them on storage of its own (NewParts).
 type Parts struct {
 	Deps   agent.Deps
 	Booted ota.Slot
@@ -100,10 +100,13 @@ func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	for _, p := range SlotProblems(cfg) {
 		log.Warn("slot device not usable: installs into it will fail", "key", p.Key, "path", p.Device, "err", p.Err)
 	}
-	devs := cfg.Slots.Devices()
-	return parts(cfg, opt, storage{
-		store: agent.Journal{Dir: cfg.StateDir}, bl: bl, booted: booted, bootID: bootID, reboot: reboot,
-		devices: devs, bootedDev: devs[booted], stateDir: cfg.StateDir, client: fetch.NewHTTPClient(tc), keys: keys,
+	targets := map[ota.Slot]slots.Target{}
+	for slot, dev := range cfg.Slots.Devices() {
+		targets[slot] = slots.File(dev)
+	}
+	return NewParts(cfg, opt, Storage{
+		Journal: agent.Journal{Dir: cfg.StateDir}, Boot: bl, Booted: booted, BootID: bootID, Reboot: reboot,
+		Slots: targets, StateDir: cfg.StateDir, Client: fetch.NewHTTPClient(tc), Keys: keys,
 	}), nil
 }
 
@@ -129,42 +132,46 @@ func SlotProblems(cfg *config.Config) []SlotProblem {
 	return out
 }
 
-// storage is where a device keeps its state and its images, and what it
-// trusts and downloads with.
-type storage struct {
-	store     agent.Store
-	bl        bootctl.Bootloader
-	booted    ota.Slot
-	bootID    string
-	reboot    agent.Rebooter
-	devices   map[ota.Slot]string         // the slots' devices (or files)
-	mem       map[ota.Slot]*slots.MemSlot // or the slots in memory
-	bootedDev string
-	stateDir  string // the chunked install's checkpoint; "" in memory (no chunked installs)
-	client    *http.Client
-	keys      *Keys
+// Storage is what a device's parts stand on: where it keeps its state and
+// its images, and what it trusts and downloads with. Build makes it from the
+// config's files; a simulated device brings its own (sim/device).
+type Storage struct {
+	Journal agent.Store
+	Boot    bootctl.Bootloader
+	Booted  ota.Slot
+	BootID  string
+	Reboot  agent.Rebooter
+	// Slots are where each slot's images go (a slots.File per [slots]
+	// device).
+	Slots map[ota.Slot]slots.Target
+	// StateDir keeps the chunked install's checkpoint and kept indexes.
+	StateDir string
+	Client   *http.Client
+	Keys     *Keys
 }
 
-func parts(cfg *config.Config, opt Options, st storage) *Parts {
+// NewParts makes the parts on st with the policy of cfg (download, trust,
+// commit, reboot); cfg's paths are not used.
+func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 	dl := cfg.Download
 	return &Parts{
 		Deps: agent.Deps{
-			Store:      st.store,
-			Bootloader: orderedBootloader{st.bl},
-			Installer: &installer{devices: st.devices, mem: st.mem, booted: st.bootedDev, stateDir: st.stateDir, readback: *cfg.Slots.Readback,
+			Store:      st.Journal,
+			Bootloader: orderedBootloader{st.Boot},
+			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, readback: *cfg.Slots.Readback,
 				retry:  backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				client: st.client, schemes: dl.Schemes},
-			Checker: &checker{keys: st.keys, devices: st.devices, mem: st.mem, clock: opt.Clock, policy: verify.Policy{
+				client: st.Client, schemes: dl.Schemes},
+			Checker: &checker{keys: st.Keys, slots: st.Slots, clock: opt.Clock, policy: verify.Policy{
 				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
 				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
 				Chunked: true,
 			}},
-			Rebooter:   st.reboot,
+			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
 			Clock:      opt.Clock,
 			Publishers: opt.Publishers,
 		},
-		Booted: st.booted, BootID: st.bootID, Keys: st.keys,
+		Booted: st.Booted, BootID: st.BootID, Keys: st.Keys,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
 )
 
@@ -38,7 +39,7 @@ func newOfferPath(t testing.TB, rel *signer.Signer) *offerPath {
 	id, _ := verify.KeyID(rel.Key.Public())
 	keys.cur.Store(verify.NewKeyring(verify.Key{ID: id, Public: rel.Key.Public()}))
 	return &offerPath{t: t,
-		chk: &checker{keys: keys, devices: map[ota.Slot]string{"A": filepath.Join(dir, "a"), "B": filepath.Join(dir, "b")},
+		chk: &checker{keys: keys, slots: map[ota.Slot]slots.Target{"A": slots.File(filepath.Join(dir, "a")), "B": slots.File(filepath.Join(dir, "b"))},
 			clock: fixedClock(fuzzNow), policy: verify.Policy{DeviceID: "gw-1", Compatible: "acme", Threshold: 1, Schemes: []string{"https"}}},
 		s: agent.State{Phase: ota.Idle, Booted: "A", BootID: "b1", Slots: map[ota.Slot]agent.SlotInfo{"A": {Status: ota.SlotGood, SHA256: strings.Repeat("0", 64)}}},
 		p: agent.Policy{RebootImmediately: true, MaxRestarts: 2}, ended: map[string]bool{},

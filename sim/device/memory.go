@@ -8,10 +8,12 @@ import (
 	"net/http"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/daemon"
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
 )
 
 // Shared is what the in-memory devices of one fleet share, so that an idle
@@ -52,12 +54,63 @@ func MemoryConfig(s Spec) (*config.Config, error) {
 	return config.Parse(b, "in-memory device config", "")
 }
 
-// MemDevice is a simulated device held wholly in memory (node.Memory): a
+// Memory is a simulated device's storage kept in memory across its
+// simulated reboots, as flash keeps it across real ones: the journal, the
+// sim bootloader's state and both slots. A fleet of thousands in one
+// process (otasim fleet) keeps no file per device, and a slot takes memory
+// only while it is written.
+type Memory struct {
+	Journal *agent.MemJournal
+	Boot    *sim.Sim
+	Slots   map[ota.Slot]*MemSlot
+}
+
+// NewMemory is a new device's storage: slots of slotSize bytes named after
+// the device, the sim bootloader as from the factory (booted A).
+func NewMemory(id string, slotSize int64, attempts int) (*Memory, error) {
+	boot, err := sim.NewMemory(attempts)
+	if err != nil {
+		return nil, fmt.Errorf("simulated device %s: %w", id, err)
+	}
+	return &Memory{
+		Journal: &agent.MemJournal{},
+		Boot:    boot,
+		Slots: map[ota.Slot]*MemSlot{
+			ota.SlotA: NewMemSlot(id+":A (memory)", slotSize),
+			ota.SlotB: NewMemSlot(id+":B (memory)", slotSize),
+		},
+	}, nil
+}
+
+// parts makes the parts of a simulated device on m, as node.Build makes
+// them from files: the sim bootloader, the journal and the slots in m;
+// keys and the HTTP client are the caller's (a fleet shares them). cfg gives
+// the policy (download, trust, commit, reboot); its paths are not used.
+func (m *Memory) parts(cfg *config.Config, keys *node.Keys, client *http.Client, opt node.Options) (*node.Parts, error) {
+	booted, err := m.Boot.Booted()
+	if err != nil {
+		return nil, err
+	}
+	bootID, err := m.Boot.BootID()
+	if err != nil {
+		return nil, err
+	}
+	targets := map[ota.Slot]slots.Target{}
+	for s, slot := range m.Slots {
+		targets[s] = slot
+	}
+	return node.NewParts(cfg, opt, node.Storage{
+		Journal: m.Journal, Boot: m.Boot, Booted: booted, BootID: bootID, Reboot: node.SimReboot{Sim: m.Boot},
+		Slots: targets, Client: client, Keys: keys,
+	}), nil
+}
+
+// MemDevice is a simulated device held wholly in memory (Memory): a
 // real agent with the sim bootloader, the MQTT client and the offer checks,
 // whose health check passes or fails as told.
 type MemDevice struct {
 	ID      string
-	Memory  *node.Memory
+	Memory  *Memory
 	healthy bool
 	cfg     config.Config
 	shared  *Shared
@@ -71,7 +124,7 @@ func NewMemDevice(sh *Shared, id string, slotSize int64, healthy bool) (*MemDevi
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	m, err := node.NewMemory(id, slotSize, Attempts)
+	m, err := NewMemory(id, slotSize, Attempts)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +145,7 @@ func (d *MemDevice) Run(ctx context.Context) {
 }
 
 func (d *MemDevice) build(cfg *config.Config, opt node.Options) (*node.Parts, error) {
-	p, err := node.BuildMemory(cfg, d.Memory, d.shared.Keys, d.client, opt)
+	p, err := d.Memory.parts(cfg, d.shared.Keys, d.client, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +178,7 @@ type bounded struct {
 	slots chan struct{}
 }
 
-func (b bounded) Install(ctx context.Context, job agent.InstallJob, progress func(agent.InstallProgress)) error {
+func (b bounded) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
 	select {
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():

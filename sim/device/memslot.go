@@ -1,0 +1,117 @@
+package device
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/slots"
+)
+
+// MemSlot is a slot that lives in memory, for simulated devices: a fleet of
+// thousands in one process keeps no file per slot. At rest it holds only
+// what was written last (size and sha256); the image's bytes take memory
+// only while a write has the slot open, for the readback to read, and are
+// returned to the system when it ends. It is the slot writer's Target.
+type MemSlot struct {
+	name     string
+	capacity int64
+
+	mu      sync.Mutex
+	writing bool
+	size    int64  // the image held, when complete
+	sha256  string // its digest; "" after a write that did not complete
+}
+
+var _ slots.Target = (*MemSlot)(nil)
+
+// NewMemSlot is an empty slot of capacity bytes; name is how messages call it.
+func NewMemSlot(name string, capacity int64) *MemSlot {
+	return &MemSlot{name: name, capacity: capacity}
+}
+
+// Name is how messages call the slot.
+func (m *MemSlot) Name() string { return m.name }
+
+// Capacity is how many bytes the slot holds.
+func (m *MemSlot) Capacity() (int64, error) { return m.capacity, nil }
+
+// Image is the image the last complete write left in the slot; ok is false
+// when none did (never written, or the last write did not complete).
+func (m *MemSlot) Image() (size int64, sha256 string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.size, m.sha256, m.sha256 != ""
+}
+
+// Open claims the slot for one write; what it held is gone from then on.
+func (m *MemSlot) Open(size int64) (slots.Writer, error) {
+	if size > m.capacity {
+		return nil, ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, the image is %d bytes", m.name, m.capacity, size))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.writing {
+		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s is being written already", m.name))
+	}
+	// Outside the Go heap, so that the memory is the system's again the
+	// moment the install ends (as the writer's buffers are).
+	data, err := unix.Mmap(-1, 0, int(max(size, 1)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: allocate %d bytes: %w", m.name, size, err))
+	}
+	m.writing, m.size, m.sha256 = true, 0, ""
+	return &memWriter{slot: m, mem: data, data: data[:size], size: size}, nil
+}
+
+// memWriter is a MemSlot open for one write.
+type memWriter struct {
+	slot      *MemSlot
+	mem, data []byte
+	size      int64
+	sha256    string // set by Commit
+}
+
+func (w *memWriter) WriteAt(b []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(b)) > int64(len(w.data)) {
+		return 0, fmt.Errorf("write %d bytes at offset %d of %s: past the image's %d bytes", len(b), off, w.slot.name, len(w.data))
+	}
+	return copy(w.data[off:], b), nil
+}
+
+func (w *memWriter) ReadAt(b []byte, off int64) (int, error) {
+	if off < 0 || off > int64(len(w.data)) {
+		return 0, fmt.Errorf("read at offset %d of %s: past the image's %d bytes", off, w.slot.name, len(w.data))
+	}
+	n := copy(b, w.data[off:])
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Commit: memory is durable as soon as it is written; the digest is what
+// the slot holds once the write closes.
+func (w *memWriter) Commit(sha256 string) error {
+	w.sha256 = sha256
+	return nil
+}
+
+// Close returns the image's memory; a write that got through its hash
+// check leaves the image's digest (a readback failure after that is the
+// caller's to act on, as with a file: the slot is marked bad either way).
+func (w *memWriter) Close() error {
+	err := unix.Munmap(w.mem)
+	w.mem, w.data = nil, nil
+	m := w.slot
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writing = false
+	if w.sha256 != "" {
+		m.size, m.sha256 = w.size, w.sha256
+	}
+	return err
+}

@@ -1,0 +1,136 @@
+package device
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+	"github.com/otad/otad/slots"
+)
+
+// image is n deterministic bytes, half of them zero runs (something for
+// gzip to do), and its sha256.
+func image(n int, seed byte) ([]byte, string) {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{seed, 3}).Read(b)
+	for off := 0; off < n; off += 8192 {
+		clear(b[off:min(off+4096, n)])
+	}
+	s := sha256.Sum256(b)
+	return b, hex.EncodeToString(s[:])
+}
+
+func writeFile(t *testing.T, data []byte, gz bool) string {
+	t.Helper()
+	if gz {
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		w.Write(data)
+		w.Close()
+		data = buf.Bytes()
+	}
+	path := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A slot in memory goes through the same pipeline as a file: download,
+// decompress, hash, readback; what is left is the image's digest.
+func TestWriteMemSlot(t *testing.T) {
+	img, sum := image(700_000, 5)
+	short := sha256.Sum256(img[:1000])
+	src := writeFile(t, img, true)
+	tests := []struct {
+		name     string
+		capacity int64
+		sha      string
+		size     int64
+		wantCode ota.Code
+	}{
+		{"written and read back", 1 << 20, sum, int64(len(img)), ""},
+		{"exactly the slot's size", int64(len(img)), sum, int64(len(img)), ""},
+		{"a wrong sha256 leaves no image", 1 << 20, hex.EncodeToString(short[:]), int64(len(img)), ota.CodeHashMismatch},
+		{"a longer payload than the manifest says", 1 << 20, hex.EncodeToString(short[:]), 1000, ota.CodeSizeMismatch},
+		{"an image larger than the slot", 600_000, sum, int64(len(img)), ota.CodeSizeMismatch}, // "slot dev:B holds 600000 bytes"
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slot := NewMemSlot("dev:B", tt.capacity)
+			var phases []ota.Phase
+			err := slots.Write(t.Context(), slots.Job{Payload: ota.Payload{URL: "file://" + src, Compression: "gzip", Size: tt.size, SHA256: tt.sha},
+				Target: slot, Readback: true, Progress: func(p ota.Progress) { phases = append(phases, p.Phase) }})
+			if got := ota.CodeOf(err); got != tt.wantCode {
+				t.Fatalf("Write() = %v, want code %q", err, tt.wantCode)
+			}
+			size, got, ok := slot.Image()
+			if tt.wantCode != "" {
+				if ok {
+					t.Fatalf("after %v the slot holds %d bytes %s (%v)", err, size, got, ok)
+				}
+				return
+			}
+			if !ok || size != int64(len(img)) || got != sum {
+				t.Fatalf("slot holds %d bytes %s (%v)", size, got, ok)
+			}
+			if phases[len(phases)-1] != ota.Verifying {
+				t.Fatalf("phases %v: no readback", phases)
+			}
+		})
+	}
+}
+
+// A second write of a slot in memory while one is open is refused, and a
+// write started anew forgets the image held before.
+func TestMemSlotOneWriteAtATime(t *testing.T) {
+	img, sum := image(100_000, 6)
+	src := writeFile(t, img, false)
+	slot := NewMemSlot("dev:A", 1<<20)
+	job := slots.Job{Payload: ota.Payload{URL: "file://" + src, Size: int64(len(img)), SHA256: sum}, Target: slot}
+	if err := slots.Write(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	w, err := slot.Open(job.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := slot.Image(); ok {
+		t.Fatal("a slot being written still reports its old image")
+	}
+	if err := slots.Write(t.Context(), job); ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "being written") {
+		t.Fatalf("second write: %v", err)
+	}
+	w.Close()
+	if err := slots.Write(t.Context(), job); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	if _, got, ok := slot.Image(); !ok || got != sum {
+		t.Fatal("image lost")
+	}
+}
+
+// A chunked payload needs a slot file or block device: a slot in memory is
+// refused before anything is fetched.
+func TestMemSlotRefusesChunked(t *testing.T) {
+	_, sum := image(100_000, 7)
+	job := slots.ChunkedJob{
+		Job:      slots.Job{Payload: ota.Payload{URL: "http://127.0.0.1:1/store", Size: 100_000, SHA256: sum}, Target: NewMemSlot("dev:B", 1<<20)},
+		IndexURL: "http://127.0.0.1:1/index", StateDir: t.TempDir(),
+		Expect: payload.Expect{ChunkSize: payload.MinChunkSize, ImageSize: 100_000, IndexSHA256: sum, StoreSize: 100_000, Compression: ota.CompressionNone},
+	}
+	job.Expect.ChunkCount = payload.ChunkCount(100_000, payload.MinChunkSize)
+	job.Expect.IndexSize = payload.IndexSize(job.Expect.ChunkCount)
+	err := slots.WriteChunked(t.Context(), job)
+	if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "slot files and block devices only") {
+		t.Fatalf("WriteChunked into memory = %v, want write_failed", err)
+	}
+}
