@@ -38,7 +38,7 @@ func within(pkg, dir string) bool {
 // the edges they are built from.
 var (
 	programs = []string{"device", "operator", "sim"}
-	edges    = []string{"verify", "slots", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"}
+	edges    = []string{"verify", "slots", "fetch", "backoff", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"}
 )
 
 // TestDependenciesPointInward enforces the dependency rule of the layout:
@@ -177,5 +177,35 @@ func TestProductFilesStaySmall(t *testing.T) {
 		if n := bytes.Count(b, []byte("\n")); n > 400 {
 			t.Errorf("%s: %d lines, over 400: split it along a seam", f, n)
 		}
+	}
+}
+
+// TestMemorySlotsStayInTheSimulator: the slot writer and the device's
+// assembly write through slots.Target, with no branch for memory; the
+// simulator's slots in memory are its own (sim/device implements the
+// interface), so no product file outside sim/ defines or names one.
+func TestMemorySlotsStayInTheSimulator(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	n := 0
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "sim/") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		n++
+		for _, name := range []string{"memslot", "memsink", "buildmemory"} {
+			if bytes.Contains(bytes.ToLower(b), []byte(name)) {
+				t.Errorf("%s names %q: memory slots belong to the simulator (sim/device), the writer takes a slots.Target", f, name)
+			}
+		}
+	}
+	if n < 100 {
+		t.Fatalf("read only %d product files", n)
 	}
 }
