@@ -12,4 +12,34 @@ type Chunks struct {
 	StoreURL    string      `json:"store_url"`
 	StoreSize   int64       `json:"store_size"`
 	Compression Compression `json:"compression"`
+	// Chunking is how the image is cut: fixed (index version 1, also when
+	// absent) or cdc (index version 2).
+	Chunking Chunking `json:"chunking,omitempty"`
+	// Deltas are per-chunk deltas against older images: a device whose
+	// booted slot holds one of them may fetch its deltas instead of chunks.
+	Deltas []Delta `json:"deltas,omitempty"`
+}
+
+// Chunking names how a chunked payload's image is cut into chunks.
+type Chunking string
+
+// The chunkings a manifest may name; "" is ChunkingFixed.
+const (
+	ChunkingFixed Chunking = "fixed" // every chunk payload.chunks.size bytes
+	ChunkingCDC   Chunking = "cdc"   // content-defined chunks averaging payload.chunks.size bytes
+)
+
+// Delta is one entry of payload.chunks.deltas: the deltas of this image's
+// chunks against the image whose sha256 is From, in one file at URL (its
+// index, IndexSize bytes hashing to IndexSHA256 and listing Count chunks,
+// then the deltas), and Fetch, the bytes a device whose booted slot holds
+// From fetches in all when it uses them.
+type Delta struct {
+	From        string `json:"from"`
+	URL         string `json:"url"`
+	Size        int64  `json:"size"`
+	IndexSize   int64  `json:"index_size"`
+	IndexSHA256 string `json:"index_sha256"`
+	Count       int64  `json:"count"`
+	Fetch       int64  `json:"fetch"`
 }

@@ -56,13 +56,27 @@ type TargetStatus struct {
 }
 
 // Transfer says where an install's bytes came from: bytes fetched from the
-// network (the payload as downloaded; for a chunked payload the index and
-// the chunks fetched), and image bytes reused from the slots on the device
-// (a chunked payload, docs/contract/chunked.md). Absent while zero.
+// network (the payload as downloaded; for a chunked payload the indexes,
+// the chunks and the deltas fetched), image bytes reused from the slots on
+// the device, and image bytes rebuilt from deltas against the booted slot
+// (a chunked payload, docs/contract/chunked.md); Path is how the install
+// fetched them. Absent while zero.
 type Transfer struct {
-	BytesFetched int64 `json:"bytes_fetched,omitempty"`
-	BytesReused  int64 `json:"bytes_reused,omitempty"`
+	Path         TransferPath `json:"path,omitempty"`
+	BytesFetched int64        `json:"bytes_fetched,omitempty"`
+	BytesReused  int64        `json:"bytes_reused,omitempty"`
+	BytesDelta   int64        `json:"bytes_delta,omitempty"`
 }
+
+// TransferPath names how an install fetched its image.
+type TransferPath string
+
+// The paths an install takes.
+const (
+	PathStream  TransferPath = "stream"  // one stream (schema 1)
+	PathChunked TransferPath = "chunked" // the chunks it does not hold
+	PathDelta   TransferPath = "delta"   // and deltas against the booted slot's image
+)
 
 // Event is one transition, as published on the events topic. ID and SHA256
 // name the offer concerned; Result, Code and Message are set for outcomes.

@@ -23,6 +23,10 @@ type Options struct {
 	Compression ota.Compression
 	// Level is a zstd level as the zstd tool counts (1-22); 0 means 3.
 	Level int
+	// Chunking is ota.ChunkingFixed (for "": index version 1, every chunk ChunkSize
+	// bytes) or ota.ChunkingCDC (version 2: content-defined chunks averaging
+	// ChunkSize bytes, zero runs of any length).
+	Chunking ota.Chunking
 }
 
 // Result describes what Build wrote: everything a schema-2 manifest needs.
@@ -35,6 +39,7 @@ type Result struct {
 	ChunkSize   int64
 	ChunkCount  int64
 	Compression ota.Compression
+	Chunking    ota.Chunking
 	// Chunks of each kind.
 	Zero, Raw, Zstd int64
 }
@@ -49,6 +54,7 @@ func (r *Result) Expect() Expect {
 		IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
 		StoreSize:   r.StoreSize,
 		Compression: r.Compression,
+		Chunking:    r.Chunking,
 	}
 }
 
@@ -64,7 +70,17 @@ func (r *Result) Chunks(url string) *ota.Chunks {
 		StoreURL:    url + ".store",
 		StoreSize:   r.StoreSize,
 		Compression: r.Compression,
+		Chunking:    r.chunkingField(),
 	}
+}
+
+// chunkingField is payload.chunks.chunking: absent for fixed chunks, so that a
+// manifest of fixed chunks reads as it did before there were others.
+func (r *Result) chunkingField() ota.Chunking {
+	if r.Chunking == ota.ChunkingCDC {
+		return r.Chunking
+	}
+	return ""
 }
 
 // Build reads image to its end and writes its store to store, one chunk at a time: an
@@ -81,12 +97,25 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 	if opts.Compression == "" {
 		opts.Compression = ota.CompressionZstd
 	}
+	switch opts.Chunking {
+	case "":
+		opts.Chunking = ota.ChunkingFixed
+	case ota.ChunkingFixed, ota.ChunkingCDC:
+	default:
+		return nil, fmt.Errorf("build payload: chunking %q: want fixed or cdc", opts.Chunking)
+	}
 	b := &builder{
-		res:   Result{ChunkSize: opts.ChunkSize, Compression: opts.Compression},
+		res:   Result{ChunkSize: opts.ChunkSize, Compression: opts.Compression, Chunking: opts.Chunking},
 		store: store,
 		image: sha256.New(),
-		buf:   make([]byte, opts.ChunkSize),
-		index: make([]byte, HeaderSize, HeaderSize+16*RecordSize),
+	}
+	maxChunk := opts.ChunkSize
+	if opts.Chunking == ota.ChunkingCDC {
+		maxChunk = CDCFor(opts.ChunkSize).Max
+		b.index = make([]byte, HeaderSize2, HeaderSize2+16*RecordSize2)
+	} else {
+		b.buf = make([]byte, opts.ChunkSize)
+		b.index = make([]byte, HeaderSize, HeaderSize+16*RecordSize)
 	}
 	switch opts.Compression {
 	case ota.CompressionZstd:
@@ -105,12 +134,16 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 		}
 		defer enc.Close()
 		b.enc = enc
-		b.zbuf = make([]byte, 0, opts.ChunkSize)
+		b.zbuf = make([]byte, 0, maxChunk)
 	case ota.CompressionNone:
 	default:
 		return nil, fmt.Errorf("build payload: compression %q: want zstd or none", opts.Compression)
 	}
-	if err := b.run(ctx, image); err != nil {
+	run := b.run
+	if opts.Chunking == ota.ChunkingCDC {
+		run = b.run2
+	}
+	if err := run(ctx, image); err != nil {
 		return nil, err
 	}
 	return &b.res, nil
@@ -167,36 +200,47 @@ func (b *builder) run(ctx context.Context, image io.Reader) error {
 func (b *builder) add(chunk []byte) error {
 	b.image.Write(chunk)
 	r := record{sum: sha256.Sum256(chunk)}
+	kind, stored, err := b.put(chunk)
+	if err != nil {
+		return err
+	}
+	r.kind, r.length = kind, uint32(len(stored))
+	var rec [RecordSize]byte
+	r.put(rec[:])
+	b.index = append(b.index, rec[:]...)
+	b.res.ImageSize += int64(len(chunk))
+	return nil
+}
+
+// put writes one chunk to the store, zstd-compressed or raw, or not at all when it is
+// zeros, and returns how it is stored.
+func (b *builder) put(chunk []byte) (Kind, []byte, error) {
+	var kind Kind
 	var stored []byte
 	switch {
 	case allZero(chunk):
-		r.kind = KindZero
+		kind = KindZero
 		b.res.Zero++
 	case b.enc != nil:
 		b.zbuf = b.enc.EncodeAll(chunk, b.zbuf[:0])
 		if len(b.zbuf) < len(chunk) {
-			r.kind, stored = KindZstd, b.zbuf
+			kind, stored = KindZstd, b.zbuf
 			b.res.Zstd++
 			break
 		}
 		fallthrough
 	default:
-		r.kind, stored = KindRaw, chunk
+		kind, stored = KindRaw, chunk
 		b.res.Raw++
 	}
-	r.length = uint32(len(stored))
 	if len(stored) > 0 {
 		if _, err := b.store.Write(stored); err != nil {
-			return fmt.Errorf("build payload: write chunk %d to the store at offset %d: %w", b.res.ChunkCount, b.res.StoreSize, err)
+			return 0, nil, fmt.Errorf("build payload: write chunk %d to the store at offset %d: %w", b.res.ChunkCount, b.res.StoreSize, err)
 		}
 	}
-	var rec [RecordSize]byte
-	r.put(rec[:])
-	b.index = append(b.index, rec[:]...)
 	b.res.StoreSize += int64(len(stored))
-	b.res.ImageSize += int64(len(chunk))
 	b.res.ChunkCount++
-	return nil
+	return kind, stored, nil
 }
 
 // allZero compares b with itself shifted by one byte: every byte equals its neighbour,

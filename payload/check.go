@@ -28,7 +28,7 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 		return err
 	}
 	defer d.Close()
-	buf := make([]byte, x.chunkSize)
+	buf := make([]byte, x.MaxChunk())
 	img := sha256.New()
 	out := io.MultiWriter(img, image)
 	for i := range x.Count() {
@@ -36,6 +36,12 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 			return fmt.Errorf("check store: %w", err)
 		}
 		c := x.Chunk(i)
+		if c.Kind == KindZero {
+			if err := writeZeros(out, int64(c.Length), buf); err != nil {
+				return fmt.Errorf("check store: write chunk %d of the image: %w", i, err)
+			}
+			continue
+		}
 		stored := buf[:c.StoreLength]
 		if n, err := io.ReadFull(store, stored); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -57,6 +63,19 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 	}
 	if sum := [sha256.Size]byte(img.Sum(nil)); sum != want {
 		return ota.Errorf(ota.CodeHashMismatch, "check store: the chunks make an image with sha256 %x, the manifest says %x", sum, want)
+	}
+	return nil
+}
+
+// writeZeros writes n zero bytes to w from buf, cleared.
+func writeZeros(w io.Writer, n int64, buf []byte) error {
+	clear(buf)
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := w.Write(buf[:k]); err != nil {
+			return err
+		}
+		n -= k
 	}
 	return nil
 }

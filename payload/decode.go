@@ -24,7 +24,7 @@ type Decoder struct {
 
 // NewDecoder returns a Decoder for x's chunks. Close it when done.
 func NewDecoder(x *Index) (*Decoder, error) {
-	d := &Decoder{x: x, buf: make([]byte, x.chunkSize+decodeSlack)}
+	d := &Decoder{x: x, buf: make([]byte, x.MaxChunk()+decodeSlack)}
 	if x.compression == ota.CompressionZstd {
 		// A chunk is one frame of at most the chunk size, so neither its window nor
 		// its output may be larger; a frame claiming more is refused before
@@ -32,8 +32,8 @@ func NewDecoder(x *Index) (*Decoder, error) {
 		zd, err := zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(1),
 			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(uint64(x.chunkSize)),
-			zstd.WithDecoderMaxWindow(uint64(max(x.chunkSize, zstd.MinWindowSize))),
+			zstd.WithDecoderMaxMemory(uint64(x.MaxChunk())),
+			zstd.WithDecoderMaxWindow(uint64(max(x.MaxChunk(), zstd.MinWindowSize))),
 			zstd.WithDecodeAllCapLimit(true))
 		if err != nil {
 			return nil, fmt.Errorf("chunk decoder: %w", err)
@@ -63,7 +63,11 @@ func (d *Decoder) Decode(i int, stored []byte) ([]byte, error) {
 	var out []byte
 	switch c.Kind {
 	case KindZero:
-		// ParseIndex checked that the recorded hash is that of zeros.
+		// ParseIndex checked that the recorded hash is that of zeros. A zero run
+		// longer than a chunk is written as zeros, never held.
+		if c.Length > len(d.buf) {
+			return nil, chunkErr(i, "a zero run of %d bytes is not decoded into a buffer", c.Length)
+		}
 		out = d.buf[:c.Length]
 		clear(out)
 		return out, nil

@@ -12,30 +12,40 @@ import (
 // Expect is what the signed manifest says about the index and store (its payload.size
 // and payload.chunks fields, docs/contract/chunked.md).
 type Expect struct {
-	ChunkSize   int64
-	ChunkCount  int64
-	ImageSize   int64
+	// ChunkSize is every chunk's size (fixed chunking) or their average (cdc).
+	ChunkSize int64
+	// ChunkCount is the number of records: of chunks, and with cdc of zero runs.
+	ChunkCount int64
+	ImageSize  int64
+	// IndexSize and IndexSHA256 are the index file's as fetched (compressed with cdc).
 	IndexSize   int64
 	IndexSHA256 string // 64 hex digits
 	StoreSize   int64
 	Compression ota.Compression // zstd, or none: every chunk stored raw
+	Chunking    ota.Chunking    // fixed (index version 1, also for "") or cdc (version 2)
 }
 
-// Index is a parsed, checked index. Chunk numbers run from 0 to Count()-1.
+// cdc reports whether w describes a version 2 index.
+func (w Expect) cdc() bool { return w.Chunking == ota.ChunkingCDC }
+
+// Index is a parsed, checked index. Chunk numbers run from 0 to Count()-1: with cdc,
+// a zero run is one chunk.
 type Index struct {
+	version     int
 	chunkSize   int64
 	imageSize   int64
 	storeSize   int64
 	compression ota.Compression
-	data        []byte  // the whole index
-	records     []byte  // the index after its header
+	data        []byte  // the whole index file
+	records     []byte  // the index after its header (decompressed with cdc)
 	offsets     []int64 // store offset of each chunk
+	imgOffsets  []int64 // image offset of each chunk (cdc; fixed chunks need none)
 }
 
 // Chunk is one index entry.
 type Chunk struct {
 	Num    int
-	SHA256 [sha256.Size]byte
+	SHA256 [sha256.Size]byte // with cdc, zeros for a zero run
 	Kind   Kind
 	Offset int64 // in the image (and the slot)
 	Length int   // uncompressed bytes: the chunk size, or less for the last chunk
@@ -44,8 +54,38 @@ type Chunk struct {
 	StoreLength int
 }
 
-// ChunkSize is the size of every chunk but possibly the last.
+// Holds reports whether b, read from a slot where c lies, is c's bytes: zeros for a
+// zero chunk, else bytes whose SHA-256 is c's.
+func (c Chunk) Holds(b []byte) bool {
+	if len(b) != c.Length {
+		return false
+	}
+	if c.Kind == KindZero {
+		return allZero(b) || len(b) == 0
+	}
+	return sha256.Sum256(b) == c.SHA256
+}
+
+// ChunkSize is the size of every chunk but possibly the last (fixed chunking), or the
+// average chunk size (cdc).
 func (x *Index) ChunkSize() int64 { return x.chunkSize }
+
+// MaxChunk is the largest chunk that is not a zero chunk: what one buffer must hold.
+// A cdc zero run may be longer (up to MaxZeroRun); it is never held, only written.
+func (x *Index) MaxChunk() int64 {
+	if x.version == version2 {
+		return CDCFor(x.chunkSize).Max
+	}
+	return x.chunkSize
+}
+
+// Chunking is the index's chunking: ota.ChunkingFixed or ota.ChunkingCDC.
+func (x *Index) Chunking() ota.Chunking {
+	if x.version == version2 {
+		return ota.ChunkingCDC
+	}
+	return ota.ChunkingFixed
+}
 
 // ImageSize is the size of the image in bytes.
 func (x *Index) ImageSize() int64 { return x.imageSize }
@@ -64,6 +104,9 @@ func (x *Index) Count() int { return len(x.offsets) }
 
 // Chunk returns chunk i; i must be in [0, Count()).
 func (x *Index) Chunk(i int) Chunk {
+	if x.version == version2 {
+		return x.chunk2(i)
+	}
 	r := getRecord(x.records[i*RecordSize:])
 	off := int64(i) * x.chunkSize
 	return Chunk{
@@ -91,10 +134,14 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	if sum := sha256.Sum256(data); sum != wantSum {
 		return nil, indexErr("index", "sha256 %x, payload.chunks.index_sha256 says %s", sum, strings.ToLower(want.IndexSHA256))
 	}
+	if want.cdc() {
+		return parseIndex2(data, want)
+	}
 	if err := checkHeader(data[:HeaderSize], want); err != nil {
 		return nil, err
 	}
 	x := &Index{
+		version:     version,
 		chunkSize:   want.ChunkSize,
 		imageSize:   want.ImageSize,
 		storeSize:   want.StoreSize,
@@ -116,6 +163,13 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 // imageSize+chunkSize). A manifest parser runs it too, to refuse such a manifest early.
 func (w Expect) Validate() error {
 	bad := indexErr
+	switch w.Chunking {
+	case "", ota.ChunkingFixed:
+	case ota.ChunkingCDC:
+		return w.validate2()
+	default:
+		return bad("payload.chunks.chunking", "want fixed or cdc, got %q", truncate(string(w.Chunking)))
+	}
 	switch {
 	case !ValidChunkSize(w.ChunkSize):
 		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)

@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -8,13 +9,20 @@ import (
 	"github.com/otad/otad/ota"
 )
 
+// zstdMagic begins every zstd frame: a version 2 index as fetched.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
 // ParseKept parses an index a device kept from an earlier install, with no manifest at
 // hand: the values ParseIndex checks against are taken from the index itself (its
 // header, its size, its hash, the sum of its lengths), and everything else is checked
 // as ParseIndex does, so a damaged file is refused rather than misread. What it
 // describes is no more trusted than the file: a caller checks every chunk it takes
-// on the strength of it.
+// on the strength of it. Both versions are read: a version 2 index is kept compressed,
+// as it was fetched.
 func ParseKept(data []byte) (*Index, error) {
+	if bytes.HasPrefix(data, zstdMagic) {
+		return parseKept2(data)
+	}
 	if len(data) < HeaderSize {
 		return nil, indexErr("index", "%d bytes, shorter than a header", len(data))
 	}
@@ -33,6 +41,36 @@ func ParseKept(data []byte) (*Index, error) {
 	// The lengths are 24 bits, so their sum fits whatever the count.
 	for r := data[HeaderSize:]; len(r) >= RecordSize; r = r[RecordSize:] {
 		w.StoreSize += int64(getRecord(r).length)
+	}
+	return ParseIndex(data, w)
+}
+
+// parseKept2 reads the values of a version 2 index from its decompressed header and
+// records (at most MaxIndexSize bytes of them), then parses it as ParseIndex does.
+func parseKept2(data []byte) (*Index, error) {
+	raw, err := decompressUpTo(data, MaxIndexSize)
+	if err != nil {
+		return nil, indexErr("index", "%v", err)
+	}
+	if len(raw) < HeaderSize2 {
+		return nil, indexErr("index", "%d bytes decompressed, shorter than a header", len(raw))
+	}
+	h := getHeader2(raw)
+	w := Expect{
+		ChunkSize:   int64(h.avg),
+		ChunkCount:  int64(min(h.count, 1<<62)),
+		ImageSize:   int64(min(h.imageSize, 1<<62)),
+		IndexSize:   int64(len(data)),
+		Compression: ota.CompressionNone,
+		Chunking:    ota.ChunkingCDC,
+	}
+	if h.compression == compZstd {
+		w.Compression = ota.CompressionZstd
+	}
+	sum := sha256.Sum256(data)
+	w.IndexSHA256 = hex.EncodeToString(sum[:])
+	for r := raw[HeaderSize2:]; len(r) >= RecordSize2; r = r[RecordSize2:] {
+		w.StoreSize += int64(getRecord2(r).stored)
 	}
 	return ParseIndex(data, w)
 }

@@ -3,8 +3,11 @@ package payload
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/otad/otad/ota"
 )
 
 // Source is where an install takes a chunk from. docs/contract/chunked.md order: the first that has it.
@@ -60,6 +63,33 @@ func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (*Have
 		}
 		if err != nil {
 			return nil, fmt.Errorf("scan chunks: read at offset %d: %w", off, err)
+		}
+	}
+}
+
+// ScanFor lists the chunks of r, up to limit bytes or r's end, cut as x cuts its
+// image: in fixed chunks of x's size, or content-defined as x's chunking does, so that
+// a booted slot without a kept index (a factory image) is hashed once, and every chunk
+// it shares with x's image is found wherever it lies.
+func ScanFor(ctx context.Context, r io.Reader, x *Index, limit int64) (*Have, error) {
+	if x.Chunking() != ota.ChunkingCDC {
+		return ScanChunks(ctx, r, x.ChunkSize(), limit)
+	}
+	h := &Have{}
+	c := newCutter(io.LimitReader(r, limit), CDCFor(x.ChunkSize()), nil)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("scan chunks: %w", err)
+		}
+		k, err := c.next()
+		if errors.Is(err, io.EOF) {
+			return h, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scan chunks: %w", err)
+		}
+		if k.data != nil && !allZero(k.data) {
+			h.Add(sha256.Sum256(k.data), k.off)
 		}
 	}
 }

@@ -1,0 +1,214 @@
+package payload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"slices"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
+)
+
+// DeltaResult describes a delta file BuildDelta wrote and what a device whose booted
+// slot holds the older image fetches with it.
+type DeltaResult struct {
+	Index       []byte // the delta index, first in the file
+	IndexSHA256 [sha256.Size]byte
+	From        [sha256.Size]byte // the older image's sha256
+	FromSize    int64
+	Count       int64 // chunks with a delta
+	DeltasSize  int64 // bytes of deltas after the index
+	// Image bytes the older image holds (chunks found by hash), that deltas
+	// rebuild, and that are fetched whole (the stored bytes: FullStored).
+	Held, Rebuilt, Full, FullStored int64
+}
+
+// Size is the delta file's size.
+func (r *DeltaResult) Size() int64 { return int64(len(r.Index)) + r.DeltasSize }
+
+// Fetch is what a device whose booted slot holds the older image fetches in all: the
+// index x (its file), this delta index, the deltas, and the chunks fetched whole.
+func (r *DeltaResult) Fetch(x *Index) int64 {
+	return int64(len(x.Bytes())) + int64(len(r.Index)) + r.DeltasSize + r.FullStored
+}
+
+// Entry is the manifest's payload.chunks.deltas entry for the file served at url.
+func (r *DeltaResult) Entry(url string, x *Index) ota.Delta {
+	return ota.Delta{
+		From: hex.EncodeToString(r.From[:]), URL: url, Size: r.Size(),
+		IndexSize: int64(len(r.Index)), IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
+		Count: r.Count, Fetch: r.Fetch(x),
+	}
+}
+
+// Expect is what the manifest entry of r says, for ParseDelta.
+func (r *DeltaResult) Expect() DeltaExpect {
+	return DeltaExpect{
+		From: hex.EncodeToString(r.From[:]), IndexSize: int64(len(r.Index)),
+		IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]), Count: r.Count, Size: r.Size(),
+	}
+}
+
+// BuildDelta writes to deltas a delta for every chunk of x, the index of newImg, that
+// the older image old (oldSize bytes) does not hold, when one is smaller than the chunk
+// as stored: a zstd frame whose raw dictionary is the older image's bytes where the
+// chunk's pieces lie there (or, failing that, where its neighbours moved to, or the
+// same offset). It reads old once, and newImg's chunks that old does not hold. Memory:
+// the older image's chunk list and piece list (about 40 bytes a KiB... of the older
+// image, on the signing machine), and a few chunks.
+func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.ReaderAt, x *Index, deltas io.Writer) (*DeltaResult, error) {
+	res := &DeltaResult{FromSize: oldSize}
+	held, sim, err := scanOld(ctx, io.NewSectionReader(old, 0, oldSize), x, &res.From)
+	if err != nil {
+		return nil, err
+	}
+	maxDict := MaxDict(x)
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), // every chunk is hashed
+		zstd.WithWindowSize(deltaWindow(x)))
+	if err != nil {
+		return nil, fmt.Errorf("build delta: zstd encoder: %w", err)
+	}
+	defer enc.Close()
+	raw := make([]byte, DeltaHeaderSize, DeltaHeaderSize+64*DeltaRecordSize)
+	chunk, dict, frame := make([]byte, x.MaxChunk()), make([]byte, 0, maxDict), make([]byte, 0, x.MaxChunk())
+	heldAt := func(i int) (int64, bool) { return held.Find(x.Chunk(i).SHA256) }
+	for i := range x.Count() {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("build delta: %w", err)
+		}
+		c := x.Chunk(i)
+		if c.Kind == KindZero {
+			continue
+		}
+		if _, ok := heldAt(i); ok {
+			res.Held += int64(c.Length)
+			continue
+		}
+		b := chunk[:c.Length]
+		if _, err := newImg.ReadAt(b, c.Offset); err != nil {
+			return nil, fmt.Errorf("build delta: read chunk %d of the new image at %d: %w", i, c.Offset, err)
+		}
+		shifts := append(sim.shifts(b, c.Offset), neighbourShifts(x, i, heldAt)...)
+		rs := dictRanges(append(shifts, shift{}), c.Offset, int64(c.Length), oldSize, maxDict)
+		slices.Reverse(rs) // the heaviest nearest the chunk: shorter offsets
+		dict = dict[:0]
+		for _, r := range rs {
+			n := len(dict)
+			dict = dict[:n+int(r.Len)]
+			if _, err := old.ReadAt(dict[n:], r.Off); err != nil {
+				return nil, fmt.Errorf("build delta: read the older image at %d: %w", r.Off, err)
+			}
+		}
+		if err := enc.ResetWithOptions(nil, zstd.WithEncoderDictRaw(0, dict)); err != nil {
+			return nil, fmt.Errorf("build delta: %w", err)
+		}
+		frame = enc.EncodeAll(b, frame[:0])
+		// A record costs a few bytes of index: a delta must save more than that.
+		if len(frame)+DeltaRecordSize >= c.StoreLength {
+			res.Full += int64(c.Length)
+			res.FullStored += int64(c.StoreLength)
+			continue
+		}
+		if _, err := deltas.Write(frame); err != nil {
+			return nil, fmt.Errorf("build delta: write: %w", err)
+		}
+		dc := DeltaChunk{Chunk: i, Length: len(frame), N: len(rs)}
+		copy(dc.Ranges[:], rs)
+		var rec [DeltaRecordSize]byte
+		putDeltaRecord(rec[:], dc)
+		raw = append(raw, rec[:]...)
+		res.Count++
+		res.DeltasSize += int64(len(frame))
+		res.Rebuilt += int64(c.Length)
+	}
+	putDeltaHeader(raw, res.From, sha256.Sum256(x.Bytes()), oldSize, res.Count, res.DeltasSize)
+	if res.Index, err = compressIndex(raw); err != nil {
+		return nil, fmt.Errorf("build delta: %w", err)
+	}
+	res.IndexSHA256 = sha256.Sum256(res.Index)
+	return res, nil
+}
+
+// scanOld cuts the older image as x cuts, listing its chunks and their pieces, and
+// hashes it whole into sum.
+func scanOld(ctx context.Context, r io.Reader, x *Index, sum *[sha256.Size]byte) (*Have, *similar, error) {
+	h := sha256.New()
+	have, sim := &Have{}, newSimilar()
+	add := func(b []byte, off int64) {
+		if !allZero(b) {
+			have.Add(sha256.Sum256(b), off)
+			sim.addOld(b, off)
+		}
+	}
+	if x.Chunking() == ota.ChunkingCDC {
+		c := newCutter(r, CDCFor(x.ChunkSize()), h)
+		for {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, fmt.Errorf("build delta: %w", err)
+			}
+			k, err := c.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("build delta: older image: %w", err)
+			}
+			if k.data != nil {
+				add(k.data, k.off)
+			}
+		}
+	} else {
+		buf := make([]byte, x.ChunkSize())
+		for off := int64(0); ; off += int64(len(buf)) {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, fmt.Errorf("build delta: %w", err)
+			}
+			n, err := io.ReadFull(r, buf)
+			h.Write(buf[:n])
+			if n > 0 {
+				add(buf[:n], off)
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				break
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("build delta: older image at %d: %w", off, err)
+			}
+		}
+	}
+	h.Sum(sum[:0])
+	return have, sim, nil
+}
+
+// neighbourShifts are the shifts of the nearest chunks before and after chunk i that
+// the older image holds: what moved with them, light as a guess.
+func neighbourShifts(x *Index, i int, heldAt func(int) (int64, bool)) []shift {
+	var out []shift
+	for _, step := range []int{-1, 1} {
+		for j, n := i+step, 0; j >= 0 && j < x.Count() && n < 8; j, n = j+step, n+1 {
+			if x.Chunk(j).Kind == KindZero {
+				continue
+			}
+			if at, ok := heldAt(j); ok {
+				out = append(out, shift{by: at - x.Chunk(j).Offset, weight: 1})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// deltaWindow is the zstd window a delta of x's chunks needs: the dictionary and the
+// chunk, rounded up to a power of two.
+func deltaWindow(x *Index) int {
+	n := MaxDict(x) + x.MaxChunk()
+	return 1 << bits.Len64(uint64(n-1))
+}

@@ -1,0 +1,75 @@
+package payload
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/otad/otad/ota"
+)
+
+// DeltaDecoder rebuilds chunks from their deltas and the older image's bytes, checked
+// against the index. Its buffers are one chunk and one dictionary (MaxDict); a frame
+// is never decoded past the chunk. For one goroutine at a time.
+type DeltaDecoder struct {
+	x    *Index
+	zd   *zstd.Decoder
+	dict []byte
+	buf  []byte
+}
+
+// NewDeltaDecoder returns a DeltaDecoder for x's chunks. Close it when done.
+func NewDeltaDecoder(x *Index) (*DeltaDecoder, error) {
+	zd, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(uint64(deltaWindow(x))),
+		zstd.WithDecoderMaxWindow(uint64(deltaWindow(x))),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("delta decoder: %w", err)
+	}
+	return &DeltaDecoder{x: x, zd: zd, dict: make([]byte, MaxDict(x)), buf: make([]byte, x.MaxChunk()+decodeSlack)}, nil
+}
+
+// Close releases the decoder's resources.
+func (d *DeltaDecoder) Close() { d.zd.Close() }
+
+// Decode returns chunk dc.Chunk rebuilt from frame, its delta, with the dictionary read
+// from old (the booted slot, holding the older image), after checking it against the
+// index's SHA-256. Old bytes that are not the older image's (a booted slot changed
+// since) make another chunk, refused: a chunk_mismatch naming delta.chunk[i], as is a
+// corrupt frame or one decoding to more or less than the chunk. A failed read of old
+// is returned as it is. The result is valid until the next Decode.
+func (d *DeltaDecoder) Decode(dc DeltaChunk, frame []byte, old io.ReaderAt) ([]byte, error) {
+	c := d.x.Chunk(dc.Chunk)
+	bad := func(format string, args ...any) error {
+		return ota.FieldErrorf(ota.CodeChunkMismatch, fmt.Sprintf("delta.chunk[%d]", dc.Chunk), format, args...)
+	}
+	if len(frame) != dc.Length {
+		return nil, bad("%d delta bytes, the delta index says %d", len(frame), dc.Length)
+	}
+	dict := d.dict[:0]
+	for _, r := range dc.Ranges[:dc.N] {
+		n := len(dict)
+		dict = dict[:n+int(r.Len)]
+		if _, err := old.ReadAt(dict[n:], r.Off); err != nil {
+			return nil, fmt.Errorf("delta of chunk %d: read the booted slot at %d: %w", dc.Chunk, r.Off, err)
+		}
+	}
+	if err := d.zd.ResetWithOptions(nil, zstd.WithDecoderDictRaw(0, dict)); err != nil {
+		return nil, fmt.Errorf("delta decoder: %w", err)
+	}
+	out, err := d.zd.DecodeAll(frame, d.buf[:0:c.Length+decodeSlack])
+	if err != nil {
+		return nil, bad("decompress: %w", err)
+	}
+	if len(out) != c.Length {
+		return nil, bad("decompresses to %d bytes, want %d", len(out), c.Length)
+	}
+	if sum := sha256.Sum256(out); sum != c.SHA256 {
+		return nil, bad("sha256 %x, index says %x: the booted slot does not hold the older image's bytes", sum, c.SHA256)
+	}
+	return out, nil
+}
