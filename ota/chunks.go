@@ -17,7 +17,22 @@ type Chunks struct {
 	Chunking Chunking `json:"chunking,omitempty"`
 	// Deltas are per-chunk deltas against older images: a device whose
 	// booted slot holds one of them may fetch its deltas instead of chunks.
-	Deltas []Delta `json:"deltas,omitempty"`
+	// A pointer keeps Chunks comparable; nil when there are none.
+	Deltas *[]Delta `json:"deltas,omitempty"`
+}
+
+// DeltaFrom returns the index in Deltas of the entry for the older image whose
+// sha256 is image (lowercase hex), or -1.
+func (c *Chunks) DeltaFrom(image string) int {
+	if c == nil || c.Deltas == nil || image == "" {
+		return -1
+	}
+	for k, d := range *c.Deltas {
+		if d.From == image {
+			return k
+		}
+	}
+	return -1
 }
 
 // Chunking names how a chunked payload's image is cut into chunks.

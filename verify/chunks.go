@@ -15,15 +15,31 @@ import (
 type Chunks = ota.Chunks
 
 type rawChunks struct {
+	Size        *int64      `json:"size"`
+	Count       *int64      `json:"count"`
+	IndexURL    *string     `json:"index_url"`
+	IndexSize   *int64      `json:"index_size"`
+	IndexSHA256 *string     `json:"index_sha256"`
+	StoreURL    *string     `json:"store_url"`
+	StoreSize   *int64      `json:"store_size"`
+	Compression *string     `json:"compression"`
+	Chunking    *string     `json:"chunking"`
+	Deltas      *[]rawDelta `json:"deltas"`
+}
+
+type rawDelta struct {
+	From        *string `json:"from"`
+	URL         *string `json:"url"`
 	Size        *int64  `json:"size"`
-	Count       *int64  `json:"count"`
-	IndexURL    *string `json:"index_url"`
 	IndexSize   *int64  `json:"index_size"`
 	IndexSHA256 *string `json:"index_sha256"`
-	StoreURL    *string `json:"store_url"`
-	StoreSize   *int64  `json:"store_size"`
-	Compression *string `json:"compression"`
+	Count       *int64  `json:"count"`
+	Fetch       *int64  `json:"fetch"`
 }
+
+// maxDeltas bounds payload.chunks.deltas: one entry per older image a release
+// offers deltas from.
+const maxDeltas = 16
 
 // Expect is what the index of chunked payload p is checked against (payload.ParseIndex).
 func Expect(p *Payload) payload.Expect {
@@ -31,8 +47,15 @@ func Expect(p *Payload) payload.Expect {
 	return payload.Expect{
 		ChunkSize: c.Size, ChunkCount: c.Count, ImageSize: p.Size,
 		IndexSize: c.IndexSize, IndexSHA256: c.IndexSHA256, StoreSize: c.StoreSize,
-		Compression: c.Compression,
+		Compression: c.Compression, Chunking: c.Chunking,
 	}
+}
+
+// DeltaExpect is what the delta index of payload.chunks.deltas[k] is checked against
+// (payload.ParseDelta).
+func DeltaExpect(p *Payload, k int) payload.DeltaExpect {
+	d := (*p.Chunks.Deltas)[k]
+	return payload.DeltaExpect{From: d.From, IndexSize: d.IndexSize, IndexSHA256: d.IndexSHA256, Count: d.Count, Size: d.Size}
 }
 
 // parseChunks checks payload.chunks of a schema-2 manifest whose payload.size is size:
@@ -79,6 +102,9 @@ func parseChunks(r *rawChunks, size int64) (*Chunks, error) {
 		return nil, missing("compression")
 	}
 	c.Compression = ota.Compression(*r.Compression)
+	if r.Chunking != nil {
+		c.Chunking = ota.Chunking(*r.Chunking)
+	}
 	p := Payload{Size: size, Chunks: &c}
 	// The rules of the index format are payload's; only the code differs here.
 	if err := Expect(&p).Validate(); err != nil {
@@ -88,7 +114,69 @@ func parseChunks(r *rawChunks, size int64) (*Chunks, error) {
 		}
 		return nil, refuseErr(ota.CodeBadManifest, at, "", err)
 	}
+	if r.Deltas != nil && len(*r.Deltas) > 0 {
+		if err := parseDeltas(&c, *r.Deltas); err != nil {
+			return nil, err
+		}
+	}
 	return &c, nil
+}
+
+// parseDeltas checks payload.chunks.deltas into c: at most maxDeltas entries, every
+// field present, one entry per older image, values as payload.DeltaExpect.Validate
+// requires.
+func parseDeltas(c *Chunks, list []rawDelta) error {
+	const at = "payload.chunks.deltas"
+	if len(list) > maxDeltas {
+		return refuse(ota.CodeBadManifest, at, fmt.Sprintf("%d entries, at most %d allowed", len(list), maxDeltas))
+	}
+	seen := map[string]bool{}
+	deltas := make([]ota.Delta, 0, len(list))
+	c.Deltas = &deltas
+	for k, r := range list {
+		here := fmt.Sprintf("%s[%d]", at, k)
+		var d ota.Delta
+		for _, f := range []struct {
+			name string
+			src  *int64
+			dst  *int64
+		}{{"size", r.Size, &d.Size}, {"index_size", r.IndexSize, &d.IndexSize}, {"count", r.Count, &d.Count}, {"fetch", r.Fetch, &d.Fetch}} {
+			if f.src == nil {
+				return refuse(ota.CodeBadManifest, here+"."+f.name, "missing")
+			}
+			*f.dst = *f.src
+		}
+		for _, f := range []struct {
+			name string
+			src  *string
+			dst  *string
+		}{{"from", r.From, &d.From}, {"index_sha256", r.IndexSHA256, &d.IndexSHA256}, {"url", r.URL, &d.URL}} {
+			if f.src == nil {
+				return refuse(ota.CodeBadManifest, here+"."+f.name, "missing")
+			}
+			*f.dst = *f.src
+		}
+		if err := checkURL(here+".url", d.URL); err != nil {
+			return err
+		}
+		d.From, d.IndexSHA256 = strings.ToLower(d.From), strings.ToLower(d.IndexSHA256)
+		if d.Fetch < 0 {
+			return refuse(ota.CodeBadManifest, here+".fetch", fmt.Sprintf("%d is negative", d.Fetch))
+		}
+		if seen[d.From] {
+			return refuse(ota.CodeBadManifest, here+".from", "an older image listed twice")
+		}
+		seen[d.From] = true
+		deltas = append(deltas, d)
+		if err := DeltaExpect(&Payload{Chunks: c}, k).Validate(here); err != nil {
+			var e *ota.Error
+			if errors.As(err, &e) {
+				return &ota.Error{Code: ota.CodeBadManifest, Field: e.Field, Err: e.Err}
+			}
+			return refuseErr(ota.CodeBadManifest, here, "", err)
+		}
+	}
+	return nil
 }
 
 // checkURL refuses a URL a device could not fetch: unparsable, without a scheme, or
