@@ -17,36 +17,75 @@ import (
 // device fetches the result.
 const chunkedLevel = 9
 
+// chunkedOpts is how sign --chunked cuts and stores an image.
+type chunkedOpts struct {
+	chunkSize int64
+	comp      ota.Compression
+	chunking  ota.Chunking
+	// stream, when set, receives the image as it is read (to size the full stream).
+	stream io.Writer
+}
+
+// pending are files written beside their paths, to be renamed into place together
+// once all are whole, in order: the deltas and the store before the index that
+// names them.
+type pending []*outFile
+
+func (p *pending) add(f *outFile) { *p = append(*p, f) }
+
+func (p pending) commit() error {
+	for _, f := range p {
+		if err := f.commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p pending) abort() {
+	for _, f := range p {
+		f.abort()
+	}
+}
+
 // prepareChunked cuts the image into out.store and out.idx (docs/contract/chunked.md), streaming it
-// once; each file is written beside its path and renamed into place only when whole,
-// the store first, so an index is never published without its store.
-func prepareChunked(ctx context.Context, image, out string, chunkSize int64, comp ota.Compression) (*payload.Result, error) {
+// once, into files added to files (store first) and left for the caller to commit.
+func prepareChunked(ctx context.Context, image, out string, o chunkedOpts, files *pending) (*payload.Result, error) {
 	in, err := os.Open(image)
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	defer in.Close()
 	// Refused before a byte is written: every device would refuse the index.
-	if st, err := in.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 && payload.ValidChunkSize(chunkSize) {
-		if n := payload.IndexSize(payload.ChunkCount(st.Size(), chunkSize)); n > payload.MaxIndexSize {
-			return nil, fmt.Errorf("image %s: %d bytes in chunks of %d make an index of %d bytes, more than a device holds (%d): use a larger --chunk-size", image, st.Size(), chunkSize, n, payload.MaxIndexSize)
+	if st, err := in.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 && payload.ValidChunkSize(o.chunkSize) {
+		if n := estimatedIndex(st.Size(), o); n > payload.MaxIndexSize {
+			return nil, fmt.Errorf("image %s: %d bytes in chunks of %d make an index of about %d bytes, more than a device holds (%d): use a larger --chunk-size", image, st.Size(), o.chunkSize, n, payload.MaxIndexSize)
 		}
 	}
 	store, err := createOut(out + ".store")
 	if err != nil {
 		return nil, err
 	}
-	defer store.abort()
+	files.add(store)
 	idx, err := createOut(out + ".idx")
 	if err != nil {
 		return nil, err
 	}
-	defer idx.abort()
+	files.add(idx)
 
 	bw := bufio.NewWriterSize(store, copyBufferSize)
-	res, err := payload.Build(ctx, in, bw, payload.Options{ChunkSize: chunkSize, Compression: comp, Level: chunkedLevel})
+	var src io.Reader = in
+	if o.stream != nil {
+		src = io.TeeReader(in, o.stream)
+	}
+	res, err := payload.Build(ctx, src, bw, payload.Options{ChunkSize: o.chunkSize, Compression: o.comp, Level: chunkedLevel, Chunking: o.chunking})
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", image, err)
+	}
+	if o.chunking == ota.ChunkingCDC {
+		if n := payload.IndexSize2(res.ChunkCount); n > payload.MaxIndexSize {
+			return nil, fmt.Errorf("image %s: %d chunks make an index of %d bytes, more than a device holds (%d): use a larger --chunk-size", image, res.ChunkCount, n, payload.MaxIndexSize)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("out-payload %s: %w", store.path, err)
@@ -54,13 +93,18 @@ func prepareChunked(ctx context.Context, image, out string, chunkSize int64, com
 	if _, err := idx.Write(res.Index); err != nil {
 		return nil, fmt.Errorf("out-payload %s: %w", idx.path, err)
 	}
-	if err := store.commit(); err != nil {
-		return nil, err
-	}
-	if err := idx.commit(); err != nil {
-		return nil, err
-	}
 	return res, nil
+}
+
+// estimatedIndex is the size of the index of size bytes: exact for fixed chunks; for
+// content-defined ones, as if no byte were zero and chunks had their mean size (the
+// minimum and half the nominal size: docs/contract/chunked.md).
+func estimatedIndex(size int64, o chunkedOpts) int64 {
+	if o.chunking != ota.ChunkingCDC {
+		return payload.IndexSize(payload.ChunkCount(size, o.chunkSize))
+	}
+	p := payload.CDCFor(o.chunkSize)
+	return payload.IndexSize2(payload.ChunkCount(size, p.Min+p.Avg/2))
 }
 
 // chunkedPayload is the schema-2 payload of a built image whose files are served at
@@ -75,6 +119,11 @@ func chunkedPayload(res *payload.Result, url string) verify.Payload {
 
 // reportChunked tells the operator what was written.
 func reportChunked(w io.Writer, out string, res *payload.Result) {
+	if res.Chunking == ota.ChunkingCDC {
+		fmt.Fprintf(w, "%s.idx: %d bytes, %d content-defined chunks of about %d bytes (%d zero runs, %d raw, %d zstd); %s.store: %d bytes for a %d-byte image\n",
+			out, len(res.Index), res.ChunkCount, res.ChunkSize, res.Zero, res.Raw, res.Zstd, out, res.StoreSize, res.ImageSize)
+		return
+	}
 	fmt.Fprintf(w, "%s.idx: %d chunks of %d bytes (%d zero, %d raw, %d zstd); %s.store: %d bytes for a %d-byte image\n",
 		out, res.ChunkCount, res.ChunkSize, res.Zero, res.Raw, res.Zstd, out, res.StoreSize, res.ImageSize)
 }
@@ -105,5 +154,45 @@ func checkChunked(ctx context.Context, p *verify.Payload, out string) (int, erro
 	if err := payload.CheckStore(ctx, x, bufio.NewReaderSize(s, copyBufferSize), p.SHA256, io.Discard); err != nil {
 		return 0, fmt.Errorf("%s.store: %w", out, err)
 	}
+	if p.Chunks.Deltas != nil {
+		for k, d := range *p.Chunks.Deltas {
+			if err := checkDeltaFile(p, k, x, out+deltaFileSuffix(d.From)); err != nil {
+				return 0, err
+			}
+		}
+	}
 	return x.Count(), nil
+}
+
+// deltaFileSuffix is deltaName of an entry's from (64 hex digits, checked).
+func deltaFileSuffix(from string) string {
+	b, _ := hex.DecodeString(from)
+	return deltaName([32]byte(b))
+}
+
+// checkDeltaFile checks the delta file of deltas entry k as a device would before
+// using it: its size, and its index against the entry and x. (Its deltas decode only
+// with the older image's bytes; every chunk they make is checked on the device.)
+func checkDeltaFile(p *verify.Payload, k int, x *payload.Index, path string) error {
+	want := p.DeltaExpect(k)
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() != want.Size {
+		return ota.Errorf(ota.CodeSizeMismatch, "%s: %d bytes, payload.chunks.deltas[%d].size says %d", path, st.Size(), k, want.Size)
+	}
+	idx := make([]byte, want.IndexSize)
+	if _, err := io.ReadFull(f, idx); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := payload.ParseDelta(idx, want, x, fmt.Sprintf("payload.chunks.deltas[%d]", k)); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

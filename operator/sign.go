@@ -32,6 +32,8 @@ type signOptions struct {
 	outPayload      string
 	chunked         bool
 	chunkSize       string
+	chunking        string
+	deltaFrom       stringList
 	securityVersion uint64
 	expires         time.Duration
 	devices         stringList
@@ -50,7 +52,9 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
 	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
 	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
-	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB")
+	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to four times it)")
+	fset.StringVar(&o.chunking, "chunking", string(ota.ChunkingCDC), "with --chunked: cdc (content-defined chunks: reuse survives moved files) or fixed (every chunk --chunk-size bytes, for devices older than cdc)")
+	fset.Var(&o.deltaFrom, "delta-from", "with --chunked: older image(s) devices may hold, comma-separated or repeated: writes PATH.from-<sha256 prefix>.delta with a delta of each chunk they lack")
 	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
 	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
 	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
@@ -130,12 +134,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // payload writes what is to be uploaded and describes it for the manifest.
 func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
 	if o.chunked {
-		res, err := prepareChunked(ctx, o.image, o.outPayload, chunkSize, ota.Compression(o.compress))
-		if err != nil {
-			return verify.Payload{}, err
-		}
-		reportChunked(stderr, o.outPayload, res)
-		return chunkedPayload(res, o.url), nil
+		return o.chunkedPayload(ctx, chunkSize, stderr)
 	}
 	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload)
 	if err != nil {
@@ -148,6 +147,43 @@ func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Wr
 		SHA256:       p.sha256,
 		DownloadSize: p.downloadSize,
 	}, nil
+}
+
+// chunkedPayload writes PATH.idx, PATH.store and, with --delta-from, a delta file
+// per older image, and describes them for the manifest.
+func (o *signOptions) chunkedPayload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
+	co := chunkedOpts{chunkSize: chunkSize, comp: ota.Compression(o.compress), chunking: ota.Chunking(o.chunking)}
+	olds := splitList(o.deltaFrom)
+	var sizer *streamSizer
+	if len(olds) > 0 {
+		var err error
+		if sizer, err = newStreamSizer(); err != nil {
+			return verify.Payload{}, err
+		}
+		co.stream = sizer
+	}
+	var files pending
+	defer func() { files.abort() }()
+	res, err := prepareChunked(ctx, o.image, o.outPayload, co, &files)
+	if err != nil {
+		return verify.Payload{}, err
+	}
+	reportChunked(stderr, o.outPayload, res)
+	pl := chunkedPayload(res, o.url)
+	if len(olds) > 0 {
+		stream, err := sizer.size()
+		if err != nil {
+			return verify.Payload{}, fmt.Errorf("image %s: zstd: %w", o.image, err)
+		}
+		deltas, err := buildDeltas(ctx, deltaJob{image: o.image, out: o.outPayload, url: o.url, res: res, stream: stream, olds: olds}, &files, stderr)
+		if err != nil {
+			return verify.Payload{}, err
+		}
+		if len(deltas) > 0 {
+			pl.Chunks.Deltas = &deltas
+		}
+	}
+	return pl, files.commit()
 }
 
 // validate checks the flags and returns issued_at and, with --chunked, the chunk size.
@@ -208,10 +244,15 @@ func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 // a chunked payload the compression defaults to zstd.
 func (o *signOptions) checkChunked() (int64, error) {
 	if !o.chunked {
-		if o.set["chunk-size"] {
-			return 0, usagef("--chunk-size needs --chunked")
+		for _, f := range []string{"chunk-size", "chunking", "delta-from"} {
+			if o.set[f] {
+				return 0, usagef("--%s needs --chunked", f)
+			}
 		}
 		return 0, nil
+	}
+	if c := ota.Chunking(o.chunking); c != ota.ChunkingCDC && c != ota.ChunkingFixed {
+		return 0, usagef("--chunking %q: want cdc or fixed", o.chunking)
 	}
 	if o.outPayload == "" {
 		return 0, usagef("--chunked needs --out-payload PATH (where to write PATH.idx and PATH.store)")

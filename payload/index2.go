@@ -86,7 +86,7 @@ func decompressUpTo(data []byte, n int64) ([]byte, error) {
 	zd, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxMemory(uint64(max(n, 1))),
+		zstd.WithDecoderMaxMemory(uint64(max(n+decodeSlack, zstd.MinWindowSize))),
 		zstd.WithDecoderMaxWindow(uint64(max(n, zstd.MinWindowSize))),
 		zstd.WithDecodeAllCapLimit(true))
 	if err != nil {

@@ -1,0 +1,178 @@
+package operator
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// deltaName is the suffix of the delta file from the image whose sha256 is from:
+// PATH.from-<its first 12 hex>.delta, served at URL.from-<…>.delta.
+func deltaName(from [32]byte) string { return ".from-" + hex.EncodeToString(from[:6]) + ".delta" }
+
+// streamSizer counts the bytes of the image as one zstd stream, as sign --compress
+// zstd writes it: the full download deltas are weighed against.
+type streamSizer struct {
+	n   countingWriter
+	enc *zstd.Encoder
+}
+
+func newStreamSizer() (*streamSizer, error) {
+	s := &streamSizer{}
+	enc, err := zstd.NewWriter(&s.n, zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+	if err != nil {
+		return nil, err
+	}
+	s.enc = enc
+	return s, nil
+}
+
+func (s *streamSizer) Write(p []byte) (int, error) { return s.enc.Write(p) }
+
+// size ends the stream and returns its bytes.
+func (s *streamSizer) size() (int64, error) {
+	if err := s.enc.Close(); err != nil {
+		return 0, err
+	}
+	return s.n.n, nil
+}
+
+// splitList is the values of a repeatable flag, each also split at commas.
+func splitList(l []string) []string {
+	var out []string
+	for _, v := range l {
+		for _, s := range strings.Split(v, ",") {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// deltaJob is what writing the deltas against older images needs.
+type deltaJob struct {
+	image, out, url string
+	res             *payload.Result
+	stream          int64 // the image as one zstd stream
+	olds            []string
+}
+
+// buildDeltas writes out.from-<…>.delta for each older image and returns the
+// manifest's deltas entries, telling the operator what a device holding each older
+// image fetches against the full stream and the whole chunked payload. A file whose
+// deltas would not make that device fetch less than the chunked payload alone is not
+// written, and says so.
+func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writer) ([]ota.Delta, error) {
+	x, err := payload.ParseIndex(j.res.Index, j.res.Expect())
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", j.image, err)
+	}
+	newImg, err := os.Open(j.image)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	defer newImg.Close()
+	full := int64(len(j.res.Index)) + j.res.StoreSize
+	var entries []ota.Delta
+	seen := map[[32]byte]bool{}
+	for _, old := range j.olds {
+		r, frames, err := deltaFrom(ctx, old, newImg, x, filepath.Dir(j.out))
+		if err != nil {
+			return nil, err
+		}
+		name := j.out + deltaName(r.From)
+		fetch := r.Fetch(x)
+		switch {
+		case r.From == j.res.ImageSHA256:
+			fmt.Fprintf(stderr, "--delta-from %s: the image itself: no deltas\n", old)
+		case seen[r.From]:
+			fmt.Fprintf(stderr, "--delta-from %s: an image given before: no deltas\n", old)
+		case r.Count == 0 || fetch >= full:
+			fmt.Fprintf(stderr, "--delta-from %s: deltas would not save bytes (%d chunks): none written; a device holding it fetches %d bytes (%s of the stream, %d bytes)\n",
+				old, r.Count, full-r.DeltasSize, percent(full, j.stream), j.stream)
+		default:
+			f, err := writeDelta(name, r, frames)
+			if err != nil {
+				return nil, err
+			}
+			// Before the store and the index: published first.
+			*files = append(pending{f}, *files...)
+			entries = append(entries, r.Entry(j.url+deltaName(r.From), x))
+			fmt.Fprintf(stderr, "%s: %d deltas from %s (sha256 %x…): a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd) and %s of the chunked payload (%d bytes): it holds %s of the image, deltas rebuild %s, %s is fetched whole\n",
+				name, r.Count, old, r.From[:6], fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full,
+				percent(r.Held, x.ImageSize()), percent(r.Rebuilt, x.ImageSize()), percent(r.Full, x.ImageSize()))
+		}
+		seen[r.From] = true
+		frames.Close()
+		os.Remove(frames.Name())
+	}
+	return entries, nil
+}
+
+// deltaFrom builds the deltas of x's image against the older image at path into a
+// temporary file in dir, returned rewound.
+func deltaFrom(ctx context.Context, path string, newImg *os.File, x *payload.Index, dir string) (*payload.DeltaResult, *os.File, error) {
+	old, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--delta-from: %w", err)
+	}
+	defer old.Close()
+	st, err := old.Stat()
+	if err != nil || st.Size() == 0 {
+		return nil, nil, fmt.Errorf("--delta-from %s: an empty or unreadable image (%v)", path, err)
+	}
+	frames, err := os.CreateTemp(dir, ".deltas.tmp-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("out-payload: %w", err)
+	}
+	bw := bufio.NewWriterSize(frames, copyBufferSize)
+	r, err := payload.BuildDelta(ctx, old, st.Size(), newImg, x, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		_, err = frames.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		frames.Close()
+		os.Remove(frames.Name())
+		return nil, nil, fmt.Errorf("--delta-from %s: %w", path, err)
+	}
+	return r, frames, nil
+}
+
+// writeDelta writes the delta file, its index then the deltas, beside name.
+func writeDelta(name string, r *payload.DeltaResult, frames io.Reader) (*outFile, error) {
+	f, err := createOut(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(r.Index); err != nil {
+		f.abort()
+		return nil, fmt.Errorf("out-payload %s: %w", name, err)
+	}
+	if n, err := io.Copy(f, frames); err != nil || n != r.DeltasSize {
+		f.abort()
+		return nil, fmt.Errorf("out-payload %s: %d of %d bytes of deltas: %v", name, n, r.DeltasSize, err)
+	}
+	return f, nil
+}
+
+// percent is a of b, as "4.2%".
+func percent(a, b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}

@@ -1,0 +1,142 @@
+package operator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// updatePair writes an older image and a newer one: the same blocks, some moved by a
+// few KiB (bytes inserted before them), some changed in a few bytes.
+func updatePair(t *testing.T, dir string) (oldPath, newPath string, oldImg, newImg []byte) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 6))
+	oldImg = make([]byte, 3<<20)
+	for i := 0; i < len(oldImg); i += 8 {
+		v := rng.Uint64() & 0x3f3f3f3f3f3f3f3f // compressible a little
+		for j := range 8 {
+			oldImg[i+j] = byte(v >> (8 * j))
+		}
+	}
+	newImg = append(bytes.Clone(oldImg[:1<<20]), bytes.Repeat([]byte("moved by a few KiB "), 300)...)
+	newImg = append(newImg, oldImg[1<<20:]...)
+	for _, off := range []int{100000, 2 << 20, 3<<20 - 5000} {
+		newImg[off] ^= 0xff
+	}
+	oldPath, newPath = filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	for p, b := range map[string][]byte{oldPath: oldImg, newPath: newImg} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return oldPath, newPath, oldImg, newImg
+}
+
+// TestSignDeltaFrom: --delta-from writes a delta file per older image, lists it in the
+// manifest with what a device holding that image fetches, says so against the full
+// stream, and the deltas rebuild the chunks from the older image's bytes.
+func TestSignDeltaFrom(t *testing.T) {
+	dir := t.TempDir()
+	oldPath, newPath, oldImg, newImg := updatePair(t, dir)
+	other := filepath.Join(dir, "other.img")
+	makeImage(t, other, 1<<20)
+	mustRun(t, "keygen", filepath.Join(dir, "k"))
+	out := filepath.Join(dir, "rel")
+	r := mustRun(t, "sign", "--key", filepath.Join(dir, "k.key"), "--image", newPath, "--version", "2", "--compatible", "c",
+		"--url", "https://updates.example.com/rel", "--chunked", "--delta-from", oldPath+","+other, "--delta-from", newPath, "--out-payload", out)
+	m, _ := manifestOf(t, r.stdout)
+	c := m.Payload.Chunks
+	if c.Chunking != ota.ChunkingCDC || c.Deltas == nil || len(*c.Deltas) != 1 {
+		t.Fatalf("chunks %+v, stderr %s", c, r.stderr)
+	}
+	d := (*c.Deltas)[0]
+	name := out + ".from-" + d.From[:12] + ".delta"
+	if want := sha(oldImg); d.From != want || d.URL != "https://updates.example.com/rel.from-"+d.From[:12]+".delta" {
+		t.Fatalf("delta entry %+v, want from %s", d, want)
+	}
+	for _, want := range []string{name + ": ", "a device holding it fetches", "of the full stream", "--delta-from " + other + ": deltas would not save bytes", "--delta-from " + newPath + ": the image itself"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q: %s", want, r.stderr)
+		}
+	}
+	full := c.IndexSize + c.StoreSize
+	if d.Fetch >= full/4 {
+		t.Errorf("a device holding the older image fetches %d bytes of a %d-byte chunked payload", d.Fetch, full)
+	}
+	file, err := os.ReadFile(name)
+	if err != nil || int64(len(file)) != d.Size {
+		t.Fatalf("%s: %d bytes (%v), entry says %d", name, len(file), err, d.Size)
+	}
+	idx, _ := os.ReadFile(out + ".idx")
+	x, err := payload.ParseIndex(idx, m.Payload.Expect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := payload.ParseDelta(file[:d.IndexSize], m.Payload.DeltaExpect(0), x, "delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := payload.NewDeltaDecoder(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for k := range dl.Count() {
+		dc := dl.At(k)
+		got, err := dec.Decode(dc, file[dc.Offset:dc.Offset+int64(dc.Length)], bytes.NewReader(oldImg))
+		ch := x.Chunk(dc.Chunk)
+		if err != nil || !bytes.Equal(got, newImg[ch.Offset:ch.Offset+int64(ch.Length)]) {
+			t.Fatalf("delta %d: %v", k, err)
+		}
+	}
+	v := mustRun(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", out, writeEnvelope(t, dir, r.stdout))
+	if !strings.Contains(v.stderr, "chunks OK, image sha256 OK") {
+		t.Errorf("verify --payload said %q", v.stderr)
+	}
+	file[len(file)-1] ^= 1 // a delta: only the device, with the older image, can tell
+	file[10] ^= 1          // the delta index: verify tells
+	os.WriteFile(name, file, 0o644)
+	if v := otactl(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", out, writeEnvelope(t, dir, r.stdout)); v.code != ota.ExitRefused || !strings.Contains(v.stderr, "payload.chunks.deltas[0].index") {
+		t.Fatalf("altered delta index: exit %d, %q", v.code, v.stderr)
+	}
+}
+
+func TestSignDeltaFromRefusals(t *testing.T) {
+	dir, img, _, signArgs := chunkedSetup(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"without chunked", append(signArgs[:len(signArgs)-1], "--delta-from", img), ota.ExitUsage, "--delta-from needs --chunked"},
+		{"chunking unknown", append(signArgs, "--out-payload", filepath.Join(dir, "p"), "--chunking", "rabin"), ota.ExitUsage, "--chunking"},
+		{"older image missing", append(signArgs, "--out-payload", filepath.Join(dir, "p"), "--delta-from", filepath.Join(dir, "nope.img")), ota.ExitFailure, "nope.img"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := otactl(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+			}
+		})
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "p*")); len(files) > 0 {
+		t.Errorf("refused signs wrote %v", files)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(files) > 0 {
+		t.Errorf("temporary files left: %v", files)
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
