@@ -19,11 +19,21 @@ const (
 	FromZero                  // an all-zero chunk: write zeros
 	FromBooted                // the booted slot holds the same bytes: copy them
 	FromNetwork               // fetch it from the store
+	FromDelta                 // fetch its delta and rebuild it from the booted slot's older image
 )
 
 func (s Source) String() string {
-	return enumName([]string{FromTarget: "target", FromZero: "zero", FromBooted: "booted", FromNetwork: "network"}, s, "source")
+	return enumName([]string{FromTarget: "target", FromZero: "zero", FromBooted: "booted", FromNetwork: "network", FromDelta: "delta"}, s, "source")
 }
+
+// File is the file a Fetch reads: the store, or the delta file of the booted image.
+type File uint8
+
+// The files an install fetches from.
+const (
+	FileStore File = iota
+	FileDelta
+)
 
 // DefaultMaxSpan bounds one range request when PlanInput.MaxSpan is 0.
 const DefaultMaxSpan = 4 << 20
@@ -103,6 +113,9 @@ type PlanInput struct {
 	TargetHas func(i int) bool
 	// Booted lists the booted slot's chunks; nil means nothing to reuse.
 	Booted *Have
+	// Delta, when set, has deltas of chunks against the image the booted slot
+	// holds: those it lists are fetched as deltas (FileDelta) rather than whole.
+	Delta *Delta
 	// MaxSpan bounds the bytes of one range request (0: DefaultMaxSpan); a chunk
 	// larger than it still gets a request of its own.
 	MaxSpan int64
@@ -119,8 +132,11 @@ type Step struct {
 	BootedOffset int64
 }
 
-// Fetch is one single-range request for store bytes [Offset, Offset+Length). The
-// FromNetwork chunks among [First, End) lie inside it; bytes of others are skipped.
+// Fetch is one single-range request for bytes [Offset, Offset+Length) of a file (the
+// plan's Files say which). The chunks among [First, End) fetched from it (FromNetwork
+// for the store, FromDelta for the delta file) lie inside it; bytes of others are
+// skipped. No two fetches' chunks interleave, so the chunks come in order one fetch
+// after another.
 type Fetch struct {
 	Offset, Length int64
 	First, End     int
@@ -131,9 +147,11 @@ type Fetch struct {
 type Plan struct {
 	Steps   []Step
 	Fetches []Fetch
-	// Image bytes each source provides, and store bytes the requests carry.
-	TargetBytes, ZeroBytes, BootedBytes, NetworkBytes int64
-	FetchBytes                                        int64
+	// Files is the file each fetch reads.
+	Files []File
+	// Image bytes each source provides, and bytes the requests carry.
+	TargetBytes, ZeroBytes, BootedBytes, NetworkBytes, DeltaBytes int64
+	FetchBytes                                                    int64
 }
 
 // MakePlan decides, without I/O, where each chunk from in.Next on comes from and merges
@@ -161,15 +179,14 @@ func MakePlan(x *Index, in PlanInput) (*Plan, error) {
 		} else if off, ok := in.Booted.Find(c.SHA256); ok {
 			st.Source, st.BootedOffset = FromBooted, off
 			p.BootedBytes += n
+		} else if d, ok := in.Delta.Find(i); ok {
+			st.Source = FromDelta
+			p.DeltaBytes += n
+			p.fetch(in, FileDelta, d.Offset, int64(d.Length), i)
 		} else {
 			st.Source = FromNetwork
 			p.NetworkBytes += n
-			start, end := c.StoreOffset, c.StoreOffset+int64(c.StoreLength)
-			if f := p.lastFetch(); f != nil && start-(f.Offset+f.Length) <= in.MaxGap && end-f.Offset <= in.MaxSpan {
-				f.Length, f.End = end-f.Offset, i+1
-			} else {
-				p.Fetches = append(p.Fetches, Fetch{Offset: start, Length: end - start, First: i, End: i + 1})
-			}
+			p.fetch(in, FileStore, c.StoreOffset, int64(c.StoreLength), i)
 		}
 		p.Steps = append(p.Steps, st)
 	}
@@ -179,9 +196,17 @@ func MakePlan(x *Index, in PlanInput) (*Plan, error) {
 	return p, nil
 }
 
-func (p *Plan) lastFetch() *Fetch {
-	if len(p.Fetches) == 0 {
-		return nil
+// fetch adds chunk i's bytes [start, start+n) of file to the last request when it is
+// of the same file, near enough and not too long, else to a new one.
+func (p *Plan) fetch(in PlanInput, file File, start, n int64, i int) {
+	end := start + n
+	if k := len(p.Fetches) - 1; k >= 0 {
+		f := &p.Fetches[k]
+		if p.Files[k] == file && start-(f.Offset+f.Length) <= in.MaxGap && start >= f.Offset+f.Length && end-f.Offset <= in.MaxSpan {
+			f.Length, f.End = end-f.Offset, i+1
+			return
+		}
 	}
-	return &p.Fetches[len(p.Fetches)-1]
+	p.Fetches = append(p.Fetches, Fetch{Offset: start, Length: n, First: i, End: i + 1})
+	p.Files = append(p.Files, file)
 }
