@@ -47,6 +47,12 @@ func (e *TransientError) Unwrap() error { return e.Err }
 // size is size_mismatch. r.Limit and r.Retry are not used: each range is
 // bounded, and the caller retries.
 func OpenRanges(r Request, size int64) (Ranges, error) {
+	return OpenRangesNamed(r, size, "payload.chunks.store_size")
+}
+
+// OpenRangesNamed is OpenRanges for a resource whose size the manifest's field
+// names (a delta file's, payload.chunks.deltas[0].size): a size_mismatch names it.
+func OpenRangesNamed(r Request, size int64, field string) (Ranges, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil {
 		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store url %q: %w", r.URL, err))
@@ -54,7 +60,7 @@ func OpenRanges(r Request, size int64) (Ranges, error) {
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
 		client, own := r.client(u.Scheme)
-		return &httpRanges{client: client, own: own, url: r.URL, size: size, stall: r.stall(), fetched: r.fetched()}, nil
+		return &httpRanges{client: client, own: own, url: r.URL, size: size, field: field, stall: r.stall(), fetched: r.fetched()}, nil
 	case "file":
 		f, err := openFile(u, r.URL)
 		if err != nil {
@@ -67,7 +73,7 @@ func OpenRanges(r Request, size int64) (Ranges, error) {
 			if st != nil {
 				n = st.Size()
 			}
-			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, payload.chunks.store_size says %d (%v)", r.URL, n, size, err)
+			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, %s says %d (%v)", r.URL, n, field, size, err)
 		}
 		return &fileRanges{f: f, fetched: r.fetched()}, nil
 	}
@@ -79,7 +85,8 @@ type httpRanges struct {
 	client  *http.Client
 	own     bool
 	url     string
-	size    int64 // store_size
+	size    int64  // store_size
+	field   string // the manifest's field that says size
 	stall   time.Duration
 	fetched *atomic.Int64
 }
@@ -159,7 +166,7 @@ func (h *httpRanges) sizeChanged(total int64, asked string) error {
 	if total >= 0 {
 		have = strconv.FormatInt(total, 10) + " bytes"
 	}
-	return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s is %s (asked %s): it changed or is not this index's", h.size, h.url, have, asked)
+	return ota.FieldErrorf(ota.CodeSizeMismatch, h.field, "%d, but store %s is %s (asked %s): it changed or is not this index's", h.size, h.url, have, asked)
 }
 
 // rangeBody is one range's body: exactly left bytes, then io.EOF; a body

@@ -174,7 +174,7 @@ func deltaFileSuffix(from string) string {
 // using it: its size, and its index against the entry and x. (Its deltas decode only
 // with the older image's bytes; every chunk they make is checked on the device.)
 func checkDeltaFile(p *verify.Payload, k int, x *payload.Index, path string) error {
-	want := p.DeltaExpect(k)
+	want := verify.DeltaExpect(p, k)
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/verify"
 )
 
 // updatePair writes an older image and a newer one: the same blocks, some moved by a
@@ -76,11 +77,11 @@ func TestSignDeltaFrom(t *testing.T) {
 		t.Fatalf("%s: %d bytes (%v), entry says %d", name, len(file), err, d.Size)
 	}
 	idx, _ := os.ReadFile(out + ".idx")
-	x, err := payload.ParseIndex(idx, m.Payload.Expect())
+	x, err := payload.ParseIndex(idx, verify.Expect(&m.Payload))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := payload.ParseDelta(file[:d.IndexSize], m.Payload.DeltaExpect(0), x, "delta")
+	dl, err := payload.ParseDelta(file[:d.IndexSize], verify.DeltaExpect(&m.Payload, 0), x, "delta")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func (b *builder) put(chunk []byte) (Kind, []byte, error) {
 	var kind Kind
 	var stored []byte
 	switch {
-	case allZero(chunk):
+	case AllZero(chunk):
 		kind = KindZero
 		b.res.Zero++
 	case b.enc != nil:
@@ -243,8 +243,9 @@ func (b *builder) put(chunk []byte) (Kind, []byte, error) {
 	return kind, stored, nil
 }
 
-// allZero compares b with itself shifted by one byte: every byte equals its neighbour,
-// and the first is zero. bytes.Equal runs at memory speed, a byte loop does not.
-func allZero(b []byte) bool {
+// AllZero reports whether b is all zeros (and not empty). It compares b with itself
+// shifted by one byte: every byte equals its neighbour, and the first is zero.
+// bytes.Equal runs at memory speed, a byte loop does not.
+func AllZero(b []byte) bool {
 	return len(b) > 0 && b[0] == 0 && bytes.Equal(b[1:], b[:len(b)-1])
 }

@@ -116,7 +116,7 @@ func (s *segReader) Read(p []byte) (int, error) {
 		switch {
 		case b == nil:
 			s.out, s.held = s.held, 0
-		case allZero(b):
+		case AllZero(b):
 			if s.held += int64(len(b)); s.held >= s.min {
 				s.run, s.held = s.held, 0
 			}
@@ -162,7 +162,7 @@ func (s *segReader) endRun() (int64, error) {
 		if b == nil {
 			return n, s.err
 		}
-		if !allZero(b) {
+		if !AllZero(b) {
 			s.cur = b
 			return n, nil
 		}

@@ -4,49 +4,20 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"math/rand/v2"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/imagetest"
 	"github.com/otad/otad/ota"
 )
 
-// fsFile is one file of a synthetic file system image.
-type fsFile struct {
-	data []byte
-}
-
-// makeFiles is n files of 4 KiB to 1 MiB, text-like or random, from seed.
-func makeFiles(n int, seed uint64) []fsFile {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	files := make([]fsFile, n)
-	for i := range files {
-		size := 4<<10 + rng.IntN(1<<20)
-		b := make([]byte, size)
-		if i%2 == 0 {
-			for j := range b {
-				b[j] = byte(rng.Uint32())
-			}
-		} else {
-			words := []string{"otad ", "chunk ", "delta ", "slot ", "image ", "boot ", "update ", "\n"}
-			var buf bytes.Buffer
-			for buf.Len() < size {
-				buf.WriteString(words[rng.IntN(len(words))])
-			}
-			copy(b, buf.Bytes())
-		}
-		files[i].data = b
-	}
-	return files
-}
-
 // layout writes files into an image as a file system would: each at a 4 KiB block,
 // gap blocks of zeros between them, starting after a header of head blocks.
-func layout(files []fsFile, head int, gap func(i int) int) []byte {
+func layout(files [][]byte, head int, gap func(i int) int) []byte {
 	var img bytes.Buffer
 	img.Write(make([]byte, head*4096))
 	for i, f := range files {
-		img.Write(f.data)
-		if pad := (4096 - len(f.data)%4096) % 4096; pad > 0 {
+		img.Write(f)
+		if pad := (4096 - len(f)%4096) % 4096; pad > 0 {
 			img.Write(make([]byte, pad))
 		}
 		img.Write(make([]byte, gap(i)*4096))
@@ -73,7 +44,7 @@ func planAgainst(t testing.TB, oldImg, newImg []byte, opts Options) (*Plan, *Ind
 // TestCDCRoundTrip: a version 2 payload decodes to its image; an empty image costs a
 // few bytes of index and nothing of store.
 func TestCDCRoundTrip(t *testing.T) {
-	img := layout(makeFiles(20, 1), 3, func(i int) int { return i % 5 })
+	img := layout(imagetest.Files(20, 1), 3, func(i int) int { return i % 5 })
 	for _, opts := range []Options{
 		{Chunking: ota.ChunkingCDC, ChunkSize: 16 << 10},
 		{Chunking: ota.ChunkingCDC, ChunkSize: 64 << 10, Compression: ota.CompressionNone},
@@ -112,13 +83,13 @@ func TestCDCRoundTrip(t *testing.T) {
 // TestCDCReusesShiftedFiles: the same files moved by a few blocks (a small file added
 // in front, gaps changed) reuse at least 95% of their bytes from the booted slot.
 func TestCDCReusesShiftedFiles(t *testing.T) {
-	files := makeFiles(60, 2)
+	files := imagetest.Files(60, 2)
 	oldImg := layout(files, 2, func(i int) int { return i % 3 })
-	moved := append([]fsFile{{data: bytes.Repeat([]byte("new file "), 1000)}}, files...)
+	moved := append([][]byte{bytes.Repeat([]byte("new file "), 1000)}, files...)
 	newImg := layout(moved, 2, func(i int) int { return (i + 1) % 4 })
 	var unchanged int64
 	for _, f := range files {
-		unchanged += int64(len(f.data))
+		unchanged += int64(len(f))
 	}
 	for _, avg := range []int64{16 << 10, 64 << 10} {
 		p, _ := planAgainst(t, oldImg, newImg, Options{Chunking: ota.ChunkingCDC, ChunkSize: avg})

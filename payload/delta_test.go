@@ -2,40 +2,11 @@ package payload
 
 import (
 	"bytes"
-	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
+	"github.com/otad/otad/internal/testkit/imagetest"
 	"github.com/otad/otad/ota"
 )
-
-// edited is files with an update's kind of changes, from seed: some files with a few
-// bytes changed, some with bytes inserted (a longer version), one replaced.
-func edited(files []fsFile, seed uint64) []fsFile {
-	rng := rand.New(rand.NewPCG(seed, 11))
-	out := make([]fsFile, len(files))
-	for i, f := range files {
-		b := bytes.Clone(f.data)
-		switch i % 7 {
-		case 1:
-			for range 3 {
-				b[rng.IntN(len(b))] ^= 0x5a
-			}
-		case 3:
-			at := rng.IntN(len(b))
-			b = append(b[:at:at], append(bytes.Repeat([]byte("inserted "), 40), b[at:]...)...)
-		case 5:
-			if i == 5 {
-				b = make([]byte, len(b))
-				for j := range b {
-					b[j] = byte(rng.Uint32())
-				}
-			}
-		}
-		out[i].data = b
-	}
-	return out
-}
 
 type deltaPair struct {
 	oldImg, newImg []byte
@@ -77,12 +48,9 @@ func (p deltaPair) frame(dc DeltaChunk) []byte {
 // does not hold is rebuilt from a delta much smaller than the chunk, or fetched whole;
 // a device holding the older image fetches a fraction of the store.
 func TestDeltaRebuildsChunks(t *testing.T) {
-	files := makeFiles(80, 3)
-	root := t.TempDir()
-	writeTree(t, filepath.Join(root, "old"), files, nil)
-	writeTree(t, filepath.Join(root, "new"), edited(files, 1), []byte("a small new file\n"))
-	oldImg := mkfsExt4(t, filepath.Join(root, "old"), 96<<20)
-	newImg := mkfsExt4(t, filepath.Join(root, "new"), 96<<20)
+	files := imagetest.Files(60, 3)
+	oldImg := imagetest.Ext4(t, imagetest.Tree(t, files, nil), 64<<20)
+	newImg := imagetest.Ext4(t, imagetest.Tree(t, imagetest.Updated(files, 1), []byte("a small new file\n")), 64<<20)
 	p := makeDeltaPair(t, oldImg, newImg, Options{Chunking: ota.ChunkingCDC})
 	d := p.parse(t)
 	dec, err := NewDeltaDecoder(p.x)

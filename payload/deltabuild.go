@@ -143,7 +143,7 @@ func scanOld(ctx context.Context, r io.Reader, x *Index, sum *[sha256.Size]byte)
 	h := sha256.New()
 	have, sim := &Have{}, newSimilar()
 	add := func(b []byte, off int64) {
-		if !allZero(b) {
+		if !AllZero(b) {
 			have.Add(sha256.Sum256(b), off)
 			sim.addOld(b, off)
 		}

@@ -61,7 +61,7 @@ func (c Chunk) Holds(b []byte) bool {
 		return false
 	}
 	if c.Kind == KindZero {
-		return allZero(b) || len(b) == 0
+		return AllZero(b) || len(b) == 0
 	}
 	return sha256.Sum256(b) == c.SHA256
 }

@@ -65,7 +65,7 @@ func ScanChunks(ctx context.Context, r io.Reader, chunkSize, limit int64) (*Have
 			return nil, fmt.Errorf("scan chunks: %w", err)
 		}
 		n, err := io.ReadFull(r, buf)
-		if n > 0 && !allZero(buf[:n]) {
+		if n > 0 && !AllZero(buf[:n]) {
 			h.Add(sha256.Sum256(buf[:n]), off)
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -98,7 +98,7 @@ func ScanFor(ctx context.Context, r io.Reader, x *Index, limit int64) (*Have, er
 		if err != nil {
 			return nil, fmt.Errorf("scan chunks: %w", err)
 		}
-		if k.data != nil && !allZero(k.data) {
+		if k.data != nil && !AllZero(k.data) {
 			h.Add(sha256.Sum256(k.data), k.off)
 		}
 	}

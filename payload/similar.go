@@ -48,7 +48,7 @@ func (p *pieces) each(b []byte, fn func(off, n int64, key uint64)) {
 		if errors.Is(err, io.EOF) || err != nil {
 			return
 		}
-		if !allZero(c.Data) {
+		if !AllZero(c.Data) {
 			fn(off, int64(len(c.Data)), haveKey(sha256.Sum256(c.Data)))
 		}
 		off += int64(len(c.Data))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
 )
 
 // reporter rate-limits progress reports; counts include what runs before a
@@ -15,19 +17,22 @@ type reporter struct {
 	fn       func(ota.Progress)
 	every    time.Duration
 	total    int64
+	path     ota.TransferPath
 	last     time.Time
 	fetched0 int64 // bytes fetched before this run
 }
 
-func newReporter(fn func(ota.Progress), every time.Duration, total int64, cp *checkpoint) *reporter {
-	r := &reporter{fn: fn, every: every, total: total}
+func newReporter(fn func(ota.Progress), every time.Duration, total int64, cp *checkpoint, path ota.TransferPath) *reporter {
+	r := &reporter{fn: fn, every: every, total: total, path: path}
 	if cp != nil {
 		r.fetched0 = cp.Fetched
 	}
 	return r
 }
 
-func (r *reporter) report(phase ota.Phase, done, fetched, reused int64, force bool) {
+// report says done bytes of the phase are through, and where the bytes came from
+// (the counts of cp).
+func (r *reporter) report(phase ota.Phase, done int64, cp checkpoint, force bool) {
 	if r.fn == nil {
 		return
 	}
@@ -36,39 +41,78 @@ func (r *reporter) report(phase ota.Phase, done, fetched, reused int64, force bo
 		return
 	}
 	r.last = now
-	r.fn(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: r.total, Transfer: ota.Transfer{BytesFetched: fetched, BytesReused: reused}})
+	r.fn(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: r.total,
+		Transfer: ota.Transfer{Path: r.path, BytesFetched: cp.Fetched, BytesReused: cp.Reused, BytesDelta: cp.Delta}})
 }
 
 // readBack reads the whole image back from the slot's storage (O_DIRECT
 // where it works) and checks every chunk against the index and the whole
 // against sha256: readback_mismatch otherwise. Two reads are in flight, each
-// into half of block, while the other is hashed.
-func (in *chunkInstall) readBack(ctx context.Context, block []byte, fetched, reused int64) error {
-	cs := in.x.ChunkSize()
-	half := max(cs, int64(len(block))/2/cs*cs)
+// into half of block, while the other is hashed; chunks may span reads.
+func (in *chunkInstall) readBack(ctx context.Context, block []byte, counts checkpoint) error {
+	half := max(alignment, int64(len(block))/2/alignment*alignment)
 	q := &readQueue{read: func(r *readReq) { readRegion(in.rd, in.direct, r) }, target: in.job.targetName(), free: [][]byte{block[:half], block[half : 2*half]}}
 	defer q.wait()
 	size := in.job.Size
 	h := sha256.New()
+	ck := chunkChecker{x: in.x, h: sha256.New()}
 	for hashed := int64(0); hashed < size; {
 		q.issue(size, nil)
 		r, err := q.next(ctx)
 		if err != nil {
 			return err
 		}
-		for off := int64(0); off < r.n; off += cs {
-			c := in.x.Chunk(int((r.off + off) / cs))
-			if sha256.Sum256(r.buf[off:off+int64(c.Length)]) != c.SHA256 {
-				return ota.FieldErrorf(ota.CodeReadbackMismatch, fmt.Sprintf("slot.chunk[%d]", c.Num), "slot %s at offset %d does not hold the chunk the index lists", in.job.targetName(), c.Offset)
-			}
+		b := r.buf[:r.n]
+		if c, ok := ck.feed(b); !ok {
+			return ota.FieldErrorf(ota.CodeReadbackMismatch, fmt.Sprintf("slot.chunk[%d]", c.Num), "slot %s at offset %d does not hold the chunk the index lists", in.job.targetName(), c.Offset)
 		}
-		h.Write(r.buf[:r.n])
+		h.Write(b)
 		hashed += r.n
 		q.release(r)
-		in.progress.report(ota.Verifying, hashed, fetched, reused, hashed == size)
+		in.progress.report(ota.Verifying, hashed, counts, hashed == size)
 	}
 	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
 		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %x", in.job.targetName(), sum, in.expected))
 	}
 	return nil
+}
+
+// chunkChecker checks the image's bytes, fed in order in pieces of any size, chunk by
+// chunk against the index: a chunk's SHA-256, or zeros for a zero chunk.
+type chunkChecker struct {
+	x    *payload.Index
+	i    int   // the chunk being fed
+	at   int64 // bytes of it fed
+	h    hash.Hash
+	zero bool // every byte of a zero chunk so far was zero
+}
+
+// feed checks b; on a chunk that does not match it returns the chunk and false.
+func (k *chunkChecker) feed(b []byte) (payload.Chunk, bool) {
+	for len(b) > 0 && k.i < k.x.Count() {
+		c := k.x.Chunk(k.i)
+		if k.at == 0 {
+			k.h.Reset()
+			k.zero = true
+		}
+		n := int(min(int64(len(b)), int64(c.Length)-k.at))
+		if c.Kind == payload.KindZero {
+			k.zero = k.zero && payload.AllZero(b[:n])
+		} else {
+			k.h.Write(b[:n])
+		}
+		b, k.at = b[n:], k.at+int64(n)
+		if k.at < int64(c.Length) {
+			continue
+		}
+		ok := k.zero
+		if c.Kind != payload.KindZero {
+			ok = [sha256.Size]byte(k.h.Sum(nil)) == c.SHA256
+		}
+		if !ok {
+			return c, false
+		}
+		k.i, k.at = k.i+1, 0
+	}
+	return payload.Chunk{}, true
 }

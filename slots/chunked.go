@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -113,7 +114,11 @@ type chunkInstall struct {
 	state    chunkState
 	key      string
 	plan     *payload.Plan
-	resumed  *checkpoint // where this run starts; nil: from chunk 0
+	resumed  *checkpoint           // where this run starts; nil: from chunk 0
+	delta    *payload.Delta        // deltas against the booted image; nil: none
+	deltaAt  int                   // its entry in payload.chunks.deltas
+	deltaOf  ota.Delta             // that entry
+	dd       *payload.DeltaDecoder // decodes them, with the booted slot's bytes
 
 	fetched  atomic.Int64 // store and index bytes from the network, this run
 	progress *reporter
@@ -141,6 +146,15 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	// The index first: a hostile one is refused before the slot is opened.
 	if in.x, err = fetchIndex(ctx, job, in.tun, &in.fetched); err != nil {
 		return err
+	}
+	if err := in.fetchDelta(ctx); err != nil {
+		return err
+	}
+	if in.delta != nil {
+		if in.dd, err = payload.NewDeltaDecoder(in.x); err != nil {
+			return ota.Wrap(ota.CodeWriteFailed, err)
+		}
+		defer in.dd.Close()
 	}
 	if in.tgt, err = openTarget(string(file), job.bootedPath(), in.tun.mountinfo); err != nil {
 		return err
@@ -179,12 +193,16 @@ func (in *chunkInstall) run(ctx context.Context) error {
 			return err
 		}
 	}
-	in.progress = newReporter(job.Progress, in.tun.progressEvery, job.Size, in.resumed)
+	path := ota.PathChunked
+	if in.plan.DeltaBytes > 0 {
+		path = ota.PathDelta
+	}
+	in.progress = newReporter(job.Progress, in.tun.progressEvery, job.Size, in.resumed, path)
 	if err := in.write(ctx, bufs); err != nil {
 		return err
 	}
 	if job.Readback {
-		if err := in.readBack(ctx, bufs.block, in.counts.Fetched, in.counts.Reused); err != nil {
+		if err := in.readBack(ctx, bufs.block, in.counts); err != nil {
 			return err
 		}
 	}
@@ -259,6 +277,9 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		return err
 	}
 	pi := payload.PlanInput{Booted: have, MaxSpan: in.ct.maxSpan}
+	if in.booted != nil {
+		pi.Delta = in.delta // decoded with the booted slot's bytes
+	}
 	if cp := in.resumed; cp != nil {
 		if cp.Next < 0 || cp.Next > in.x.Count() {
 			in.resumed = nil
@@ -285,8 +306,8 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 // (written by someone else in between) is above suspicion.
 func (in *chunkInstall) distrustCheckpoint(ctx context.Context, cp *checkpoint, scratch []byte) {
 	for i := range cp.Next {
-		if ctx.Err() != nil || !in.targetHolds(in.x.Chunk(i), scratch) {
-			cp.Next, cp.Done = i, int64(i)*in.x.ChunkSize()
+		if c := in.x.Chunk(i); ctx.Err() != nil || !in.targetHolds(c, scratch) {
+			cp.Next, cp.Done = i, c.Offset
 			return
 		}
 	}
@@ -296,7 +317,10 @@ func (in *chunkInstall) distrustCheckpoint(ctx context.Context, cp *checkpoint, 
 // it holds, stopping slack bytes past the last one it holds.
 func (in *chunkInstall) targetHeld(ctx context.Context, next int, scratch []byte) []bool {
 	held := make([]bool, in.x.Count()-next)
-	end := int64(next) * in.x.ChunkSize()
+	end := in.x.ImageSize()
+	if next < in.x.Count() {
+		end = in.x.Chunk(next).Offset
+	}
 	for i := next; i < in.x.Count() && ctx.Err() == nil; i++ {
 		c := in.x.Chunk(i)
 		if c.Offset >= end+in.ct.slack {
@@ -309,23 +333,88 @@ func (in *chunkInstall) targetHeld(ctx context.Context, next int, scratch []byte
 	return held
 }
 
-// targetHolds reports whether the target's bytes of c hash as the index says.
+// targetHolds reports whether the target's bytes of c are c's: hashing as the index
+// says, or zeros (read in parts: a zero run may be longer than buf).
 func (in *chunkInstall) targetHolds(c payload.Chunk, buf []byte) bool {
-	b, err := readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
-	return err == nil && sha256.Sum256(b) == c.SHA256
+	if c.Kind != payload.KindZero {
+		b, err := readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
+		return err == nil && c.Holds(b)
+	}
+	step := int(in.x.MaxChunk()) // what buf holds at any offset
+	for off := int64(0); off < int64(c.Length); off += int64(step) {
+		b, err := readChunk(in.rd, in.direct, c.Offset+off, int(min(int64(step), int64(c.Length)-off)), buf)
+		if err != nil || !payload.AllZero(b) {
+			return false
+		}
+	}
+	return true
 }
 
-// readChunk reads n bytes at off into buf (page-aligned, n rounded up to the
-// alignment fits), dropping cached pages around a buffered read as the
-// read-back does, so that what is read comes from storage.
+// readChunk reads n bytes at off into buf, dropping cached pages around a
+// buffered read as the read-back does, so that what is read comes from
+// storage. With O_DIRECT it reads whole aligned blocks around them: buf must
+// hold n rounded up to the alignment, and with an offset that is not aligned
+// (content-defined chunks) two blocks more (bufSize).
 func readChunk(f *os.File, direct bool, off int64, n int, buf []byte) ([]byte, error) {
-	r := &readReq{off: off, n: int64(n), buf: buf, done: make(chan struct{})}
+	lo := off
+	if direct {
+		lo = off / alignment * alignment
+	}
+	skip := int(off - lo)
+	r := &readReq{off: lo, n: int64(skip + n), buf: buf, done: make(chan struct{})}
 	readRegion(f, direct, r)
-	if r.got < n {
+	if r.got < skip+n {
 		if r.err == nil {
 			r.err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("read %d bytes at offset %d of %s: %w", n, off, f.Name(), r.err)
 	}
-	return buf[:n], nil
+	return buf[skip : skip+n], nil
+}
+
+// fetchDelta fetches and checks the delta index of the booted image, when the
+// manifest lists one (job.Chunks.Deltas, payload.chunks.deltas, whose from is
+// BootedImage) and using it
+// can cost less than the chunks alone. A delta from any other image is never used.
+// One that cannot be fetched or is refused leaves the install to the chunks: it costs
+// the bytes fetched, never a wrong byte.
+func (in *chunkInstall) fetchDelta(ctx context.Context) error {
+	job := in.job
+	k := job.Chunks.DeltaFrom(strings.ToLower(job.BootedImage))
+	if k < 0 || job.bootedPath() == "" {
+		return nil
+	}
+	d := (*job.Chunks.Deltas)[k]
+	if d.Fetch >= job.Expect.IndexSize+job.Expect.StoreSize {
+		return nil
+	}
+	want := payload.DeltaExpect{From: d.From, IndexSize: d.IndexSize, IndexSHA256: d.IndexSHA256, Count: d.Count, Size: d.Size}
+	at := fmt.Sprintf("payload.chunks.deltas[%d]", k)
+	if err := want.Validate(at); err != nil || d.IndexSize > payload.MaxIndexSize {
+		return nil
+	}
+	src, err := fetch.OpenRangesNamed(job.request(d.URL, 0, in.tun, &in.fetched), d.Size, at+".size")
+	if err != nil {
+		return nil
+	}
+	defer src.Close()
+	body, err := src.Open(ctx, 0, d.IndexSize)
+	if errors.Is(err, fetch.ErrNoRanges) {
+		// The index is the file's start: a plain stream of it will do.
+		body, err = fetch.Open(ctx, job.request(d.URL, d.Size, in.tun, &in.fetched))
+	}
+	if err != nil {
+		return ctx.Err()
+	}
+	defer body.Close()
+	buf := make([]byte, d.IndexSize)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return ctx.Err()
+	}
+	if in.delta, err = payload.ParseDelta(buf, want, in.x, at); err != nil {
+		in.delta = nil
+		return nil
+	}
+	in.deltaAt, in.deltaOf = k, d
+	return nil
 }

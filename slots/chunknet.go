@@ -22,6 +22,7 @@ import (
 type network struct {
 	in      *chunkInstall
 	src     fetch.Ranges
+	dsrc    fetch.Ranges // the delta file, when the plan fetches deltas
 	retry   backoff.Policy
 	fetches []payload.Fetch
 	lanes   []*lane
@@ -76,11 +77,14 @@ func (n *network) close() {
 		l.dec.Close()
 	}
 	n.src.Close()
+	if n.dsrc != nil {
+		n.dsrc.Close()
+	}
 }
 
 func (n *network) runLane(ctx context.Context, l *lane, first int) {
 	for k := first; k < len(n.fetches); k += len(n.lanes) {
-		if at, err := n.fetch(ctx, l, n.fetches[k]); err != nil {
+		if at, err := n.fetch(ctx, l, n.fetches[k], n.in.plan.Files[k]); err != nil {
 			if ctx.Err() == nil {
 				select {
 				case l.out <- piece{chunk: at, err: err}:
@@ -92,23 +96,27 @@ func (n *network) runLane(ctx context.Context, l *lane, first int) {
 	}
 }
 
-// fetch brings the network chunks of f into l.out, retrying transient
-// failures from the first chunk not yet delivered. On failure it returns
-// the chunk it failed at.
-func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch) (int, error) {
+// fetch brings the chunks of f, a fetch of file, into l.out, retrying
+// transient failures from the first chunk not yet delivered. On failure it
+// returns the chunk it failed at.
+func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payload.File) (int, error) {
 	i, fails := f.First, 0
+	src := n.src
+	if file == payload.FileDelta {
+		src = n.dsrc
+	}
 	for {
-		for i < f.End && !n.fromNetwork(i) {
+		for i < f.End && !n.planned(file, i) {
 			i++
 		}
 		if i == f.End {
 			return i, nil
 		}
-		start := n.in.x.Chunk(i).StoreOffset
-		body, err := n.src.Open(ctx, start, f.Offset+f.Length-start)
+		start, _, _ := n.loc(file, i)
+		body, err := src.Open(ctx, start, f.Offset+f.Length-start)
 		if err == nil {
 			before := i
-			i, err = n.stream(ctx, l, body, i, f.End)
+			i, err = n.stream(ctx, l, body, i, f.End, file)
 			body.Close()
 			if err == nil {
 				return i, nil
@@ -138,15 +146,19 @@ func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
 	return n.retry.Wait(ctx, *fails-1, t.After)
 }
 
-// stream reads chunks i.. of a fetch from body and queues the network ones;
-// it returns the first chunk not delivered.
-func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end int) (int, error) {
+// stream reads chunks i.. of a fetch of file from body and queues the ones
+// fetched from it (a delta as it is: the assembler decodes it); it returns
+// the first chunk not delivered.
+func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end int, file payload.File) (int, error) {
 	for ; i < end; i++ {
 		c := n.in.x.Chunk(i)
-		if !n.fromNetwork(i) {
+		_, length, has := n.loc(file, i)
+		if !n.planned(file, i) {
 			// Inside a merged range, not needed: skipped.
-			if _, err := io.CopyN(io.Discard, body, int64(c.StoreLength)); err != nil {
-				return i, err
+			if has {
+				if _, err := io.CopyN(io.Discard, body, length); err != nil {
+					return i, err
+				}
 			}
 			continue
 		}
@@ -155,6 +167,18 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 		case buf = <-l.pool:
 		case <-ctx.Done():
 			return i, ctx.Err()
+		}
+		if file == payload.FileDelta {
+			if _, err := io.ReadFull(body, buf[:length]); err != nil {
+				l.pool <- buf
+				return i, err
+			}
+			select {
+			case l.out <- piece{chunk: i, buf: buf[:length], back: buf, frame: true, pool: l.pool}:
+			case <-ctx.Done():
+				return i, ctx.Err()
+			}
+			continue
 		}
 		b, err := l.read(body, c, buf)
 		if ota.CodeOf(err) == ota.CodeChunkMismatch {
@@ -174,8 +198,23 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 	return i, nil
 }
 
-func (n *network) fromNetwork(i int) bool {
-	return n.in.plan.Steps[i-n.in.plan.Steps[0].Chunk].Source == payload.FromNetwork
+// planned reports whether the plan fetches chunk i from file.
+func (n *network) planned(file payload.File, i int) bool {
+	want := payload.FromNetwork
+	if file == payload.FileDelta {
+		want = payload.FromDelta
+	}
+	return n.in.plan.Steps[i-n.in.plan.Steps[0].Chunk].Source == want
+}
+
+// loc is where chunk i's bytes lie in file, if it has any there.
+func (n *network) loc(file payload.File, i int) (off, length int64, ok bool) {
+	if file == payload.FileDelta {
+		d, ok := n.in.delta.Find(i)
+		return d.Offset, int64(d.Length), ok
+	}
+	c := n.in.x.Chunk(i)
+	return c.StoreOffset, int64(c.StoreLength), c.StoreLength > 0
 }
 
 // read reads chunk c's stored bytes from r and decodes them into buf,

@@ -16,20 +16,39 @@ import (
 	"github.com/otad/otad/payload"
 )
 
-// piece is one chunk on its way to the slot, in chunk order.
+// piece is one chunk on its way to the slot, in chunk order, or a part of a zero
+// run longer than a buffer.
 type piece struct {
-	chunk  int
-	buf    []byte
-	write  bool        // false: the target holds it already
-	reused bool        // taken from a slot on the device
-	pool   chan []byte // where buf goes back; nil for the shared zeros
-	err    error
+	chunk   int
+	off     int64 // where buf goes in the image
+	buf     []byte
+	back    []byte      // the buffer to give back, when buf is a part of it
+	write   bool        // false: the target holds it already
+	reused  bool        // taken from a slot on the device
+	frame   bool        // buf is the chunk's delta, not yet decoded
+	rebuilt bool        // rebuilt from a delta against the booted slot
+	more    bool        // a part of a zero run that goes on in the next piece
+	pool    chan []byte // where buf goes back; nil for the shared zeros
+	err     error
 }
 
 func (p piece) release() {
 	if p.pool != nil {
-		p.pool <- p.buf
+		if p.back != nil {
+			p.pool <- p.back
+		} else {
+			p.pool <- p.buf
+		}
 	}
+}
+
+// bufSize is the size of a chunk buffer: the largest chunk, and with content-defined
+// chunks (at any offset) room to read it in aligned blocks (readChunk).
+func bufSize(x *payload.Index) int {
+	if x.Chunking() == ota.ChunkingCDC {
+		return int(x.MaxChunk()) + 2*alignment
+	}
+	return int(x.MaxChunk())
 }
 
 // chunkBufs are the install's buffers, all one chunk long and page aligned,
@@ -46,7 +65,7 @@ type chunkBufs struct {
 }
 
 func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
-	cs := int(in.x.ChunkSize())
+	cs := bufSize(in.x)
 	ct := in.ct
 	perLane := max(2, ct.laneBytes/cs)
 	local := max(2, ct.localBytes/cs)
@@ -124,6 +143,13 @@ func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
 		return nil, err
 	}
 	n := &network{in: in, src: src, retry: fetch.WithRetryDefaults(in.job.Retry), fetches: in.plan.Fetches}
+	if in.plan.DeltaBytes > 0 {
+		d := in.deltaOf
+		if n.dsrc, err = fetch.OpenRangesNamed(in.job.request(d.URL, 0, in.tun, &in.fetched), d.Size, fmt.Sprintf("payload.chunks.deltas[%d].size", in.deltaAt)); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
 	for i := range in.ct.lanes + 1 {
 		var l *lane
 		if i < in.ct.lanes {
@@ -161,15 +187,23 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 		var err error
 		switch st.Source {
 		case payload.FromZero:
-			p = piece{chunk: c.Num, buf: zeros[:c.Length], write: true}
+			if err := sendZeros(ctx, c, zeros, out); err != nil {
+				return err
+			}
+			continue
 		case payload.FromNetwork:
 			p, err = net.next(ctx, c)
+		case payload.FromDelta:
+			if p, err = net.next(ctx, c); err == nil && p.frame {
+				p, err = in.fromDelta(ctx, net, p, c, local)
+			}
 		default:
 			p, err = in.fromSlot(ctx, net, st, c, local)
 		}
 		if err != nil {
 			return err
 		}
+		p.off = c.Offset
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -178,6 +212,51 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 		}
 	}
 	return nil
+}
+
+// sendZeros hands on zero chunk c in pieces of the shared zeros: a zero run may be
+// longer than any buffer.
+func sendZeros(ctx context.Context, c payload.Chunk, zeros []byte, out chan<- piece) error {
+	for done := 0; done < c.Length; {
+		n := min(c.Length-done, len(zeros))
+		p := piece{chunk: c.Num, off: c.Offset + int64(done), buf: zeros[:n], write: true, more: done+n < c.Length}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		done += n
+	}
+	return nil
+}
+
+// fromDelta rebuilds chunk c from its delta (p, from a lane) and the booted slot's
+// older image, checked against the index; a chunk that does not come out right (the
+// booted slot's bytes changed since that image was written) is fetched whole.
+func (in *chunkInstall) fromDelta(ctx context.Context, net *network, p piece, c payload.Chunk, local chan []byte) (piece, error) {
+	dc, _ := in.delta.Find(c.Num)
+	b, derr := in.dd.Decode(dc, p.buf, in.booted)
+	p.release()
+	var buf []byte
+	select {
+	case buf = <-local:
+	case <-ctx.Done():
+		return piece{}, context.Cause(ctx)
+	}
+	if derr == nil {
+		out := buf[:len(b)]
+		copy(out, b)
+		return piece{chunk: c.Num, buf: out, back: buf, write: true, rebuilt: true, pool: local}, nil
+	}
+	b, err := net.fetchOne(ctx, net.mine, c, buf)
+	if ota.CodeOf(err) == ota.CodeChunkMismatch {
+		b, err = net.fetchOne(ctx, net.mine, c, buf)
+	}
+	if err != nil {
+		local <- buf
+		return piece{}, err
+	}
+	return piece{chunk: c.Num, buf: b, write: true, pool: local}, nil
 }
 
 // fromSlot reads a chunk from the target (written before a restart) or the
@@ -193,12 +272,17 @@ func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.S
 	var b []byte
 	var err error
 	if st.Source == payload.FromTarget {
+		if c.Kind == payload.KindZero {
+			// Held, as targetHeld found: a zero run is not read again.
+			local <- buf
+			return piece{chunk: c.Num, buf: nil, reused: true}, nil
+		}
 		b, err = readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
 	} else {
 		b, err = readBooted(in.booted, st.BootedOffset, c.Length, buf)
 	}
 	if err == nil && sha256.Sum256(b) == c.SHA256 {
-		return piece{chunk: c.Num, buf: b, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
+		return piece{chunk: c.Num, buf: b, back: buf, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
 	}
 	b, err = net.fetchOne(ctx, net.mine, c, buf)
 	if ota.CodeOf(err) == ota.CodeChunkMismatch {
@@ -225,7 +309,7 @@ func readBooted(f *os.File, off int64, n int, buf []byte) ([]byte, error) {
 // waits while another is written.
 func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
 	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.targetName(), lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
-	maxBatch := max(1, in.ct.batchBytes/int(in.x.ChunkSize()))
+	maxBatch := max(1, in.ct.batchBytes/int(in.x.MaxChunk()))
 	batch := make([]piece, 0, maxBatch)
 	iov := make([][]byte, 0, maxBatch)
 	cp := checkpoint{Key: in.key, Offer: in.job.Offer}
@@ -233,6 +317,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 		cp = *r
 	}
 	lastAt, lastDone := time.Now(), cp.Done
+	done := cp.Done // image bytes written, zero runs' parts included
 	for open := true; open; {
 		batch = batch[:0]
 		select {
@@ -270,22 +355,30 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 		}
 		// Writeback is started in pieces as large as the stream writer's:
 		// many small ones make the storage slower.
-		last := in.x.Chunk(batch[len(batch)-1].chunk)
-		if end := last.Offset + int64(last.Length); end-s.started >= int64(in.tun.chunk) {
+		last := batch[len(batch)-1]
+		if end := last.off + int64(len(last.buf)); end-s.started >= int64(in.tun.chunk) {
 			if err := s.advance(end); err != nil {
 				return err
 			}
 		}
 		for _, p := range batch {
-			n := int64(len(p.buf))
 			p.release()
-			cp.Next, cp.Done = p.chunk+1, cp.Done+n
-			if p.reused {
+			if p.more {
+				done += int64(len(p.buf))
+				continue
+			}
+			c := in.x.Chunk(p.chunk)
+			n := int64(c.Length)
+			cp.Next, cp.Done, done = p.chunk+1, c.Offset+n, c.Offset+n
+			switch {
+			case p.reused:
 				cp.Reused += n
+			case p.rebuilt:
+				cp.Delta += n
 			}
 		}
 		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-		in.progress.report(ota.Downloading, cp.Done, cp.Fetched, cp.Reused, false)
+		in.progress.report(ota.Downloading, done, cp, false)
 		since := time.Since(lastAt)
 		if (cp.Done-lastDone >= in.ct.checkpointBytes && since >= in.ct.checkpointGap) || since >= in.ct.checkpointEvery {
 			select {
@@ -301,7 +394,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	}
 	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
 	in.counts = cp
-	in.progress.report(ota.Downloading, cp.Done, cp.Fetched, cp.Reused, true)
+	in.progress.report(ota.Downloading, cp.Done, cp, true)
 	return nil
 }
 
@@ -312,7 +405,7 @@ func (in *chunkInstall) writeBatch(batch []piece, iov [][]byte) error {
 			i++
 			continue
 		}
-		off := in.x.Chunk(batch[i].chunk).Offset
+		off := batch[i].off
 		iov = iov[:0]
 		for ; i < len(batch) && batch[i].write; i++ {
 			iov = append(iov, batch[i].buf)

@@ -33,6 +33,7 @@ type checkpoint struct {
 	Done    int64  `json:"bytes_done"`
 	Fetched int64  `json:"bytes_fetched"`
 	Reused  int64  `json:"bytes_reused"`
+	Delta   int64  `json:"bytes_delta,omitempty"`
 }
 
 // chunkState is <state_dir>/chunked: the checkpoint of the install under
@@ -103,8 +104,9 @@ func (s chunkState) keepIndex(image string, x *payload.Index, booted string) err
 	return nil
 }
 
-// keptIndex returns the kept index of image with chunks of chunkSize, or nil.
-func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
+// keptIndex returns the kept index of image cut as like cuts (its chunking and
+// chunk size), or nil.
+func (s chunkState) keptIndex(image string, like *payload.Index) *payload.Index {
 	image = strings.ToLower(image)
 	if _, ok := ota.ParseSHA256(image); !ok {
 		return nil
@@ -114,7 +116,7 @@ func (s chunkState) keptIndex(image string, chunkSize int64) *payload.Index {
 		return nil
 	}
 	x, err := payload.ParseKept(b)
-	if err != nil || x.ChunkSize() != chunkSize {
+	if err != nil || x.ChunkSize() != like.ChunkSize() || x.Chunking() != like.Chunking() {
 		return nil
 	}
 	return x
@@ -135,19 +137,18 @@ func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error)
 		return nil, nil
 	}
 	in.booted = f
-	cs := in.x.ChunkSize()
-	if x := in.state.keptIndex(job.BootedImage, cs); x != nil {
+	if x := in.state.keptIndex(job.BootedImage, in.x); x != nil {
 		return payload.BootedChunks(x), nil
 	}
 	size, err := fileSize(f)
 	if err != nil {
 		return nil, nil
 	}
-	key := scanKey(booted, job.BootedImage, cs, size)
+	key := scanKey(booted, job.BootedImage, in.x, size)
 	if h := in.state.loadScan(key); h != nil {
 		return h, nil
 	}
-	h, err := payload.ScanChunks(ctx, f, cs, size)
+	h, err := payload.ScanFor(ctx, io.NewSectionReader(f, 0, size), in.x, size)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -160,8 +161,12 @@ func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error)
 	return h, nil
 }
 
-func scanKey(booted, image string, chunkSize, size int64) [sha256.Size]byte {
-	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 1\x00%s\x00%s\x00%d\x00%d", booted, image, chunkSize, size))
+func scanKey(booted, image string, x *payload.Index, size int64) [sha256.Size]byte {
+	if x.Chunking() == ota.ChunkingCDC {
+		p := payload.CDCFor(x.ChunkSize())
+		return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 2\x00%s\x00%s\x00%d/%d/%d/%x\x00%d", booted, image, p.Min, p.Avg, p.Max, p.Pol, size))
+	}
+	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 1\x00%s\x00%s\x00%d\x00%d", booted, image, x.ChunkSize(), size))
 }
 
 // The scan file: the key, then the chunk list (payload.Have's bytes).

@@ -198,7 +198,7 @@ func (p *pipeline) report(phase ota.Phase, done int64, force bool) {
 		return
 	}
 	p.lastReport = now
-	p.job.Progress(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: p.job.Size, Transfer: ota.Transfer{BytesFetched: p.downloaded.Load()}})
+	p.job.Progress(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: p.job.Size, Transfer: ota.Transfer{Path: ota.PathStream, BytesFetched: p.downloaded.Load()}})
 }
 
 func (p *pipeline) publishDurable(off int64) {

@@ -1,4 +1,4 @@
-package payload
+package imagetest
 
 import (
 	"encoding/binary"
@@ -6,18 +6,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/otad/otad/internal/testkit/testtool"
 )
 
-// casyncChunks cuts img with casync (its default chunk sizes: 16, 64 and 256 KiB, as
-// ours in 64 KiB chunks) and returns, from its .caibx index, each chunk's id and size.
+// casyncChunks cuts img with casync (its default chunk sizes: 16, 64 and 256 KiB) and
+// returns, from its .caibx index, each chunk's id and size.
 func casyncChunks(t testing.TB, img []byte) (ids [][32]byte, sizes []int64) {
 	t.Helper()
+	casync := testtool.Require(t, "casync", "casync")
 	dir := t.TempDir()
 	in, idx := filepath.Join(dir, "img"), filepath.Join(dir, "img.caibx")
-	if err := os.WriteFile(in, img, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("casync", "make", "--compression=zstd", "--store="+filepath.Join(dir, "store"), idx, in).CombinedOutput(); err != nil {
+	testtool.WriteFile(t, in, img)
+	if out, err := exec.Command(casync, "make", "--compression=zstd", "--store="+filepath.Join(dir, "store"), idx, in).CombinedOutput(); err != nil {
 		t.Fatalf("casync make: %v: %s", err, out)
 	}
 	b, err := os.ReadFile(idx)
@@ -42,9 +43,9 @@ func casyncChunks(t testing.TB, img []byte) (ids [][32]byte, sizes []int64) {
 	return ids, sizes
 }
 
-// casyncReuse is how many bytes of newImg casync takes from a seed holding oldImg:
+// CasyncReuse is how many bytes of newImg casync takes from a seed holding oldImg:
 // the bytes of its chunks that oldImg's chunks include.
-func casyncReuse(t testing.TB, oldImg, newImg []byte) int64 {
+func CasyncReuse(t testing.TB, oldImg, newImg []byte) int64 {
 	t.Helper()
 	old, _ := casyncChunks(t, oldImg)
 	have := map[[32]byte]bool{}
