@@ -65,7 +65,7 @@ func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
 	if t := s.Target; t != nil && t.SHA256() == sha {
 		switch s.Phase {
 		case ota.Staged, ota.Rebooting, ota.Confirming:
-			return ota.Outcome{Result: ota.ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + string(t.Slot) + " is primary"}, true
+			return ota.Outcome{Result: ota.ResultStaged, ID: t.ID, SHA256: sha, Message: "slot " + string(t.Slot) + " is primary", Transfer: t.Transfer}, true
 		}
 		return ota.Outcome{}, false
 	}
@@ -75,7 +75,7 @@ func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
 			Message: "accepted; installs once " + cur.ID + " is settled (" + string(s.Phase) + ")"}, true
 	}
 	if r := s.LastResult; r != nil && r.SHA256 == sha {
-		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha}, true
+		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha, Transfer: r.Transfer}, true
 	}
 	return ota.Outcome{Result: ota.ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
 }

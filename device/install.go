@@ -69,9 +69,9 @@ func (e *env) report(file string, o ota.Outcome) int {
 	case ota.ResultRejected:
 		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
 	case ota.ResultStaged:
-		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s\n", file, o.ID, short(o.SHA256), o.Message)
+		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s%s\n", file, o.ID, short(o.SHA256), o.Message, transfer(o.Transfer))
 	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
-		fmt.Fprintf(e.stdout, "%s: %s: %s\n", file, o.Result, o.Message)
+		fmt.Fprintf(e.stdout, "%s: %s: %s%s\n", file, o.Result, o.Message, transfer(o.Transfer))
 	default:
 		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))
 	}

@@ -86,7 +86,14 @@ func transfer(t ota.Transfer) string {
 	if t == (ota.Transfer{}) {
 		return ""
 	}
-	return fmt.Sprintf(", %d fetched, %d reused", t.BytesFetched, t.BytesReused)
+	s := fmt.Sprintf(", %d fetched, %d reused", t.BytesFetched, t.BytesReused)
+	if t.BytesDelta > 0 {
+		s += fmt.Sprintf(", %d rebuilt from deltas", t.BytesDelta)
+	}
+	if t.Path != "" {
+		s += " (" + string(t.Path) + ")"
+	}
+	return s
 }
 
 func short(sha string) string {
