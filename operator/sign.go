@@ -52,7 +52,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
 	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
 	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
-	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to four times it)")
+	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to twice it)")
 	fset.StringVar(&o.chunking, "chunking", string(ota.ChunkingCDC), "with --chunked: cdc (content-defined chunks: reuse survives moved files) or fixed (every chunk --chunk-size bytes, for devices older than cdc)")
 	fset.Var(&o.deltaFrom, "delta-from", "with --chunked: older image(s) devices may hold, comma-separated or repeated: writes PATH.from-<sha256 prefix>.delta with a delta of each chunk they lack")
 	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")

@@ -17,7 +17,7 @@ const (
 )
 
 // The content-defined chunker's fixed parameters: chunk bounds follow from the
-// average (chunks.size): at least a quarter of it, at most four times it. The
+// average (chunks.size): at least a quarter of it, at most twice it. The
 // polynomial is restic/chunker's Rabin fingerprint modulus, fixed so that a device
 // cuts its booted slot exactly as the signer cut the image.
 const (
@@ -38,7 +38,7 @@ type CDC struct {
 // CDCFor is the chunking a version 2 index of average chunk size avg (a valid chunk
 // size) uses.
 func CDCFor(avg int64) CDC {
-	return CDC{Min: avg / 4, Avg: avg, Max: avg * 4, Pol: CDCPolynomial}
+	return CDC{Min: avg / 4, Avg: avg, Max: avg * 2, Pol: CDCPolynomial}
 }
 
 func (p CDC) avgBits() int { return bits.Len64(uint64(p.Avg)) - 2 }

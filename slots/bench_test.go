@@ -48,7 +48,8 @@ func BenchmarkWrite(b *testing.B) {
 	}
 }
 
-// BenchmarkWriteChunked installs a chunked payload (64 KiB chunks) of an
+// BenchmarkWriteChunked installs a chunked payload (64 KiB chunks, fixed and
+// content-defined) of an
 // incompressible image with nothing to reuse, beside the stream install of
 // the same image (compression none), both from files over loopback HTTP
 // into a fresh file of allocated, unwritten blocks, as installbench does:
@@ -62,8 +63,13 @@ func BenchmarkWriteChunked(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var cdcStore bytes.Buffer
+	cdc, err := payload.Build(b.Context(), bytes.NewReader(img), &cdcStore, payload.Options{Level: 1, Chunking: ota.ChunkingCDC})
+	if err != nil {
+		b.Fatal(err)
+	}
 	dir := b.TempDir()
-	for name, data := range map[string][]byte{"img": img, "img.idx": res.Index, "img.store": store.Bytes()} {
+	for name, data := range map[string][]byte{"img": img, "img.idx": res.Index, "img.store": store.Bytes(), "cdc.idx": cdc.Index, "cdc.store": cdcStore.Bytes()} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			b.Fatal(err)
 		}
@@ -96,19 +102,24 @@ func BenchmarkWriteChunked(b *testing.B) {
 			b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
 		}
 	})
-	b.Run("chunked", func(b *testing.B) {
-		b.SetBytes(size)
-		for b.Loop() {
-			fresh(b)
-			job := ChunkedJob{Job: Job{Payload: ota.Payload{URL: srv.URL + "/img.store", Size: size, SHA256: sha(img)}, Target: File(slot)},
-				IndexURL: srv.URL + "/img.idx", Expect: res.Expect(), Offer: "bench", StateDir: b.TempDir()}
-			c0 := cpuNow()
-			if err := WriteChunked(b.Context(), job); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name, file string
+		res        *payload.Result
+	}{{"chunked", "img", res}, {"chunked-cdc", "cdc", cdc}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				fresh(b)
+				job := ChunkedJob{Job: Job{Payload: ota.Payload{URL: srv.URL + "/" + c.file + ".store", Size: size, SHA256: sha(img)}, Target: File(slot)},
+					IndexURL: srv.URL + "/" + c.file + ".idx", Expect: c.res.Expect(), Offer: "bench", StateDir: b.TempDir()}
+				c0 := cpuNow()
+				if err := WriteChunked(b.Context(), job); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
 			}
-			b.ReportMetric(float64(cpuNow()-c0)/1e6, "cpu-ms/op")
-		}
-	})
+		})
+	}
 }
 
 func cpuNow() time.Duration {

@@ -16,6 +16,7 @@ import (
 	"github.com/otad/otad/bootctl/sim"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/internal/testkit/testtool"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 	"github.com/otad/otad/sim/demo"
 	"golang.org/x/sys/unix"
@@ -26,7 +27,8 @@ import (
 // install killed (SIGKILL) at 50% of its download and started again. Each
 // runs on a device whose booted slot B holds a committed image installed
 // from a chunked payload, so that the kept index says what it holds (no
-// scan of the booted slot); readback is off.
+// scan of the booted slot); readback is off. The payloads are cut as otactl
+// sign --chunked cuts by default: content-defined chunks (index version 2).
 const (
 	maxChunkedRSS   = 16 << 20
 	minRatioChunked = 0.9 // of the stream install's throughput, readback off
@@ -57,7 +59,7 @@ func buildChunked(ctx context.Context, path, name string) (*chunkedFiles, error)
 	}
 	defer store.Close()
 	bw := bufio.NewWriterSize(store, ioChunk)
-	res, err := payload.Build(ctx, bufio.NewReaderSize(in, ioChunk), bw, payload.Options{Level: chunkedLevel})
+	res, err := payload.Build(ctx, bufio.NewReaderSize(in, ioChunk), bw, payload.Options{Level: chunkedLevel, Chunking: ota.ChunkingCDC})
 	if err != nil {
 		return nil, fmt.Errorf("chunked payload %s: %w", name, err)
 	}
