@@ -9,7 +9,7 @@ GOENV_amd64  := GOARCH=amd64
 GOENV_arm64  := GOARCH=arm64
 GOENV_armhf  := GOARCH=arm GOARM=7
 
-.PHONY: all build build-all $(ARCHS:%=build-%) deb deps test test-short bench demo e2e fuzz vet clean bench-fleet
+.PHONY: all build build-all $(ARCHS:%=build-%) deb deps test test-short bench bench-delta demo e2e fuzz vet clean bench-fleet
 
 all: build
 
@@ -58,6 +58,18 @@ vet:
 # baseline, stream and chunked payloads (nothing to reuse, 1% changed, killed at 50% and resumed), same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
 bench: build
 	$(GO) run ./bench/install -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
+
+# Bytes of a real update (issue 19): a Debian root file system debootstrapped
+# from the machine's mirror, and the same after apt-get upgrade from the
+# -security and -updates suites, as a 1 GiB ext4 and a squashfs; otad full,
+# chunked and with deltas (real installs, bytes the server sent) against
+# xdelta3, casync and zstd --patch-from, and the installs' wall time and peak
+# RSS against the stream install's. Needs root and scripts/deps/apt.txt's
+# bench-delta packages; the trees and images are cached in
+# ~/.cache/otad-bench-delta (-cache DIR, -rebuild). BENCH_DELTA_FLAGS='-size
+# 256MiB -rounds 1', '-ro erofs', '-readback', '-keep' and so on.
+bench-delta: build
+	$(GO) run ./bench/delta -otad $(BIN)/otad -otactl $(BIN)/otactl $(BENCH_DELTA_FLAGS)
 
 # Offer-to-downloading latency of one agent, then group rollouts to N agents in
 # one process, all against one real mosquitto on 127.0.0.1 (issue 3; needs the

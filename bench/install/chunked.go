@@ -8,14 +8,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/otad/otad/bootctl/sim"
+	"github.com/otad/otad/internal/testkit/otadrun"
 	"github.com/otad/otad/internal/testkit/signer"
-	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 	"github.com/otad/otad/sim/demo"
@@ -147,11 +146,8 @@ func newChunkedDevice(ctx context.Context, otad, dir, base string, size int64, b
 	if slot, err := s.Boot(); err != nil || slot != "B" {
 		return nil, fmt.Errorf("the chunked device booted %q after installing %s (%v)", slot, booted.name, err)
 	}
-	out := &testtool.Buffer{Max: 2000}
-	cmd := exec.CommandContext(ctx, otad, "mark-good", "-c", dev.cfg[false])
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("otad mark-good: %w\n%s", err, out.String())
+	if err := otadrun.MarkGood(ctx, otad, dev.cfg[false]); err != nil {
+		return nil, err
 	}
 	return d, d.save()
 }

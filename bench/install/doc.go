@@ -25,7 +25,7 @@
 //
 // Throughput is the image size over the wall time from exec to exit (the
 // baseline: from open to fsync). Peak RSS is the otad process's VmHWM
-// (runOtad says why not wait4's maxrss). The table shows medians over the rounds (the machine is shared and
+// (otadrun.Install says why not wait4's maxrss). The table shows medians over the rounds (the machine is shared and
 // noisy), ratios to the baseline's median, and PASS/FAIL against the targets:
 // readback off at least 0.9x, on at least 0.8x, the chunked install at
 // least 0.9x the stream install, otad's peak RSS at most 16 MiB. It exits 0

@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/debug"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/otad/otad/internal/testkit/testtool"
+	"github.com/otad/otad/internal/testkit/otadrun"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"golang.org/x/sys/unix"
@@ -79,7 +74,7 @@ func inProcess(s *sample, fn func() error) error {
 
 // selfPeakRSS reads this process's VmHWM; -1 when unknown.
 func selfPeakRSS() int64 {
-	if n := peakRSSOf("/proc/self/status"); n > 0 {
+	if n := otadrun.PeakRSS("/proc/self/status"); n > 0 {
 		return n
 	}
 	return -1
@@ -93,74 +88,12 @@ func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error)
 }
 
 // runOtad is installOtad; kill, when set, is asked every millisecond and
-// ends otad with SIGKILL when it says so, which is then no error.
-//
-// Peak RSS is otad's VmHWM, read from /proc while it runs: wait4's maxrss
-// is no good here, because os/exec starts otad with vfork, and Linux counts
-// the parent's peak RSS (this benchmark's, at exec time) into the child's
-// maxrss. VmHWM only grows, so the last reading before exit misses at most
-// the last millisecond.
+// ends otad with SIGKILL when it says so, which is then no error. Peak RSS
+// is otad's VmHWM (otadrun.Install says why not wait4's maxrss).
 func runOtad(ctx context.Context, bin, cfg, envelope string, kill func() bool) (sample, error) {
-	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
-	out := &testtool.Buffer{Max: 2000} // the end of its output, for an error
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return sample{}, fmt.Errorf("%s: %w", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-	var hwm int64
-	killed := false
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var err error
-wait:
-	for {
-		select {
-		case err = <-exited:
-			break wait
-		case <-tick.C:
-			hwm = max(hwm, peakRSSOf(status))
-			if kill != nil && !killed && kill() {
-				killed = cmd.Process.Signal(syscall.SIGKILL) == nil
-			}
-		}
-	}
-	dur := time.Since(start)
-	if err != nil && !killed {
-		return sample{}, fmt.Errorf("%s install -c %s %s: %w\n%s", bin, cfg, envelope, err, strings.TrimSpace(out.String()))
-	}
-	if kill != nil && !killed {
-		return sample{}, fmt.Errorf("%s install -c %s %s ended before it was killed:\n%s", bin, cfg, envelope, strings.TrimSpace(out.String()))
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return sample{}, errors.New("no resource usage from wait4 on this platform")
-	}
-	return sample{
-		dur:         dur,
-		cpu:         time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)),
-		rss:         hwm,
-		fromStorage: ru.Inblock * 512,
-	}, nil
-}
-
-// peakRSSOf reads VmHWM from a /proc/PID/status file; 0 when unknown.
-func peakRSSOf(status string) int64 {
-	b, err := os.ReadFile(status)
+	r, err := otadrun.Install(ctx, bin, cfg, envelope, kill)
 	if err != nil {
-		return 0
+		return sample{}, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	return sample{dur: r.Wall, cpu: r.CPU, rss: r.PeakRSS, fromStorage: r.FromStorage}, nil
 }
