@@ -47,16 +47,16 @@ func readCasyncStore(dir string) (casyncStore, error) {
 // of its uncompressed bytes, so OLD, chunked as the seed, yields exactly
 // the chunks in OLD's store), by the size of their compressed files.
 type casyncFetch struct {
-	chunks, newChunks int
-	bytes             int64
+	Chunks, NewChunks int
+	Bytes             int64
 }
 
 func casyncMissing(old, new casyncStore) casyncFetch {
-	f := casyncFetch{chunks: len(new)}
+	f := casyncFetch{Chunks: len(new)}
 	for id, n := range new {
 		if _, ok := old[id]; !ok {
-			f.newChunks++
-			f.bytes += n
+			f.NewChunks++
+			f.Bytes += n
 		}
 	}
 	return f

@@ -202,7 +202,7 @@ func TestCasyncAccounting(t *testing.T) {
 		t.Fatalf("new store: %v", new)
 	}
 	got := casyncMissing(old, new)
-	if want := (casyncFetch{chunks: 4, newChunks: 2, bytes: 4050}); got != want {
+	if want := (casyncFetch{Chunks: 4, NewChunks: 2, Bytes: 4050}); got != want {
 		t.Fatalf("casyncMissing = %+v, want %+v", got, want)
 	}
 	if _, err := readCasyncStore(filepath.Join(dir, "absent")); err == nil {
@@ -280,17 +280,20 @@ func testResult(deltaAvailable bool) *pairResult {
 		said: transfer{Fetched: 84_600_000}}
 	fresh := &installRow{name: "otad chunked, nothing to reuse", minRatio: minChunkedRatio,
 		samples: []otadrun.Sample{sample(12*time.Second, 12<<20)}, sent: []int64{96_600_000}}
-	res.chunked = &installRow{name: "otad chunked, from old", samples: []otadrun.Sample{sample(5*time.Second, 17<<20)}, sent: []int64{40_000_000},
+	chunked := &installRow{name: "otad chunked, from old", samples: []otadrun.Sample{sample(5*time.Second, 17<<20)}, sent: []int64{40_000_000},
 		said: transfer{Fetched: 40_000_000, Reused: 1_000_000_000}}
 	res.delta = &installRow{name: "otad with deltas, from old", samples: []otadrun.Sample{sample(4*time.Second, 10<<20)}, sent: []int64{1_920_000},
 		said: transfer{Fetched: 1_920_000, Delta: 1_500_000, Reused: 1_000_000_000}}
 	if !deltaAvailable {
 		res.delta = &installRow{name: "otad with deltas, from old", unavailable: "not available in this build"}
 	}
-	res.installs = []*installRow{res.stream, fresh, res.chunked, res.delta}
-	res.xdelta3 = peer{name: "xdelta3 -9 -B 1GiB", bytes: 1_600_000}
-	res.zstd = peer{name: "zstd -19 --long=30 --patch-from", bytes: 1_900_000}
-	res.casync, res.casyncIndex, res.casyncSent = casyncFetch{chunks: 16000, newChunks: 120, bytes: 5_900_000}, 100_000, 6_100_000
+	res.installs = []*installRow{res.stream, fresh, chunked, res.delta}
+	res.updates = []*installRow{res.stream, chunked, res.delta}
+	res.peers = peerFigures{
+		Xdelta3: peer{Name: "xdelta3 -9 -B 1GiB", Bytes: 1_600_000},
+		Zstd:    peer{Name: "zstd -19 --long=30 --patch-from", Bytes: 1_900_000},
+		Casync:  casyncFetch{Chunks: 16000, NewChunks: 120, Bytes: 5_900_000}, CasyncIndex: 100_000, CasyncSent: 6_100_000,
+	}
 	return res
 }
 

@@ -37,14 +37,12 @@ type installRow struct {
 type pairResult struct {
 	p                imagePair
 	oldSize, newSize int64
-	installs         []*installRow // the stream install first
-	stream, chunked  *installRow   // chunked: the update from the old image
-	delta            *installRow
-	xdelta3, zstd    peer
-	casync           casyncFetch
-	casyncIndex      int64
-	casyncSent       int64 // a real `casync extract --seed` over HTTP
-	casyncTook       time.Duration
+	installs         []*installRow // every install timed, the stream install first
+	stream, delta    *installRow
+	// updates are the rows of the bytes table: the installs on the device
+	// that holds the old image.
+	updates []*installRow
+	peers   peerFigures
 }
 
 func measurePairs(ctx context.Context, o options, r runner, pairs []imagePair, out io.Writer) error {
@@ -87,6 +85,54 @@ func measurePairs(ctx context.Context, o options, r runner, pairs []imagePair, o
 	return nil
 }
 
+// signRows signs the payloads of the pair and the rows that install them:
+// the old image on updated (installed and booted there first), the new one
+// as a stream, chunked and with deltas; chunked with nothing to reuse on
+// blank. With --chunking, both fixed and content-defined chunks.
+func (res *pairResult) signRows(ctx context.Context, ctl *otactl, updated, blank *device) error {
+	p := res.p
+	// Offers issued in order: the old image's first, as it was released first.
+	t0 := time.Now().Add(-time.Hour)
+	var err error // the first signing error: the rest are skipped
+	sign := func(name, image, version string, at time.Time, extra ...string) string {
+		if err != nil {
+			return ""
+		}
+		var env string
+		env, err = ctl.sign(ctx, p.name+"-"+name, image, version, at, extra...)
+		return env
+	}
+	envOld := sign("old", p.old, "old", t0, "--chunked")
+	if err != nil {
+		return err
+	}
+	if err := updated.boot(ctx, envOld); err != nil {
+		return fmt.Errorf("installing the old image: %w", err)
+	}
+	t1 := t0.Add(time.Minute)
+	res.stream = &installRow{name: "otad full (stream zstd)", dev: updated, env: sign("full.zst", p.new, "new", t1, "--compress", "zstd")}
+	chunked := &installRow{name: "otad chunked, from old", dev: updated}
+	rows := []*installRow{res.stream, chunked}
+	if ctl.chunking {
+		chunked.name = "otad chunked (cdc), from old"
+		chunked.env = sign("cdc", p.new, "new", t1, "--chunked", "--chunking", "cdc")
+		rows = append(rows, &installRow{name: "otad chunked (fixed), from old", dev: updated,
+			env: sign("fixed", p.new, "new", t1, "--chunked", "--chunking", "fixed")})
+	} else {
+		chunked.env = sign("chunked", p.new, "new", t1, "--chunked")
+	}
+	res.delta = &installRow{name: "otad with deltas, from old", dev: updated}
+	if ctl.delta {
+		res.delta.env = sign("delta", p.new, "new", t1, "--chunked", "--delta-from", p.old)
+	} else {
+		res.delta.unavailable = "not available in this build (otactl sign has no --delta-from)"
+	}
+	res.updates = append(rows, res.delta)
+	fresh := &installRow{name: "otad chunked, nothing to reuse", dev: blank, env: chunked.env, minRatio: minChunkedRatio}
+	res.installs = append([]*installRow{res.stream, fresh}, res.updates[1:]...)
+	return err
+}
+
 func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *countingServer, run string, p imagePair, out io.Writer) (*pairResult, error) {
 	res := &pairResult{p: p}
 	oldSHA, oldSize, err := fileSHA256(p.old)
@@ -101,49 +147,20 @@ func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *cou
 	fmt.Fprintf(out, "\n%s: old %s (%.1f MB, sha256 %.12s…), new %s (%.1f MB, sha256 %.12s…), slots of %s\n",
 		p.name, p.old, mb(oldSize), oldSHA, p.new, mb(newSize), newSHA, sizeName(p.slotSize))
 
-	// Offers issued in order: the old image's first, as it was released first.
-	t0 := time.Now().Add(-time.Hour)
-	start := time.Now()
-	envOld, err := ctl.sign(ctx, p.name+"-old", p.old, "old", t0, "--chunked")
-	if err != nil {
-		return nil, err
-	}
-	envFull, err := ctl.sign(ctx, p.name+"-full.zst", p.new, "new", t0.Add(time.Minute), "--compress", "zstd")
-	if err != nil {
-		return nil, err
-	}
-	envChunked, err := ctl.sign(ctx, p.name+"-chunked", p.new, "new", t0.Add(time.Minute), "--chunked")
-	if err != nil {
-		return nil, err
-	}
-	envDelta := ""
-	if ctl.delta {
-		if envDelta, err = ctl.sign(ctx, p.name+"-delta", p.new, "new", t0.Add(time.Minute), "--chunked", "--delta-from", p.old); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Fprintf(out, "  signed the payloads in %v\n", time.Since(start).Round(time.Millisecond))
-
 	// Short directory names: the control socket's path must fit sun_path.
 	updated, err := newDevice(o.otad, filepath.Join(run, p.name+"-u"), p.slotSize, ctl.pub, o.readback)
 	if err != nil {
 		return nil, err
 	}
-	if err := updated.boot(ctx, envOld); err != nil {
-		return nil, fmt.Errorf("installing the old image: %w", err)
-	}
 	blank, err := newDevice(o.otad, filepath.Join(run, p.name+"-b"), p.slotSize, ctl.pub, o.readback)
 	if err != nil {
 		return nil, err
 	}
-	res.stream = &installRow{name: "otad full (stream zstd)", dev: updated, env: envFull}
-	fresh := &installRow{name: "otad chunked, nothing to reuse", dev: blank, env: envChunked, minRatio: minChunkedRatio}
-	res.chunked = &installRow{name: "otad chunked, from old", dev: updated, env: envChunked}
-	res.delta = &installRow{name: "otad with deltas, from old", dev: updated, env: envDelta}
-	if !ctl.delta {
-		res.delta.unavailable = "not available in this build (otactl sign has no --delta-from)"
+	start := time.Now()
+	if err := res.signRows(ctx, ctl, updated, blank); err != nil {
+		return nil, err
 	}
-	res.installs = []*installRow{res.stream, fresh, res.chunked, res.delta}
+	fmt.Fprintf(out, "  signed the payloads and installed the old image in %v\n", time.Since(start).Round(time.Millisecond))
 	for round := range o.rounds {
 		// Rotate the order, so no install always follows the same one.
 		for k := range res.installs {
@@ -161,54 +178,8 @@ func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *cou
 		fmt.Fprintf(out, "  round %d:%s\n", round+1, roundLine(res.installs, round, newSize))
 	}
 
-	peerDir := filepath.Join(run, "peers")
-	if err := os.MkdirAll(peerDir, 0o755); err != nil {
+	if res.peers, err = measurePeers(ctx, o, r, srv, ctl.srvDir, filepath.Join(run, "peers"), p, oldSHA, newSHA, out); err != nil {
 		return nil, err
 	}
-	if res.xdelta3, err = xdelta3Peer(ctx, r, peerDir, p, oldSize, newSHA); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "  %s: %.2f MB in %v\n", res.xdelta3.name, mb(res.xdelta3.bytes), res.xdelta3.took.Round(time.Millisecond))
-	if res.zstd, err = zstdPeer(ctx, r, peerDir, p, oldSize, o.zstdLevel, newSHA); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "  %s: %.2f MB in %v\n", res.zstd.name, mb(res.zstd.bytes), res.zstd.took.Round(time.Millisecond))
-	if err := casyncRows(ctx, r, res, srv, ctl.srvDir, peerDir, newSHA); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "  casync: %d of %d chunks new, %.2f MB + index %.2f MB; extract --seed fetched %.2f MB in %v\n",
-		res.casync.newChunks, res.casync.chunks, mb(res.casync.bytes), mb(res.casyncIndex), mb(res.casyncSent), res.casyncTook.Round(time.Millisecond))
 	return res, nil
-}
-
-// casyncRows makes casync stores of both images (served, so that a real
-// `casync extract --seed=OLD` can fetch from them), counts what NEW needs
-// beyond OLD, and runs that extract against the counting server.
-func casyncRows(ctx context.Context, r runner, res *pairResult, srv *countingServer, served, peerDir, newSHA string) error {
-	dir := filepath.Join(served, "casync")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var err error
-	if res.casync, res.casyncIndex, err = casyncPeer(ctx, r, dir, res.p); err != nil {
-		return err
-	}
-	extracted := filepath.Join(peerDir, res.p.name+".casync-out")
-	defer os.Remove(extracted)
-	base := srv.url + "/casync/" + res.p.name + "-new"
-	before := srv.sent.Load()
-	res.casyncTook, err = r.output(ctx, time.Hour, nil, "casync", "extract", "--store="+base+".castr", "--seed="+res.p.old,
-		"--seed-output=no", base+".caibx", extracted)
-	if err != nil {
-		return err
-	}
-	res.casyncSent = srv.sent.Load() - before
-	got, _, err := fileSHA256(extracted)
-	if err != nil {
-		return err
-	}
-	if got != newSHA {
-		return fmt.Errorf("casync extract --seed made sha256 %s, not the new image's %s", got, newSHA)
-	}
-	return nil
 }

@@ -209,15 +209,15 @@ func fetchRelease(ctx context.Context, base, suite string) (release, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return release{}, fmt.Errorf("cannot reach the Debian mirror: %w", err)
+		return release{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return release{}, fmt.Errorf("cannot reach the Debian mirror: GET %s: %s", url, resp.Status)
+		return release{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	rel := parseRelease(io.LimitReader(resp.Body, 1<<20))
 	if rel.codename == "" {
-		return release{}, fmt.Errorf("the Debian mirror's %s is not a Release file (no Codename)", url)
+		return release{}, fmt.Errorf("GET %s: not a Release file (no Codename)", url)
 	}
 	return rel, nil
 }

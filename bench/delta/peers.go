@@ -13,10 +13,9 @@ import (
 
 // peer is one other tool's update of the pair: what it would send.
 type peer struct {
-	name  string
-	bytes int64
-	took  time.Duration // making the patch or the store
-	note  string
+	Name  string
+	Bytes int64
+	Took  time.Duration // making the patch
 }
 
 // xdelta3Window is xdelta3's -B: the source window, the whole old image (up
@@ -76,7 +75,7 @@ func patchPeer(name, patch string, took time.Duration) (peer, error) {
 	if err != nil {
 		return peer{}, err
 	}
-	return peer{name: name, bytes: st.Size(), took: took}, nil
+	return peer{Name: name, Bytes: st.Size(), Took: took}, nil
 }
 
 // checkDecodes runs a decoder writing to stdout and checks that it gives NEW.

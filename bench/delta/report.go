@@ -82,7 +82,7 @@ func (t transfer) said() string {
 }
 
 // casyncBytes is casync's figure: the new chunks and the index.
-func (res *pairResult) casyncBytes() int64 { return res.casync.bytes + res.casyncIndex }
+func (res *pairResult) casyncBytes() int64 { return res.peers.Casync.Bytes + res.peers.CasyncIndex }
 
 // printBytes prints what each way of sending the update costs, with the
 // ratios to xdelta3 and casync and the targets' verdicts.
@@ -93,8 +93,8 @@ func printBytes(out io.Writer, res *pairResult) {
 	fmt.Fprintf(out, row, "method", "bytes", "/xdelta3", "/casync", "detail")
 	ratios := func(n int64) (string, string) {
 		x, c := "-", "-"
-		if res.xdelta3.bytes > 0 {
-			x = fmt.Sprintf("%.2fx", float64(n)/float64(res.xdelta3.bytes))
+		if res.peers.Xdelta3.Bytes > 0 {
+			x = fmt.Sprintf("%.2fx", float64(n)/float64(res.peers.Xdelta3.Bytes))
 		}
 		if res.casyncBytes() > 0 {
 			c = fmt.Sprintf("%.2fx", float64(n)/float64(res.casyncBytes()))
@@ -105,18 +105,18 @@ func printBytes(out io.Writer, res *pairResult) {
 		x, c := ratios(n)
 		fmt.Fprintf(out, row, name, fmt.Sprintf("%.2f MB", mb(n)), x, c, detail)
 	}
-	for _, r := range []*installRow{res.stream, res.chunked, res.delta} {
+	for _, r := range res.updates {
 		if r.unavailable != "" {
 			fmt.Fprintf(out, row, r.name, "-", "-", "-", r.unavailable)
 			continue
 		}
 		line(r.name, r.fetched(), "server sent; otad says "+r.said.said())
 	}
-	line(res.xdelta3.name, res.xdelta3.bytes, "patch; decodes to new")
+	line(res.peers.Xdelta3.Name, res.peers.Xdelta3.Bytes, "patch; decodes to new")
 	line("casync 64 KiB avg, --seed=old", res.casyncBytes(),
 		fmt.Sprintf("--chunk-size %s: %d of %d chunks new, %.2f MB + index %.2f MB; a real extract --seed fetched %.2f MB",
-			casyncChunkSize, res.casync.newChunks, res.casync.chunks, mb(res.casync.bytes), mb(res.casyncIndex), mb(res.casyncSent)))
-	line(res.zstd.name, res.zstd.bytes, "patch; decodes to new")
+			casyncChunkSize, res.peers.Casync.NewChunks, res.peers.Casync.Chunks, mb(res.peers.Casync.Bytes), mb(res.peers.CasyncIndex), mb(res.peers.CasyncSent)))
+	line(res.peers.Zstd.Name, res.peers.Zstd.Bytes, "patch; decodes to new")
 	if res.delta.unavailable != "" {
 		fmt.Fprintf(out, "  targets: otad with deltas — %s\n", res.delta.unavailable)
 		return
@@ -124,7 +124,7 @@ func printBytes(out io.Writer, res *pairResult) {
 	d := float64(res.delta.fetched())
 	var v []string
 	if res.p.name == "ext4" {
-		v = append(v, "≤ 1.5× xdelta3: "+ratioVerdict(d/float64(res.xdelta3.bytes), maxDeltaVsXdelta3))
+		v = append(v, "≤ 1.5× xdelta3: "+ratioVerdict(d/float64(res.peers.Xdelta3.Bytes), maxDeltaVsXdelta3))
 	}
 	v = append(v, "≤ casync: "+ratioVerdict(d/float64(res.casyncBytes()), maxDeltaVsCasync))
 	fmt.Fprintf(out, "  targets, otad with deltas: %s\n", strings.Join(v, "; "))

@@ -89,17 +89,21 @@ func loadPair(cache string) (*pair, error) {
 // the monthly update in the copy, and records what the pair is.
 func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out io.Writer) (*pair, error) {
 	oldDir, newDir, meta := rootfsDirs(cache)
+	unreachable := func(uri, from string, err error) error {
+		return fmt.Errorf("cannot reach the Debian mirror %s (%s): %w\nthe image pair is built with debootstrap from the machine's mirror: "+
+			"check the network, or name a mirror that answers with -mirror URL (and -security-mirror URL)", uri, from, err)
+	}
 	base, err := fetchRelease(ctx, m.main, suite)
 	if err != nil {
-		return nil, fmt.Errorf("%w (the mirror %s, from %s)", err, m.main, m.from)
+		return nil, unreachable(m.main, m.from, err)
 	}
 	upd, err := fetchRelease(ctx, m.main, suite+"-updates")
 	if err != nil {
-		return nil, fmt.Errorf("%w (the mirror %s, from %s)", err, m.main, m.from)
+		return nil, unreachable(m.main, m.from, err)
 	}
 	sec, err := fetchRelease(ctx, m.security, suite+"-security")
 	if err != nil {
-		return nil, fmt.Errorf("%w (the security mirror %s)", err, m.security)
+		return nil, unreachable(m.security, "the security suite's", err)
 	}
 	for _, d := range []string{oldDir, newDir} {
 		if err := os.RemoveAll(d); err != nil {

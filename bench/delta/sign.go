@@ -23,6 +23,8 @@ type otactl struct {
 	// delta says this otactl's sign takes --delta-from (per-chunk deltas
 	// against the booted image); builds before the delta feature do not.
 	delta bool
+	// chunking says it takes --chunking (fixed or content-defined chunks).
+	chunking bool
 }
 
 func newOtactl(ctx context.Context, bin, dir, srvDir, url string, r runner) (*otactl, error) {
@@ -34,22 +36,26 @@ func newOtactl(ctx context.Context, bin, dir, srvDir, url string, r runner) (*ot
 	if c.pub, err = os.ReadFile(filepath.Join(dir, "release.pub")); err != nil {
 		return nil, err
 	}
-	c.delta, err = signHasFlag(ctx, bin, "delta-from")
-	return c, err
+	help, err := signHelp(ctx, bin)
+	if err != nil {
+		return nil, err
+	}
+	c.delta, c.chunking = helpLists(help, "delta-from"), helpLists(help, "chunking")
+	return c, nil
 }
 
-// signHasFlag says whether `otactl sign --help` lists -NAME.
-func signHasFlag(ctx context.Context, bin, name string) (bool, error) {
+// signHelp is what `otactl sign --help` prints.
+func signHelp(ctx context.Context, bin string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "sign", "--help")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	_ = cmd.Run() // help may exit non-zero; what it printed says
-	if !strings.Contains(out.String(), "-chunked") {
-		return false, fmt.Errorf("%s sign --help does not look like otactl's:\n%s", bin, out.String())
+	if !helpLists(out.String(), "chunked") {
+		return "", fmt.Errorf("%s sign --help does not look like otactl's:\n%s", bin, out.String())
 	}
-	return helpLists(out.String(), name), nil
+	return out.String(), nil
 }
 
 // helpLists says whether a flag package usage text lists -name.
