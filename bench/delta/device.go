@@ -104,27 +104,29 @@ func (d *device) install(ctx context.Context, env, want string, size int64) (ota
 	if err != nil {
 		return s, transfer{}, err
 	}
-	got, err := prefixSHA256(d.target, size)
-	if err != nil {
-		return s, transfer{}, err
-	}
-	if got != want {
-		return s, transfer{}, fmt.Errorf("slot %s does not hold the new image after the install: sha256 %s, want %s", d.target, got, want)
-	}
+	// What otad says it moved, also for an image that came out wrong.
 	var st statusDoc
 	if err := otadrun.Status(ctx, d.otad, d.p.Config, &st); err != nil {
 		return s, transfer{}, err
 	}
-	t, err := st.transfer()
-	return s, t, err
+	t, terr := st.transfer()
+	got, err := prefixSHA256(d.target, size)
+	if err != nil {
+		return s, t, err
+	}
+	if got != want {
+		return s, t, fmt.Errorf("slot %s does not hold the new image after the install: sha256 %s, want %s", d.target, got, want)
+	}
+	return s, t, terr
 }
 
 // transfer is where an install's bytes came from, as otad reports it
-// (docs/contract/formats.md): bytes_delta is the delta feature's.
+// (docs/contract/formats.md): path and bytes_delta are the delta feature's.
 type transfer struct {
-	Fetched int64 `json:"bytes_fetched"`
-	Reused  int64 `json:"bytes_reused"`
-	Delta   int64 `json:"bytes_delta"`
+	Path    string `json:"path"`
+	Fetched int64  `json:"bytes_fetched"`
+	Reused  int64  `json:"bytes_reused"`
+	Delta   int64  `json:"bytes_delta"`
 }
 
 // statusDoc is the part of `otad status --json` the bench reads.

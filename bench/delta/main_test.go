@@ -226,7 +226,7 @@ func TestStatusTransfer(t *testing.T) {
 		want      transfer
 		wantErr   string
 	}{
-		{"staged target", `{"state":"staged","target":{"id":"n","bytes_fetched":10,"bytes_reused":20,"bytes_delta":5}}`, transfer{10, 20, 5}, ""},
+		{"staged target", `{"state":"staged","target":{"id":"n","path":"delta","bytes_fetched":10,"bytes_reused":20,"bytes_delta":5}}`, transfer{"delta", 10, 20, 5}, ""},
 		{"settled", `{"state":"idle","last_result":{"id":"n","result":"success","bytes_fetched":7}}`, transfer{Fetched: 7}, ""},
 		{"failed", `{"state":"idle","last_result":{"id":"n","result":"failure","code":"chunk_mismatch"}}`, transfer{}, "ended failure"},
 		{"nothing", `{"state":"idle"}`, transfer{}, "names no install"},
@@ -283,7 +283,7 @@ func testResult(deltaAvailable bool) *pairResult {
 	chunked := &installRow{name: "otad chunked, from old", samples: []otadrun.Sample{sample(5*time.Second, 17<<20)}, sent: []int64{40_000_000},
 		said: transfer{Fetched: 40_000_000, Reused: 1_000_000_000}}
 	res.delta = &installRow{name: "otad with deltas, from old", samples: []otadrun.Sample{sample(4*time.Second, 10<<20)}, sent: []int64{1_920_000},
-		said: transfer{Fetched: 1_920_000, Delta: 1_500_000, Reused: 1_000_000_000}}
+		said: transfer{Path: "delta", Fetched: 1_920_000, Delta: 1_500_000, Reused: 1_000_000_000}}
 	if !deltaAvailable {
 		res.delta = &installRow{name: "otad with deltas, from old", unavailable: "not available in this build"}
 	}
@@ -302,10 +302,10 @@ func TestPrintBytes(t *testing.T) {
 	printBytes(&b, testResult(true))
 	out := squeeze(b.String())
 	for _, want := range []string{
-		"ext4, 1GiB old → 1GiB new",
+		"ext4, 1073.7 MB old → 1073.7 MB new",
 		"otad full (stream zstd)",
 		"84.60 MB     52.88x    14.10x  server sent; otad says fetched 84.60 MB",
-		"1.92 MB      1.20x     0.32x  server sent; otad says fetched 1.92 MB, delta 1.50 MB, reused 1000.00 MB",
+		"1.92 MB      1.20x     0.32x  server sent; otad says path delta, fetched 1.92 MB, delta 1.50 MB, reused 1000.00 MB",
 		"6.00 MB      3.75x     1.00x  --chunk-size 16384:65536:262144: 120 of 16000 chunks new, 5.90 MB + index 0.10 MB; a real extract --seed fetched 6.10 MB",
 		"targets, otad with deltas: ≤ 1.5× xdelta3: PASS (1.20x ≤ 1.50x); ≤ casync: PASS (0.32x ≤ 1.00x)",
 	} {
@@ -344,6 +344,42 @@ func TestPrintInstalls(t *testing.T) {
 		if !strings.Contains(out, squeeze(want)) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+func TestFailedRows(t *testing.T) {
+	res := testResult(true)
+	res.delta.failed = "round 1: slot A does not hold the new image after the install: sha256 2229…\nmore"
+	res.delta.failedSent = 6_650_000
+	res.stream.samples, res.stream.failed = nil, "round 1: otad install: exit status 1"
+	var b bytes.Buffer
+	misses := printBytes(&b, res)
+	misses = append(misses, printInstalls(&b, res, 1)...)
+	printResult(&b, misses, nil)
+	out := squeeze(b.String())
+	for _, want := range []string{
+		"otad with deltas, from old 6.65 MB - - FAILED: round 1: slot A does not hold the new image after the install: sha256 2229…; otad says path delta, fetched 1.92 MB",
+		"targets, otad with deltas: FAIL (the install failed)",
+		"otad full (stream zstd) FAILED: round 1: otad install: exit status 1",
+		// No ratio against a stream install that failed, and no throughput verdict.
+		"otad chunked, nothing to reuse 12.00s 85.3 - 12.0 MiB - 6.00s ≥ 0.90x, RSS ≤ 16 MiB PASS",
+		"RESULT: FAIL (3):",
+		"- ext4: otad with deltas, from old failed: round 1: slot A does not hold",
+		"- ext4: otad full (stream zstd) failed: round 1: otad install: exit status 1",
+		"- ext4: otad chunked, from old FAIL (RSS 17.0 MiB > 16 MiB)",
+	} {
+		if !strings.Contains(out, squeeze(want)) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(out, "more") {
+		t.Errorf("a failure's later lines are in the table:\n%s", b.String())
+	}
+
+	b.Reset()
+	printResult(&b, nil, []string{"ext4: otad with deltas' targets: not available in this build"})
+	if want := "NOT MEASURED: ext4: otad with deltas' targets: not available in this build\nRESULT: PASS (all targets measured met)\n"; b.String() != want {
+		t.Errorf("all met: %q, want %q", b.String(), want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/otad/otad/internal/testkit/otadrun"
@@ -24,6 +25,11 @@ type installRow struct {
 	name string
 	// unavailable says why the row was not run ("" when it was).
 	unavailable string
+	// failed is the error that ended the row's installs (the rest of the
+	// bench goes on: the other rows still tell something); failedSent is
+	// what the server sent for that install.
+	failed     string
+	failedSent int64
 	// minRatio is the least throughput against the stream install's; 0: none.
 	minRatio float64
 	samples  []otadrun.Sample
@@ -31,6 +37,19 @@ type installRow struct {
 	said     transfer // what otad reported (the last round)
 	dev      *device
 	env      string
+}
+
+// skipped says why the row has no figures: not available, or failed.
+func (r *installRow) skipped() string {
+	if r.failed != "" {
+		return "FAILED: " + firstLine(r.failed)
+	}
+	return r.unavailable
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // pairResult is everything measured of one image pair.
@@ -78,10 +97,15 @@ func measurePairs(ctx context.Context, o options, r runner, pairs []imagePair, o
 		results = append(results, res)
 	}
 	fmt.Fprintln(out)
+	var misses, unmeasured []string
 	for _, res := range results {
-		printBytes(out, res)
-		printInstalls(out, res, o.rounds)
+		misses = append(misses, printBytes(out, res)...)
+		misses = append(misses, printInstalls(out, res, o.rounds)...)
+		if u := res.delta.unavailable; u != "" {
+			unmeasured = append(unmeasured, res.p.name+": otad with deltas' targets: "+u)
+		}
 	}
+	printResult(out, misses, unmeasured)
 	return nil
 }
 
@@ -165,13 +189,19 @@ func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *cou
 		// Rotate the order, so no install always follows the same one.
 		for k := range res.installs {
 			row := res.installs[(k+round)%len(res.installs)]
-			if row.unavailable != "" {
+			if row.skipped() != "" {
 				continue
 			}
 			before := srv.sent.Load()
 			s, t, err := row.dev.install(ctx, row.env, newSHA, newSize)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			if err != nil {
-				return nil, fmt.Errorf("round %d, %s: %w", round+1, row.name, err)
+				row.failed = fmt.Sprintf("round %d: %v", round+1, err)
+				row.failedSent, row.said = srv.sent.Load()-before, t
+				fmt.Fprintf(out, "  %s: FAILED in %s\n", row.name, row.failed)
+				continue
 			}
 			row.samples, row.sent, row.said = append(row.samples, s), append(row.sent, srv.sent.Load()-before), t
 		}

@@ -72,6 +72,9 @@ func ratioVerdict(got, limit float64) string {
 // said is what otad reported of an install.
 func (t transfer) said() string {
 	parts := []string{fmt.Sprintf("fetched %.2f MB", mb(t.Fetched))}
+	if t.Path != "" {
+		parts = append([]string{"path " + t.Path}, parts...)
+	}
 	if t.Delta > 0 {
 		parts = append(parts, fmt.Sprintf("delta %.2f MB", mb(t.Delta)))
 	}
@@ -85,10 +88,11 @@ func (t transfer) said() string {
 func (res *pairResult) casyncBytes() int64 { return res.peers.Casync.Bytes + res.peers.CasyncIndex }
 
 // printBytes prints what each way of sending the update costs, with the
-// ratios to xdelta3 and casync and the targets' verdicts.
-func printBytes(out io.Writer, res *pairResult) {
-	fmt.Fprintf(out, "%s, %s old → %s new: bytes to send the update (MB = 10^6 bytes)\n",
-		res.p.name, sizeName(res.oldSize), sizeName(res.newSize))
+// ratios to xdelta3 and casync and the targets' verdicts; it returns the
+// targets missed.
+func printBytes(out io.Writer, res *pairResult) []string {
+	fmt.Fprintf(out, "%s, %.1f MB old → %.1f MB new: bytes to send the update (MB = 10^6 bytes)\n",
+		res.p.name, mb(res.oldSize), mb(res.newSize))
 	const row = "  %-40s %12s %9s %9s  %s\n"
 	fmt.Fprintf(out, row, "method", "bytes", "/xdelta3", "/casync", "detail")
 	ratios := func(n int64) (string, string) {
@@ -106,8 +110,14 @@ func printBytes(out io.Writer, res *pairResult) {
 		fmt.Fprintf(out, row, name, fmt.Sprintf("%.2f MB", mb(n)), x, c, detail)
 	}
 	for _, r := range res.updates {
-		if r.unavailable != "" {
-			fmt.Fprintf(out, row, r.name, "-", "-", "-", r.unavailable)
+		if r.failed != "" && r.failedSent > 0 {
+			// What a failed install moved, without ratios: no result to hold against the peers.
+			fmt.Fprintf(out, row, r.name, fmt.Sprintf("%.2f MB", mb(r.failedSent)), "-", "-",
+				r.skipped()+"; otad says "+r.said.said())
+			continue
+		}
+		if r.skipped() != "" {
+			fmt.Fprintf(out, row, r.name, "-", "-", "-", r.skipped())
 			continue
 		}
 		line(r.name, r.fetched(), "server sent; otad says "+r.said.said())
@@ -117,39 +127,78 @@ func printBytes(out io.Writer, res *pairResult) {
 		fmt.Sprintf("--chunk-size %s: %d of %d chunks new, %.2f MB + index %.2f MB; a real extract --seed fetched %.2f MB",
 			casyncChunkSize, res.peers.Casync.NewChunks, res.peers.Casync.Chunks, mb(res.peers.Casync.Bytes), mb(res.peers.CasyncIndex), mb(res.peers.CasyncSent)))
 	line(res.peers.Zstd.Name, res.peers.Zstd.Bytes, "patch; decodes to new")
-	if res.delta.unavailable != "" {
+	switch {
+	case res.delta.unavailable != "":
 		fmt.Fprintf(out, "  targets: otad with deltas — %s\n", res.delta.unavailable)
-		return
+		return nil
+	case res.delta.failed != "":
+		// printInstalls lists the failure among the misses.
+		fmt.Fprintf(out, "  targets, otad with deltas: FAIL (the install failed)\n")
+		return nil
 	}
 	d := float64(res.delta.fetched())
-	var v []string
-	if res.p.name == "ext4" {
-		v = append(v, "≤ 1.5× xdelta3: "+ratioVerdict(d/float64(res.peers.Xdelta3.Bytes), maxDeltaVsXdelta3))
+	var v, misses []string
+	check := func(what string, got, limit float64) {
+		verdict := ratioVerdict(got, limit)
+		v = append(v, what+": "+verdict)
+		if strings.HasPrefix(verdict, "FAIL") {
+			misses = append(misses, fmt.Sprintf("%s: otad with deltas %s %s", res.p.name, what, verdict))
+		}
 	}
-	v = append(v, "≤ casync: "+ratioVerdict(d/float64(res.casyncBytes()), maxDeltaVsCasync))
+	if res.p.name == "ext4" {
+		check("≤ 1.5× xdelta3", d/float64(res.peers.Xdelta3.Bytes), maxDeltaVsXdelta3)
+	}
+	check("≤ casync", d/float64(res.casyncBytes()), maxDeltaVsCasync)
 	fmt.Fprintf(out, "  targets, otad with deltas: %s\n", strings.Join(v, "; "))
+	return misses
+}
+
+// printResult closes the report: every target met, or the ones missed,
+// and what could not be measured.
+func printResult(out io.Writer, misses, unmeasured []string) {
+	for _, u := range unmeasured {
+		fmt.Fprintf(out, "NOT MEASURED: %s\n", u)
+	}
+	if len(misses) == 0 {
+		fmt.Fprintln(out, "RESULT: PASS (all targets measured met)")
+		return
+	}
+	fmt.Fprintf(out, "RESULT: FAIL (%d):\n", len(misses))
+	for _, m := range misses {
+		fmt.Fprintf(out, "  - %s\n", m)
+	}
 }
 
 // printInstalls prints each install's wall time, throughput and peak RSS
-// against the stream install's in the same run, with the targets.
-func printInstalls(out io.Writer, res *pairResult, rounds int) {
+// against the stream install's in the same run, with the targets; it
+// returns the targets missed.
+func printInstalls(out io.Writer, res *pairResult, rounds int) []string {
 	fmt.Fprintf(out, "%s: installs of the new image, %d rounds (wall time and CPU medians, peak RSS the largest), against the stream install\n",
 		res.p.name, rounds)
 	const row = "  %-32s %8s %8s %9s %10s %9s %8s  %-24s %s\n"
 	fmt.Fprintf(out, row, "install", "wall", "MiB/s", "vs stream", "peak RSS", "vs stream", "CPU", "target", "result")
 	base := res.stream
+	var misses []string
 	for _, r := range res.installs {
-		if r.unavailable != "" {
-			fmt.Fprintf(out, "  %-32s %s\n", r.name, r.unavailable)
+		if r.skipped() != "" {
+			fmt.Fprintf(out, "  %-32s %s\n", r.name, r.skipped())
+			if r.failed != "" {
+				misses = append(misses, fmt.Sprintf("%s: %s failed: %s", res.p.name, r.name, firstLine(r.failed)))
+			}
 			continue
 		}
-		speed := base.wall().Seconds() / r.wall().Seconds()
-		rss := float64(r.peakRSS()) / float64(base.peakRSS())
+		// Against a stream install that failed there is no ratio.
+		speed, vsSpeed, vsRSS := 0.0, "-", "-"
+		if len(base.samples) > 0 {
+			speed = base.wall().Seconds() / r.wall().Seconds()
+			vsSpeed = fmt.Sprintf("%.2fx", speed)
+			vsRSS = fmt.Sprintf("%.2fx", float64(r.peakRSS())/float64(base.peakRSS()))
+		}
 		target := fmt.Sprintf("RSS ≤ %.0f MiB", mib(maxRSS))
 		var missed []string
 		if r.minRatio > 0 {
 			target = fmt.Sprintf("≥ %.2fx, ", r.minRatio) + target
-			if speed < r.minRatio {
+			if vsSpeed != "-" && speed < r.minRatio {
 				missed = append(missed, fmt.Sprintf("throughput %.2fx < %.2fx", speed, r.minRatio))
 			}
 		}
@@ -159,12 +208,14 @@ func printInstalls(out io.Writer, res *pairResult, rounds int) {
 		result := "PASS"
 		if len(missed) > 0 {
 			result = "FAIL (" + strings.Join(missed, ", ") + ")"
+			misses = append(misses, fmt.Sprintf("%s: %s %s", res.p.name, r.name, result))
 		}
 		fmt.Fprintf(out, row, r.name, fmt.Sprintf("%.2fs", r.wall().Seconds()), fmt.Sprintf("%.1f", mib(res.newSize)/r.wall().Seconds()),
-			fmt.Sprintf("%.2fx", speed), fmt.Sprintf("%.1f MiB", mib(r.peakRSS())), fmt.Sprintf("%.2fx", rss),
+			vsSpeed, fmt.Sprintf("%.1f MiB", mib(r.peakRSS())), vsRSS,
 			fmt.Sprintf("%.2fs", r.cpu().Seconds()), target, result)
 	}
 	fmt.Fprintln(out)
+	return misses
 }
 
 // roundLine is one round's installs: wall time and what the server sent.
