@@ -102,6 +102,12 @@ func (d *device) install(ctx context.Context, env, want string, size int64) (ota
 	unix.Sync() // nobody else's writeback lands in the timing
 	s, err := otadrun.Install(ctx, d.otad, d.p.Config, env, nil)
 	if err != nil {
+		// What the failed install had moved, when otad can say.
+		var st statusDoc
+		if otadrun.Status(ctx, d.otad, d.p.Config, &st) == nil {
+			t, _ := st.transfer()
+			return s, t, err
+		}
 		return s, transfer{}, err
 	}
 	// What otad says it moved, also for an image that came out wrong.
@@ -148,7 +154,7 @@ type statusDoc struct {
 func (s statusDoc) transfer() (transfer, error) {
 	switch {
 	case s.LastResult != nil && s.LastResult.Result != "" && s.LastResult.Result != "success":
-		return transfer{}, fmt.Errorf("the install ended %s (state %s)", s.LastResult.Result, s.State)
+		return s.LastResult.transfer, fmt.Errorf("the install ended %s (state %s)", s.LastResult.Result, s.State)
 	case s.Target != nil && (s.Target.Fetched > 0 || s.Target.Reused > 0):
 		return s.Target.transfer, nil
 	case s.LastResult != nil:

@@ -47,9 +47,14 @@ func (r *installRow) skipped() string {
 	return r.unavailable
 }
 
+// firstLine is an error's first line and, when it has more (otad's
+// output), its last: where otad says what went wrong.
 func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return lines[0] + " … " + strings.TrimSpace(lines[len(lines)-1])
 }
 
 // pairResult is everything measured of one image pair.
