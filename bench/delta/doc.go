@@ -47,7 +47,7 @@
 // extract over HTTP from the counting server confirms. Their figures depend
 // on the images only and are cached beside them.
 //
-// Targets (docs: issue 19): otad with deltas at most 1.5x xdelta3 on ext4
+// Targets (issue 19): otad with deltas at most 1.5x xdelta3 on ext4
 // and at most casync on every pair; the chunked install with nothing to
 // reuse at least 0.9x the stream install's throughput; peak RSS at most 16
 // MiB in every install. Misses are marked FAIL; the bench exits 0 (it is a

@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/otad/otad/internal/testkit/otadrun"
 )
 
 // mb is bytes in (decimal) megabytes, as the issue quotes its figures.
@@ -13,26 +14,12 @@ func mb(n int64) float64 { return float64(n) / 1e6 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// median of xs (the mean of the middle two for an even count); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 0 {
-		return (s[m-1] + s[m]) / 2
-	}
-	return s[m]
-}
-
 func (r *installRow) wall() time.Duration {
 	xs := make([]float64, len(r.samples))
 	for i, s := range r.samples {
 		xs[i] = float64(s.Wall)
 	}
-	return time.Duration(median(xs))
+	return time.Duration(otadrun.Median(xs))
 }
 
 func (r *installRow) cpu() time.Duration {
@@ -40,7 +27,7 @@ func (r *installRow) cpu() time.Duration {
 	for i, s := range r.samples {
 		xs[i] = float64(s.CPU)
 	}
-	return time.Duration(median(xs))
+	return time.Duration(otadrun.Median(xs))
 }
 
 // fetched is the median of what the server sent.
@@ -49,7 +36,7 @@ func (r *installRow) fetched() int64 {
 	for i, n := range r.sent {
 		xs[i] = float64(n)
 	}
-	return int64(median(xs))
+	return int64(otadrun.Median(xs))
 }
 
 // peakRSS is the largest over the rounds: the target is a ceiling.

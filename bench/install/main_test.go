@@ -27,30 +27,6 @@ func TestParseSizeIsPositive(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	tests := []struct {
-		in   []float64
-		want float64
-	}{
-		{nil, 0},
-		{[]float64{5}, 5},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{400, 100, 300, 200}, 250},
-		{[]float64{9, 1, 1, 1, 9}, 1},
-	}
-	for _, tt := range tests {
-		in := append([]float64(nil), tt.in...)
-		if got := median(tt.in); got != tt.want {
-			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
-		}
-		for i := range in {
-			if in[i] != tt.in[i] {
-				t.Fatalf("median reordered its input: %v, was %v", tt.in, in)
-			}
-		}
-	}
-}
-
 func TestVerdict(t *testing.T) {
 	tests := []struct {
 		name     string

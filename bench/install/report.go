@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/otad/otad/internal/testkit/otadrun"
 )
 
 // phaseStats collects one phase's samples over the rounds and its targets.
@@ -26,20 +27,6 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // rate is a sample's throughput in MiB/s.
 func rate(s sample, size int64) float64 { return mib(size) / s.dur.Seconds() }
 
-// median of xs (the mean of the middle two for an even count); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 0 {
-		return (s[m-1] + s[m]) / 2
-	}
-	return s[m]
-}
-
 func (p *phaseStats) each(f func(sample) float64) []float64 {
 	xs := make([]float64, len(p.samples))
 	for i, s := range p.samples {
@@ -49,7 +36,7 @@ func (p *phaseStats) each(f func(sample) float64) []float64 {
 }
 
 func (p *phaseStats) medianRate(size int64) float64 {
-	return median(p.each(func(s sample) float64 { return rate(s, size) }))
+	return otadrun.Median(p.each(func(s sample) float64 { return rate(s, size) }))
 }
 
 // peakRSS is the largest peak over the rounds: the target is a ceiling.
@@ -73,7 +60,7 @@ func (p *phaseStats) tail() string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2fs", median(xs))
+	return fmt.Sprintf("%.2fs", otadrun.Median(xs))
 }
 
 // verdict says whether the phase met its targets, and if not which it missed.
@@ -132,9 +119,9 @@ func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 			target += "*"
 			refs = true
 		}
-		wall := median(p.each(func(s sample) float64 { return s.dur.Seconds() }))
+		wall := otadrun.Median(p.each(func(s sample) float64 { return s.dur.Seconds() }))
 		fetched := "-"
-		if f := median(p.each(func(s sample) float64 { return float64(s.fetched) })); f > 0 {
+		if f := otadrun.Median(p.each(func(s sample) float64 { return float64(s.fetched) })); f > 0 {
 			fetched = fmt.Sprintf("%.1f MiB", mib(int64(f)))
 		}
 		rss := "-"
@@ -145,8 +132,8 @@ func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 		if strings.HasPrefix(v, "FAIL") {
 			ok = false
 		}
-		cpu := time.Duration(median(p.each(func(s sample) float64 { return float64(s.cpu) })))
-		read := median(p.each(func(s sample) float64 { return mib(s.fromStorage) }))
+		cpu := time.Duration(otadrun.Median(p.each(func(s sample) float64 { return float64(s.cpu) })))
+		read := otadrun.Median(p.each(func(s sample) float64 { return mib(s.fromStorage) }))
 		fmt.Fprintf(out, row, p.name, fmt.Sprintf("%.2fs", wall), fmt.Sprintf("%.1f", r), fmt.Sprintf("%.2fx", ratio), target, fetched, rss,
 			fmt.Sprintf("%.2fs", cpu.Seconds()), fmt.Sprintf("%.0f MiB", read), p.tail(), v)
 	}

@@ -1,7 +1,7 @@
 // Package otadrun runs the otad binary's local commands as their own
 // processes, for the benchmarks: `otad install` timed from exec to exit,
 // with its CPU time, storage reads and peak RSS; `otad mark-good`; and
-// `otad status --json`, decoded.
+// `otad status --json`, decoded; and the median the benchmarks report.
 package otadrun
 
 import (
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,6 +107,22 @@ func PeakRSS(status string) int64 {
 		}
 	}
 	return 0
+}
+
+// Median is the median of xs (the mean of the middle two for an even
+// count; 0 for none), leaving xs as it was: the benchmarks report medians
+// over their rounds, the machine being shared and noisy.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
 }
 
 // MarkGood runs `otad mark-good -c cfg`: the booted slot committed.
