@@ -332,7 +332,7 @@ func TestPrintInstalls(t *testing.T) {
 	wantLines(t, b.String(),
 		"otad full (stream zstd)            10.00s    102.4     1.00x    9.0 MiB     1.00x    5.00s  RSS ≤ 16 MiB             PASS",
 		"otad chunked, nothing to reuse     12.00s     85.3     0.83x   12.0 MiB     1.33x    6.00s  ≥ 0.90x, RSS ≤ 16 MiB    FAIL (throughput 0.83x < 0.90x)",
-		"otad chunked, from old              5.00s    204.8     2.00x   17.0 MiB     1.89x    2.50s  RSS ≤ 16 MiB             FAIL (RSS 17.0 MiB > 16 MiB)",
+		"otad chunked, from old              5.00s    204.8     2.00x   17.0 MiB     1.89x    2.50s  RSS ≤ 16 MiB             FAIL (RSS 17.00 MiB > 16 MiB)",
 		"otad with deltas, from old       not available in this build",
 	)
 }
@@ -355,7 +355,7 @@ func TestFailedRows(t *testing.T) {
 		"RESULT: FAIL (3):",
 		"- ext4: otad with deltas, from old failed: round 1: otad install: exit status 1 … otad: failed: readback_mismatch",
 		"- ext4: otad full (stream zstd) failed: round 1: otad install: exit status 1",
-		"- ext4: otad chunked, from old FAIL (RSS 17.0 MiB > 16 MiB)",
+		"- ext4: otad chunked, from old FAIL (RSS 17.00 MiB > 16 MiB)",
 	)
 	if strings.Contains(b.String(), "downloading") {
 		t.Errorf("a failure's later lines are in the table:\n%s", b.String())

@@ -190,7 +190,7 @@ func printInstalls(out io.Writer, res *pairResult, rounds int) []string {
 			}
 		}
 		if r.peakRSS() > maxRSS {
-			missed = append(missed, fmt.Sprintf("RSS %.1f MiB > %.0f MiB", mib(r.peakRSS()), mib(maxRSS)))
+			missed = append(missed, fmt.Sprintf("RSS %.2f MiB > %.0f MiB", mib(r.peakRSS()), mib(maxRSS)))
 		}
 		result := "PASS"
 		if len(missed) > 0 {
