@@ -1,19 +1,26 @@
 GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# One version for the three binaries and the .deb (packaging/version: git
+# describe in a checkout, the VERSION file in a release tarball); computed
+# once. `make VERSION=1.2.3 deb` sets it.
+VERSION ?= $(shell $(GO) run ./packaging/version)
+VERSION := $(VERSION)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
+# The package's timestamps: the last commit's, or the VERSION file's without git.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y VERSION)
 
-# The architectures fleets run, as Debian names them, and their Go targets.
-ARCHS        := amd64 arm64 armhf
+# The architectures fleets run, as Debian names them, and their Go targets
+# (`make deb ARCHS=amd64` builds one).
+ARCHS        ?= amd64 arm64 armhf
 GOENV_amd64  := GOARCH=amd64
 GOENV_arm64  := GOARCH=arm64
 GOENV_armhf  := GOARCH=arm GOARM=7
 
-.PHONY: all build build-all $(ARCHS:%=build-%) deb deps test test-short bench bench-delta demo e2e fuzz vet clean bench-fleet
+.PHONY: all build build-all $(ARCHS:%=build-%) deb deps test test-short bench bench-delta demo e2e fuzz vet clean bench-fleet version version-set
 
 all: build
 
-build:
+build: version-set
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otad ./cmd/otad
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otactl ./cmd/otactl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otasim ./cmd/otasim
@@ -21,7 +28,7 @@ build:
 # Static binaries for every architecture in ARCHS: bin/ARCH/otad, bin/ARCH/otactl.
 build-all: $(ARCHS:%=build-%)
 
-$(ARCHS:%=build-%): build-%:
+$(ARCHS:%=build-%): build-%: version-set
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otad ./cmd/otad
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otactl ./cmd/otactl
 
@@ -30,9 +37,15 @@ $(ARCHS:%=build-%): build-%:
 # commit's, so the same commit builds the same bytes.
 deb: build-all
 	@for a in $(ARCHS); do \
-	  SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) -C packaging/mkdeb run . -root $(CURDIR) -arch $$a \
-	    -describe "$$(git describe --tags --long --always --dirty)" -commits "$$(git rev-list --count HEAD)" || exit 1; \
+	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C packaging/mkdeb run . -root $(CURDIR) -arch $$a -version '$(VERSION)' || exit 1; \
 	done
+
+# The version the binaries and the package get.
+version: version-set
+	@echo '$(VERSION)'
+
+version-set:
+	@test -n '$(VERSION)' || { echo 'make: no version: not a git checkout and no VERSION file; set VERSION='; exit 1; }
 
 # What the tests need on a fresh Debian machine (CI runs the same script).
 deps:

@@ -38,6 +38,8 @@ func TestHelp(t *testing.T) {
 		{Args: []string{"-c", "/nonexistent/otad.toml", "-v", "status"}, Code: 2, Stderr: "open /nonexistent/otad.toml"},
 		{Args: []string{"-c=/nonexistent/otad.toml", "config", "check", "-file-only"}, Code: 2, Stderr: "open /nonexistent/otad.toml"},
 		{Args: []string{"-v", "version"}, Stdout: "otad "},
+		{Args: []string{"--version"}, Stdout: "otad devel\n"},
+		{Args: []string{"-version"}, Stdout: "otad devel\n"},
 		{Args: []string{"-c", "x"}, Code: 2, Stderr: "usage: otad COMMAND"},
 	})
 }

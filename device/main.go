@@ -15,6 +15,7 @@ import (
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/daemon"
 	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/ota"
 )
 
@@ -33,7 +34,7 @@ func commands() ([]string, map[string]command) {
 		"mark-good": {"", "commit the booted slot", cmdMark},
 		"mark-bad":  {"", "reject the booted slot and return to the other one", cmdMark},
 		"config":    {"check", "check the config; print the effective settings or each error", cmdConfig},
-		"version":   {"", "print the version", cmdVersion},
+		"version":   {"", "print the version (also --version)", cmdVersion},
 	}
 }
 
@@ -65,6 +66,9 @@ func Run(ctx context.Context, version string, args []string, stdout, stderr io.W
 		return ota.ExitUsage
 	}
 	args = hoistFlags(args)
+	if cli.IsVersion(args[0]) {
+		args[0] = "version" // --version, as every program answers it
+	}
 	if isHelp(args[0]) {
 		if len(args) == 1 {
 			usage(stdout)

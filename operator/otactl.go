@@ -36,6 +36,14 @@ func program() cli.Program {
 	}
 }
 
+// Program is otactl as cmd/otactl runs it: with the build's version
+// (`otactl --version`).
+func Program(version string) cli.Program {
+	p := program()
+	p.Version = version
+	return p
+}
+
 // Run runs the command line args (without the program name) and returns the
 // exit code of docs/contract/commands.md. The demo runs the operator's commands through it too.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -20,8 +20,16 @@ step "make deb"
 rm -rf dist
 make -s deb
 ls -l dist/
+# One version: the package's, and what each binary says (packaging/version).
+version=$(make -s version)
+want="otad $version"
 for arch in amd64 arm64 armhf; do
-	[ -f dist/otad_*_"$arch".deb ] || fail "no package for $arch in dist/"
+	[ -f dist/otad_"$version"_"$arch".deb ] || fail "no package otad_${version}_$arch.deb in dist/"
+	[ "$(dpkg-deb -f dist/otad_"$version"_"$arch".deb Version)" = "$version" ] || fail "$arch package version is not $version"
+done
+make -s build
+for b in otad otactl otasim; do
+	[ "$(bin/$b --version)" = "$b $version" ] || fail "$b --version: $(bin/$b --version), want $b $version"
 done
 
 step "lintian"
@@ -32,8 +40,10 @@ done
 
 step "dpkg -i (amd64)"
 dpkg -i dist/otad_*_amd64.deb
-want="otad $(git describe --tags --always --dirty)"
 [ "$(otad version)" = "$want" ] || fail "otad version: $(otad version), want $want"
+[ "$(otad --version)" = "$want" ] || fail "otad --version: $(otad --version), want $want"
+[ "$(otactl --version)" = "otactl $version" ] || fail "otactl --version: $(otactl --version), want otactl $version"
+[ "$(dpkg-query -W -f '${Version}' otad)" = "$version" ] || fail "installed version $(dpkg-query -W -f '${Version}' otad), want $version"
 otactl help >/dev/null || fail "otactl help"
 [ "$(stat -c %a /var/lib/otad)" = 700 ] || fail "/var/lib/otad: mode $(stat -c %a /var/lib/otad), want 700"
 grep -qx /etc/otad/otad.toml /var/lib/dpkg/info/otad.conffiles || fail "otad.toml is not a conffile"
@@ -54,6 +64,19 @@ done
 # Lines about other units on this host are not ours.
 verify=$(systemd-analyze verify /lib/systemd/system/otad.service 2>&1) || fail "systemd-analyze verify: $verify"
 if grep otad.service <<<"$verify"; then fail "systemd-analyze verify: $verify"; fi
+
+step "make deb from a release tarball (no .git: the VERSION file)"
+mkdir "$tmp/src"
+git archive --format=tar HEAD | tar -x -C "$tmp/src"
+tarball=$(cat "$tmp/src/VERSION")
+make -s -C "$tmp/src" deb ARCHS=amd64
+deb=$tmp/src/dist/otad_"$tarball"_amd64.deb
+[ -f "$deb" ] || fail "tarball build: no $deb: $(ls "$tmp/src/dist")"
+[ "$(dpkg-deb -f "$deb" Version)" = "$tarball" ] || fail "tarball build: package version $(dpkg-deb -f "$deb" Version), want $tarball"
+dpkg-deb -x "$deb" "$tmp/src/root"
+[ "$("$tmp/src/root/usr/bin/otad" --version)" = "otad $tarball" ] || fail "tarball build: otad --version: $("$tmp/src/root/usr/bin/otad" --version)"
+out=$(make -s -C "$tmp/src" version VERSION=9.9.9)
+[ "$out" = 9.9.9 ] || fail "make version VERSION=9.9.9 says $out"
 
 step "dpkg -i again (the upgrade path of the maintainer scripts)"
 dpkg -i dist/otad_*_amd64.deb

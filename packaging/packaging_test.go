@@ -126,6 +126,32 @@ complete -p %s >/dev/null && { _otad_cli; printf '%%s\n' "${COMPREPLY[@]}"; }`,
 	}
 }
 
+// make build gives the three binaries one version, the one packaging/version
+// prints (and make deb gives the package: ci-deb.sh checks that).
+func TestBinariesCarryTheVersion(t *testing.T) {
+	mk := need(t, "make", "make")
+	bin := t.TempDir()
+	out, err := exec.Command(mk, "-s", "-C", "..", "version").Output()
+	if err != nil {
+		t.Fatalf("make version: %v", err)
+	}
+	version := strings.TrimSpace(string(out))
+	if version == "" || strings.Contains(version, "-") {
+		t.Fatalf("make version = %q: not a native Debian version", version)
+	}
+	if out, err := exec.Command(mk, "-s", "-C", "..", "build", "BIN="+bin, "VERSION="+version).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	for _, b := range []string{"otad", "otactl", "otasim"} {
+		for _, arg := range []string{"--version", "version"} {
+			out, err := exec.Command(filepath.Join(bin, b), arg).Output()
+			if got := strings.TrimSpace(string(out)); err != nil || got != b+" "+version {
+				t.Errorf("%s %s = %q, %v; want %q", b, arg, got, err, b+" "+version)
+			}
+		}
+	}
+}
+
 func quoteWords(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {

@@ -9,7 +9,13 @@ import (
 
 // Run is otasim: args are the command line after the program's name.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cli.Program{Name: "otasim", Commands: commands()}.Run(ctx, args, stdout, stderr)
+	return Program("").Run(ctx, args, stdout, stderr)
+}
+
+// Program is otasim as cmd/otasim runs it: with the build's version
+// (`otasim --version`).
+func Program(version string) cli.Program {
+	return cli.Program{Name: "otasim", Commands: commands(), Version: version}
 }
 
 // commands is the subcommand table.

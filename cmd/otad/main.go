@@ -9,14 +9,16 @@ import (
 	"syscall"
 
 	"github.com/otad/otad/device"
+	"github.com/otad/otad/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build: packaging/version), the same string as otactl's and the package's.
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := device.Run(ctx, version, os.Args[1:], os.Stdout, os.Stderr)
+	code := device.Run(ctx, cli.BuildVersion(version), os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

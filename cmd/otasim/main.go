@@ -7,4 +7,8 @@ import (
 	"github.com/otad/otad/sim"
 )
 
-func main() { cli.Main(sim.Run) }
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build: packaging/version), the same string as otad's and the package's.
+var version string
+
+func main() { cli.Main(sim.Program(cli.BuildVersion(version)).Run) }

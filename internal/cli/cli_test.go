@@ -71,7 +71,8 @@ func testProgram() Program {
 			"refuse":  {"refuses", run(errRefused)},
 			"misused": {"a usage error", run(Usagef("--x: bad"))},
 		},
-		Notes: []string{"Exit codes: 0 ok."},
+		Notes:   []string{"Exit codes: 0 ok."},
+		Version: "1.2.3+git4.gabcdef0",
 		Code: func(err error) int {
 			if errors.Is(err, errRefused) {
 				return 3
@@ -100,5 +101,28 @@ func TestProgramRun(t *testing.T) {
 		{Args: []string{"misused"}, Code: ota.ExitUsage, Stderr: "Run 'tool misused -h' for usage."},
 		{Args: []string{"ok", "extra"}, Code: ota.ExitUsage, Stderr: "unexpected arguments"},
 		{Args: []string{"ok", "--bad"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined"},
+		{Args: []string{"--version"}, Stdout: "tool 1.2.3+git4.gabcdef0\n"},
+		{Args: []string{"-version"}, Stdout: "tool 1.2.3+git4.gabcdef0\n"},
+		{Args: []string{"version"}, Stdout: "tool 1.2.3+git4.gabcdef0\n"},
+		{Args: []string{"version", "-h"}, Stdout: "usage: tool version"},
+		{Args: []string{"version", "x"}, Code: ota.ExitUsage, Stderr: "unexpected arguments"},
+		{Args: []string{"help"}, Stdout: "  version  print the version"},
 	})
+	// Without a version there is no such command.
+	p := testProgram()
+	p.Version = ""
+	var stdout, stderr bytes.Buffer
+	if code := p.Run(context.Background(), []string{"--version"}, &stdout, &stderr); code != ota.ExitUsage || !strings.Contains(stderr.String(), "unknown command") {
+		t.Errorf("--version without a version: exit %d: %s", code, stderr.String())
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	if got := BuildVersion("1.2.3"); got != "1.2.3" {
+		t.Errorf("BuildVersion(1.2.3) = %q", got)
+	}
+	// A test binary has no module version of its own.
+	if got := BuildVersion(""); got != "devel" {
+		t.Errorf("BuildVersion(\"\") = %q, want devel", got)
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/otad/otad/ota"
@@ -28,6 +30,31 @@ type Program struct {
 	// Code gives the exit code of an error that is neither a usage error nor
 	// a request for help; nil: ota.ExitFailure.
 	Code func(error) int
+	// Version is the build's (cmd's -X main.version): `NAME version`,
+	// `--version` and `-version` print "NAME VERSION". Empty: no such command.
+	Version string
+}
+
+// BuildVersion is the version a main was built with (-ldflags -X
+// main.version=...), or, without one, the module version `go install
+// module@version` stamps, or "devel".
+func BuildVersion(stamped string) string {
+	if stamped != "" {
+		return stamped
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return strings.TrimPrefix(info.Main.Version, "v")
+	}
+	return "devel"
+}
+
+// IsVersion reports whether arg asks a program for its version.
+func IsVersion(arg string) bool {
+	switch arg {
+	case "version", "-version", "--version":
+		return true
+	}
+	return false
 }
 
 // Main runs run with the program's arguments and a context that ends on
@@ -54,6 +81,18 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return ota.ExitUsage
 	}
 	name, rest := args[0], args[1:]
+	if _, isCommand := p.Commands[name]; !isCommand && p.Version != "" && IsVersion(name) {
+		switch {
+		case len(rest) == 1 && isHelpArg(rest[0]):
+			fmt.Fprintf(stdout, "usage: %s version (or %s --version)\n\nprints the version: %s VERSION\n", p.Name, p.Name, p.Name)
+			return ota.ExitOK
+		case len(rest) > 0:
+			fmt.Fprintf(stderr, "%s %s: unexpected arguments %q\n", p.Name, name, rest)
+			return ota.ExitUsage
+		}
+		fmt.Fprintln(stdout, p.Name, p.Version)
+		return ota.ExitOK
+	}
 	switch name {
 	case "-h", "-help", "--help", "help":
 		if len(rest) > 0 {
@@ -77,6 +116,8 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	return p.exit(stdout, stderr, name, c.Run(ctx, rest, stdout, stderr))
 }
 
+func isHelpArg(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
 func (p Program) usage(w io.Writer) {
 	names := make([]string, 0, len(p.Commands))
 	for n := range p.Commands {
@@ -86,6 +127,9 @@ func (p Program) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s COMMAND [flags] [args]\n\n", p.Name)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, p.Commands[n].Summary)
+	}
+	if _, ok := p.Commands["version"]; !ok && p.Version != "" {
+		fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version (also --version)")
 	}
 	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", p.Name)
 	for _, n := range p.Notes {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +32,7 @@ func run(args []string) error {
 	config := fs.String("config", "packaging/nfpm.yaml", "nfpm config, relative to -root")
 	arch := fs.String("arch", "amd64", "Debian architecture: amd64, arm64, armhf")
 	bin := fs.String("bin", "", "directory holding this architecture's otad and otactl (default bin/ARCH)")
-	describe := fs.String("describe", "", "output of git describe --tags --long --always --dirty")
-	commits := fs.Int("commits", 0, "output of git rev-list --count HEAD")
+	version := fs.String("version", "", "the version (go run ./packaging/version): the binaries' and the package's")
 	out := fs.String("out", "dist", "output directory, relative to -root")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -40,9 +40,9 @@ func run(args []string) error {
 	if err := os.Chdir(*root); err != nil {
 		return err
 	}
-	version, err := debVersion(*describe, *commits)
-	if err != nil {
-		return err
+	// A native package: its version is the binaries' own, no Debian revision.
+	if !nativeVersion.MatchString(*version) {
+		return fmt.Errorf("-version %q: not a Debian native version (a digit first, then letters, digits and . + ~)", *version)
 	}
 	if *bin == "" {
 		*bin = filepath.Join("bin", *arch)
@@ -71,11 +71,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *config, err)
 	}
-	// The config's version_schema is none: nothing else (epoch, pre-release)
-	// joins the version.
-	info.Version, info.Release, _ = strings.Cut(version, "-")
+	// The config's version_schema is none: nothing else (epoch, pre-release,
+	// revision) joins the version.
+	info.Version, info.Release = *version, ""
 	info.MTime = when
-	if err := os.WriteFile(filepath.Join(tmp, "changelog.Debian"), changelog(info, *describe, when), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "changelog"), changelog(info, when), 0o644); err != nil {
 		return err
 	}
 	if err := gzipContents(info, tmp); err != nil {
@@ -104,12 +104,15 @@ func run(args []string) error {
 	return nil
 }
 
-// changelog is the one-entry Debian changelog lintian asks of a non-native
-// package.
-func changelog(info *nfpm.Info, describe string, when time.Time) []byte {
+// nativeVersion is Debian policy 5.6.12's version of a native package: no
+// revision, so no hyphen (packaging/version makes it).
+var nativeVersion = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~]*$`)
+
+// changelog is the one-entry Debian changelog lintian asks of a package.
+func changelog(info *nfpm.Info, when time.Time) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s (%s-%s) unstable; urgency=medium\n\n", info.Name, info.Version, info.Release)
-	fmt.Fprintf(&b, "  * Built from git %s; the changes are the project's git history.\n\n", describe)
+	fmt.Fprintf(&b, "%s (%s) unstable; urgency=medium\n\n", info.Name, info.Version)
+	fmt.Fprintf(&b, "  * Built by make deb; the changes are in the project's git history.\n\n")
 	fmt.Fprintf(&b, " -- %s  %s\n", info.Maintainer, when.Format(time.RFC1123Z))
 	return b.Bytes()
 }

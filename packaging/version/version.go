@@ -11,18 +11,17 @@ var (
 	describeAfterTag = regexp.MustCompile(`^(.+)-([0-9]+)-g([0-9a-f]{4,40})$`)
 	// git describe --always with no tag reachable: the abbreviated hash.
 	describeHashOnly = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
-	// Debian policy 5.6.12, upstream_version when a revision follows.
-	debianUpstream = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~-]*$`)
+	// Debian policy 5.6.12: the version of a native package (no revision,
+	// so no hyphen); the binaries print the same string.
+	nativeVersion = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~]*$`)
 )
 
-// debVersion maps `git describe --tags --long --always --dirty` to a Debian
-// version that sorts the way the commits were made: a pre-release tag's
-// hyphen becomes ~ (1.2.0~rc1 < 1.2.0), commits past a tag become
-// +gitN.gHASH, and a tree with no tag is 0.0.0+gitN.gHASH, N being the commit
-// count. --long keeps a tag made of digits apart from a bare hash. The Debian
-// revision is always -1: lintian then expects changelog.Debian.gz, which the
-// package has.
-func debVersion(describe string, commits int) (string, error) {
+// fromDescribe maps `git describe --tags --long --always --dirty` to a
+// version that sorts, for dpkg, the way the commits were made: a
+// pre-release tag's hyphen becomes ~ (1.2.0~rc1 < 1.2.0), commits past a tag
+// become +gitN.gHASH, and a tree with no tag is 0.0.0+gitN.gHASH, N being the
+// commit count. --long keeps a tag made of digits apart from a bare hash.
+func fromDescribe(describe string, commits int) (string, error) {
 	d := strings.TrimSpace(describe)
 	dirty := strings.HasSuffix(d, "-dirty")
 	d = strings.TrimSuffix(d, "-dirty")
@@ -43,10 +42,18 @@ func debVersion(describe string, commits int) (string, error) {
 			v = strings.TrimSuffix(v, ".dirty") + "+dirty"
 		}
 	}
-	if !debianUpstream.MatchString(v) || strings.Contains(v, "-") {
-		return "", fmt.Errorf("version %q (from git describe %q): not a Debian upstream version; tag releases as vX.Y.Z", v, describe)
+	if _, err := Check(v); err != nil {
+		return "", fmt.Errorf("%w (from git describe %q); tag releases as vX.Y.Z", err, describe)
 	}
-	return v + "-1", nil
+	return v, nil
+}
+
+// Check accepts v when it can be both the binaries' version and the .deb's.
+func Check(v string) (string, error) {
+	if !nativeVersion.MatchString(v) {
+		return "", fmt.Errorf("version %q: not a Debian version (a digit first, then letters, digits and . + ~; no hyphen)", v)
+	}
+	return v, nil
 }
 
 // tagVersion drops a leading v and turns pre-release hyphens into ~.
