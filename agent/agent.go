@@ -80,7 +80,7 @@ type Agent struct {
 // New loads the journal and returns an agent ready to Run.
 func New(cfg Config, d Deps) (*Agent, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.EffectTimeout == 0 {
 		cfg.EffectTimeout = 30 * time.Second

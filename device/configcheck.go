@@ -1,29 +1,31 @@
 package device
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/ota"
-	"github.com/otad/otad/tlsfiles"
-	"github.com/otad/otad/verify"
 )
 
-const configUsage = `usage: otad config check [-c FILE] [-file-only]
+const configUsage = `usage: otad config check [-c FILE] [-file-only] [-unit-dropin]
 
 Checks the config: every wrong or missing value, and (unless -file-only)
-what it names on this machine: the slot devices, the bootloader's files, the
-trusted keys, the health check, the TLS files. Prints each problem as
-FILE: KEY: what is wrong, and exits 2; or prints the effective settings
-(defaults filled in) and exits 0. Run 'otad config check -h' for the flags.
+what otad run checks before it starts, with the same code: the state
+directory, the booted slot, the bootloader's environment, the trusted keys,
+the TLS files; and what run would start with but warn of: the slot devices,
+too few keys, the health check. Prints each problem as FILE: KEY: what is
+wrong, and exits with the code otad run would refuse with (2 bad config, 5
+unreadable boot environment; 2 when run would only warn); or prints the
+effective settings (defaults filled in) and exits 0. -unit-dropin prints
+the systemd drop-in the config needs instead (DeviceAllow=, ReadWritePaths=:
+/etc/systemd/system/otad.service.d/board.conf). Run 'otad config check -h'
+for the flags.
 `
 
 func cmdConfig(e *env, args []string) int {
@@ -40,9 +42,10 @@ func cmdConfig(e *env, args []string) int {
 }
 
 func configCheck(e *env, args []string) int {
-	var fileOnly bool
+	var fileOnly, dropin bool
 	if _, code, done := e.flags(args, 0, func(fs *flag.FlagSet) {
 		fs.BoolVar(&fileOnly, "file-only", false, "check the file alone, not what it names on this machine (a config for an image being built)")
+		fs.BoolVar(&dropin, "unit-dropin", false, "print the systemd drop-in (DeviceAllow=, ReadWritePaths=) the config needs, not the settings")
 	}); done {
 		return code
 	}
@@ -52,15 +55,42 @@ func configCheck(e *env, args []string) int {
 	}
 	c, err := config.Decode(data, e.cfgPath, e.machine)
 	problems := unjoin(err)
+	code := ota.ExitOK
+	if len(problems) > 0 {
+		code = ota.ExitUsage // otad run refuses a bad file first
+	}
 	if c != nil && !fileOnly {
-		problems = append(problems, hostProblems(c)...)
+		refusals, warnings := node.Check(c)
+		for _, r := range refusals {
+			problems = append(problems, r)
+			if code == ota.ExitOK {
+				code = r.Code
+			}
+		}
+		for _, w := range warnings {
+			problems = append(problems, &config.Error{Path: c.Path, Key: w.Key,
+				Msg: fmt.Sprintf("%s: %v (otad run starts, with a warning: %s)", w.Path, w.Err, w.Msg)})
+		}
+		if code == ota.ExitOK && len(warnings) > 0 {
+			code = ota.ExitUsage
+		}
+	}
+	if dropin && c != nil && err == nil {
+		text, derr := unitDropin(c, fileOnly)
+		if derr != nil {
+			return e.fail(ota.ExitUsage, "%v", derr)
+		}
+		io.WriteString(e.stdout, text)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
-			fmt.Fprintln(e.stderr, p)
+			e.printErr(p.Error())
 		}
-		fmt.Fprintf(e.stderr, "otad: %s: %d to fix (the keys: /usr/share/doc/otad/contract/config.md)\n", e.cfgPath, len(problems))
-		return ota.ExitUsage
+		e.printErr(fmt.Sprintf("otad: %s: %d to fix (the keys: /usr/share/doc/otad/contract/config.md)", e.cfgPath, len(problems)))
+		return code
+	}
+	if dropin {
+		return ota.ExitOK
 	}
 	return printEffective(e.stdout, c)
 }
@@ -74,66 +104,6 @@ func unjoin(err error) []error {
 		return []error{err}
 	}
 	return nil
-}
-
-// hostProblems checks what c names on this machine, as the daemon will use
-// it; each problem names the file and the key.
-func hostProblems(c *config.Config) []error {
-	var errs []error
-	bad := func(key, format string, a ...any) {
-		errs = append(errs, &config.Error{Path: c.Path, Key: key, Msg: fmt.Sprintf(format, a...)})
-	}
-	for _, p := range node.SlotProblems(c) {
-		bad(p.Key, "%v", p.Err)
-	}
-	need := func(key, path, what string) {
-		if _, err := os.Stat(path); err != nil {
-			bad(key, "%s: %v", what, err)
-		}
-	}
-	switch c.Bootloader.Type {
-	case "uboot":
-		need("bootloader.env_config", c.Bootloader.EnvConfig, "the U-Boot environment's location (fw_env.config)")
-		need("slots.cmdline", c.Slots.Cmdline, "where the booted slot is read from")
-	case "grub":
-		need("bootloader.env_file", c.Bootloader.EnvFile, "the grubenv")
-		need("slots.cmdline", c.Slots.Cmdline, "where the booted slot is read from")
-	case "sim":
-		need("bootloader.env_file", filepath.Dir(c.Bootloader.EnvFile), "the directory of the sim bootloader's file")
-	}
-	kr, badKeys, err := verify.LoadKeyDir(c.Trust.KeysDir)
-	switch {
-	case err != nil:
-		bad("trust.keys_dir", "%v", err)
-	case kr.Len() < c.Trust.Threshold:
-		bad("trust.keys_dir", "%s holds %d usable public keys, trust.threshold is %d: put the release public key (PEM, from otactl keygen) there",
-			c.Trust.KeysDir, kr.Len(), c.Trust.Threshold)
-	}
-	for _, e := range badKeys {
-		bad("trust.keys_dir", "%v", e)
-	}
-	if h := c.Commit.HealthCommand; len(h) > 0 && filepath.IsAbs(h[0]) { // else named by the file's check
-		if st, err := os.Stat(h[0]); err != nil {
-			bad("commit.health_command", "%v", err)
-		} else if st.Mode()&0o111 == 0 || st.IsDir() {
-			bad("commit.health_command", "%s is not an executable file", h[0])
-		}
-	}
-	tlsSets := []tlsfiles.Files{{Section: "download", CAFile: c.Download.CAFile, CertFile: c.Download.CertFile, KeyFile: c.Download.KeyFile}}
-	if c.MQTT.Broker != "" {
-		tlsSets = append(tlsSets, tlsfiles.Files{Section: "mqtt", CAFile: c.MQTT.CAFile, CertFile: c.MQTT.CertFile, KeyFile: c.MQTT.KeyFile})
-	}
-	for _, f := range tlsSets {
-		if _, err := f.Config(""); err != nil {
-			var te *tlsfiles.Error
-			if errors.As(err, &te) {
-				bad(te.Key, "%s", te.Msg)
-			} else {
-				bad(f.Section, "%v", err)
-			}
-		}
-	}
-	return errs
 }
 
 // printEffective prints the settings otad will run with, defaults filled

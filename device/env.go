@@ -25,6 +25,10 @@ type env struct {
 	machine  string // machine-id file
 	logLevel slog.Level
 	getenv   func(string) string
+	// journal: stderr is the journal stream (logging.go): every line says
+	// its priority.
+	journal bool
+	log     *slog.Logger
 }
 
 // flags parses the common -c and -v flags and the command's own (extra),
@@ -65,13 +69,26 @@ func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos
 
 func (e *env) config() (*config.Config, error) { return config.Load(e.cfgPath, e.machine) }
 
+// logger is the process's one logger (logging.go), at the level the
+// command and -v set, made on first use.
 func (e *env) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: e.logLevel}))
+	if e.log == nil {
+		e.log = newLogger(e.stderr, e.logLevel, e.journal)
+	}
+	return e.log
 }
 
+// fail prints "otad: " and the message, at error priority on the journal,
+// and returns code.
 func (e *env) fail(code int, format string, a ...any) int {
-	fmt.Fprintf(e.stderr, "otad: "+format+"\n", a...)
+	e.printErr("otad: " + fmt.Sprintf(format, a...))
 	return code
+}
+
+// printErr writes a line (or lines) for the person reading stderr, each at
+// error priority on the journal.
+func (e *env) printErr(text string) {
+	io.WriteString(e.stderr, atPriority(e.journal, slog.LevelError, strings.TrimSuffix(text, "\n")+"\n"))
 }
 
 // setup parses the command's flags (flags) and loads the config; a nil
@@ -89,16 +106,32 @@ func (e *env) setup(args []string, nargs int, extra func(fs *flag.FlagSet)) ([]s
 	return pos, cfg, ota.ExitOK
 }
 
-// lock takes the state lock: busy (exit 4) while another otad holds it.
+// lock takes the state lock: busy (exit 4) while another otad holds it; a
+// state directory others could write is refused as otad config check
+// refuses it (node.StateDirRefusal).
 func (e *env) lock(cfg *config.Config) (*statelock.Lock, int) {
 	lock, err := statelock.Acquire(cfg.StateDir)
 	if errors.Is(err, statelock.ErrBusy) {
 		return nil, e.fail(ota.ExitBusy, "%v", err)
 	}
+	if r := node.StateDirRefusal(cfg, err); r != nil {
+		return nil, e.fail(r.Code, "%v", r)
+	}
 	if err != nil {
 		return nil, e.fail(ota.ExitFailure, "%v", err)
 	}
 	return lock, ota.ExitOK
+}
+
+// exitCode is the exit code of a command that could not start the agent: a
+// start-up refusal's own (node.Refusal: 2 for the config's values, 5 for an
+// unreadable boot environment), else 1.
+func exitCode(err error) int {
+	var r *node.Refusal
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ota.ExitFailure
 }
 
 // inProcess runs the agent in this process under the state lock, for a
@@ -112,7 +145,7 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 	defer lock.Release()
 	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger()})
 	if err != nil {
-		return e.fail(ota.ExitFailure, "%v", err), nil
+		return e.fail(exitCode(err), "%v", err), nil
 	}
 	limitMemory()
 	dropStartupPages()

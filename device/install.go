@@ -50,7 +50,7 @@ func cmdInstall(e *env, args []string) int {
 // follow shows the install's progress on stderr (progress.go) from status,
 // polled, until stop is called.
 func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop func()) {
-	p := newProgress(e.stderr, e.getenv)
+	p := newProgress(e.stderr, e.getenv, e.journal)
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() {
@@ -67,13 +67,13 @@ func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop fun
 func (e *env) report(file string, o ota.Outcome) int {
 	switch o.Result {
 	case ota.ResultRejected:
-		fmt.Fprintf(e.stderr, "otad: %s: offer refused: %s\n", file, withCode(o))
+		e.printErr(fmt.Sprintf("otad: %s: offer refused: %s", file, withCode(o)))
 	case ota.ResultStaged:
 		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s%s\n", file, o.ID, short(o.SHA256), o.Message, transfer(o.Transfer))
 	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
 		fmt.Fprintf(e.stdout, "%s: %s: %s%s\n", file, o.Result, o.Message, transfer(o.Transfer))
 	default:
-		fmt.Fprintf(e.stderr, "otad: %s: %s: %s\n", file, o.Result, withCode(o))
+		e.printErr(fmt.Sprintf("otad: %s: %s: %s", file, o.Result, withCode(o)))
 	}
 	return o.ExitCode()
 }

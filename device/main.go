@@ -84,7 +84,8 @@ func Run(ctx context.Context, version string, args []string, stdout, stderr io.W
 		usage(stderr)
 		return ota.ExitUsage
 	}
-	e := &env{ctx: ctx, version: version, stdout: stdout, stderr: stderr, machine: "/etc/machine-id", getenv: os.Getenv}
+	e := &env{ctx: ctx, version: version, stdout: stdout, stderr: stderr, machine: "/etc/machine-id", getenv: os.Getenv,
+		journal: isJournal(stderr)}
 	return cmd.run(e, args)
 }
 
@@ -131,11 +132,7 @@ func cmdRun(e *env, args []string) int {
 	limitMemory()
 	dropStartupPages()
 	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger()}); err != nil {
-		var envErr *node.BootEnvError
-		if errors.As(err, &envErr) {
-			return e.fail(ota.ExitNeedsOperator, "%v", err)
-		}
-		return e.fail(ota.ExitFailure, "%v", err)
+		return e.fail(exitCode(err), "%v", err)
 	}
 	return ota.ExitOK
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/otad/otad/fleetview"
@@ -15,8 +16,9 @@ import (
 // pipe, a file, the journal under systemd) a line that rewrites itself is
 // noise, so it prints a plain line at each phase change only.
 type progress struct {
-	w   io.Writer
-	tty bool
+	w       io.Writer
+	tty     bool
+	journal bool // the lines go to the journal: each says its priority
 
 	phase   ota.Phase
 	id      string
@@ -37,10 +39,10 @@ const rateWindow = 10 * time.Second
 // pollEvery is how often the status is read: often enough for the eye.
 const pollEvery = 200 * time.Millisecond
 
-func newProgress(w io.Writer, getenv func(string) string) *progress {
+func newProgress(w io.Writer, getenv func(string) string, journal bool) *progress {
 	// JOURNAL_STREAM: systemd connected stderr to the journal.
 	tty := fleetview.IsTerminal(w) && getenv("JOURNAL_STREAM") == "" && getenv("TERM") != "dumb"
-	return &progress{w: w, tty: tty}
+	return &progress{w: w, tty: tty, journal: journal}
 }
 
 // watch polls status until ctx ends; a failed poll (the daemon not there
@@ -69,7 +71,7 @@ func (p *progress) update(st ota.Status, now time.Time) {
 	if st.State != p.phase || t.ID != p.id {
 		p.phase, p.id, p.samples = st.State, t.ID, nil
 		if !p.tty {
-			fmt.Fprintf(p.w, "otad: %s: %s (%s)\n", t.ID, st.State, size(t.BytesTotal))
+			io.WriteString(p.w, atPriority(p.journal, slog.LevelInfo, fmt.Sprintf("otad: %s: %s (%s)\n", t.ID, st.State, size(t.BytesTotal))))
 		}
 	}
 	p.samples = append(p.samples, sample{now, t.BytesDone})

@@ -27,6 +27,7 @@ func cmdStatus(e *env, args []string) int {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	st, err := control.Client{Path: cfg.ControlSocket}.Status(ctx)
+	offline := false // no daemon answered: the journal says
 	if errors.Is(err, control.ErrNoDaemon) {
 		// No daemon: the journal is replaced atomically, so reading it without
 		// the lock is safe.
@@ -36,6 +37,7 @@ func cmdStatus(e *env, args []string) int {
 		}
 		st, err = agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), nil
 		st.Groups = cfg.MQTT.Groups
+		offline = true
 		if st.BootedSlot == "" && cfg.Bootloader.Type != "sim" {
 			// Never run yet: the kernel command line still says (a sim
 			// device's bootloader file is created by its first run, not here).
@@ -52,11 +54,24 @@ func cmdStatus(e *env, args []string) int {
 		return ota.ExitOK
 	}
 	printStatus(e.stdout, st)
+	if offline {
+		fmt.Fprintf(e.stdout, "daemon:      not running (read from %s)\n", cfg.StateDir)
+		if cfg.MQTT.Broker != "" {
+			fmt.Fprintf(e.stdout, "broker:      %s (not connected: otad is not running)\n", cfg.MQTT.Broker)
+		}
+	}
 	return ota.ExitOK
 }
 
 func printStatus(w io.Writer, st ota.Status) {
 	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(string(st.BootedSlot)))
+	if b := st.Broker; b != nil {
+		link := "connected"
+		if !b.Connected {
+			link = "not connected (otad reconnects with backoff: journalctl -u otad -g mqtt)"
+		}
+		fmt.Fprintf(w, "broker:      %s %s\n", b.URL, link)
+	}
 	for _, n := range slices.Sorted(maps.Keys(st.Slots)) {
 		s := st.Slots[n]
 		fmt.Fprintf(w, "slot %s:      %-12s %-8s sha256 %s security_version %d\n", n, orDash(s.Version), orDash(string(s.Status)), short(s.SHA256), s.SecurityVersion)

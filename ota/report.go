@@ -20,6 +20,15 @@ type Status struct {
 	LastRefusal  *Refusal  `json:"last_refusal,omitempty"`
 	AgentVersion string    `json:"agent_version"`
 	Time         time.Time `json:"time"`
+	// Broker is the daemon's MQTT connection, in the answer to `otad
+	// status` only (the control socket): never published.
+	Broker *BrokerLink `json:"broker,omitempty"`
+}
+
+// BrokerLink is whether the daemon is connected to its broker now.
+type BrokerLink struct {
+	URL       string `json:"url"`
+	Connected bool   `json:"connected"`
 }
 
 // Refusal is an offer the checks refused. ID and SHA256 (the image's) are

@@ -31,22 +31,18 @@ type Snapshot struct {
 }
 
 // Open checks that envFile is a 1024-byte grubenv. attempts is accepted for
-// symmetry with the other backends; GRUB's scheme has one try per slot.
-func Open(envFile string, attempts int) (*Env, error) {
+// symmetry with the other backends; GRUB's scheme has one try per slot. log
+// gets the warnings (a torn tail ignored); nil: none.
+func Open(envFile string, attempts int, log *slog.Logger) (*Env, error) {
 	_ = attempts
-	e := &Env{path: envFile, log: slog.Default(), disk: bootctl.OSDisk()}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Env{path: envFile, log: log, disk: bootctl.OSDisk()}
 	if _, err := e.read(); err != nil {
 		return nil, err
 	}
 	return e, nil
-}
-
-// WithLogger sets the logger for warnings; nil keeps the default.
-func (e *Env) WithLogger(l *slog.Logger) *Env {
-	if l != nil {
-		e.log = l
-	}
-	return e
 }
 
 // Path is the grubenv file.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -75,11 +74,11 @@ func inode(t *testing.T, file string) uint64 {
 
 func open(t *testing.T, file string) *Env {
 	t.Helper()
-	e, err := Open(file, 3)
+	e, err := Open(file, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.WithLogger(slog.New(slog.DiscardHandler))
+	return e
 }
 
 func TestOurWritesReadByGrubEditenv(t *testing.T) {
@@ -241,17 +240,17 @@ func TestEncodeEnvErrors(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Open(filepath.Join(dir, "missing"), 3); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := Open(filepath.Join(dir, "missing"), 3, nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("missing: %v", err)
 	}
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte(Signature), 0o644)
-	if _, err := Open(short, 3); !errors.Is(err, bootctl.ErrBadEnv) || !strings.Contains(err.Error(), "short") {
+	if _, err := Open(short, 3, nil); !errors.Is(err, bootctl.ErrBadEnv) || !strings.Contains(err.Error(), "short") {
 		t.Fatalf("short: %v", err)
 	}
 	nosig := filepath.Join(dir, "nosig")
 	os.WriteFile(nosig, bytes.Repeat([]byte("#"), BlockSize), 0o644)
-	e, err := Open(nosig, 3)
+	e, err := Open(nosig, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,9 @@ type CopyError struct {
 func (c CopyError) Error() string { return fmt.Sprintf("copy %d (%s): %v", c.Copy, c.Path, c.Err) }
 
 // Open reads the config at configPath. attempts is what mark active / mark good
-// set BOOT_x_LEFT to; it must match the boot script's default.
-func Open(configPath string, attempts int) (*Env, error) {
+// set BOOT_x_LEFT to; it must match the boot script's default. log gets the
+// warnings (a copy found corrupt); nil: none.
+func Open(configPath string, attempts int, log *slog.Logger) (*Env, error) {
 	if err := CheckAttempts(attempts); err != nil {
 		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}
@@ -67,17 +68,16 @@ func Open(configPath string, attempts int) (*Env, error) {
 		devs:     devs,
 		attempts: attempts,
 		lockFile: DefaultLockFile,
-		log:      slog.Default(),
+		log:      orDiscard(log),
 		disk:     bootctl.OSDisk(),
 	}, nil
 }
 
-// WithLogger sets the logger for warnings (a copy found corrupt); nil keeps the default.
-func (e *Env) WithLogger(l *slog.Logger) *Env {
-	if l != nil {
-		e.log = l
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-	return e
+	return l
 }
 
 // WithLockFile sets the flock file shared with fw_setenv; "" disables locking.

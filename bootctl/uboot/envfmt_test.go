@@ -159,20 +159,20 @@ func TestNegativeOffsetFromEnd(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Open(filepath.Join(dir, "missing.config"), 3); err == nil || !strings.Contains(err.Error(), "missing.config") {
+	if _, err := Open(filepath.Join(dir, "missing.config"), 3, nil); err == nil || !strings.Contains(err.Error(), "missing.config") {
 		t.Fatalf("missing config: %v", err)
 	}
 	cfg := filepath.Join(dir, "cfg")
 	os.WriteFile(cfg, []byte(filepath.Join(dir, "nodev")+" 0 0x100\n"), 0o644)
 	for _, n := range []int{0, -1, math.MaxInt32 + 1} {
-		if _, err := Open(cfg, n); err == nil {
+		if _, err := Open(cfg, n, nil); err == nil {
 			t.Fatalf("attempts %d accepted: RAUC allows 1..%d", n, math.MaxInt32)
 		}
 	}
-	if _, err := Open(cfg, 10); err != nil {
+	if _, err := Open(cfg, 10, nil); err != nil {
 		t.Fatalf("attempts 10 (written \"a\", as RAUC does): %v", err)
 	}
-	e, err := Open(cfg, 3)
+	e, err := Open(cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -120,11 +119,11 @@ func fwSetenv(t *testing.T, cfg string, args ...string) {
 
 func testOpen(t *testing.T, cfg string) *Env {
 	t.Helper()
-	e, err := Open(cfg, 3)
+	e, err := Open(cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.WithLockFile(filepath.Join(t.TempDir(), "lock")).WithLogger(slog.New(slog.DiscardHandler))
+	return e.WithLockFile(filepath.Join(t.TempDir(), "lock"))
 }
 
 // forEachLayout runs test once for each layout, on an env set up with vars and
@@ -150,7 +149,7 @@ func TestOurWritesReadByFwPrintenv(t *testing.T) {
 	forEachLayout(t, base, func(t *testing.T, cfg string, e *Env) {
 		ctx := t.Context()
 		// Ten attempts are written "a", as RAUC's %x does.
-		e10, err := Open(cfg, 10)
+		e10, err := Open(cfg, 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

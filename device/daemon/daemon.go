@@ -13,6 +13,7 @@ import (
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
 )
 
 // Options are the daemon's knobs besides the config file.
@@ -44,7 +45,7 @@ type Daemon struct {
 func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	log := opt.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{}}
 	nopt := node.Options{
@@ -86,6 +87,9 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if r := node.CheckMQTT(d.cfg); r != nil {
+		return r
+	}
 	closeMQTT, err := d.ConnectMQTT(ctx)
 	if err != nil {
 		return err
@@ -95,7 +99,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	// The control socket comes last: once it answers, everything else is up.
-	srv, err := control.Listen(d.cfg.ControlSocket, d.node.Agent, d.log)
+	srv, err := control.Listen(d.cfg.ControlSocket, served{Agent: d.node.Agent, d: d}, d.log)
 	if err != nil {
 		return err
 	}
@@ -141,6 +145,22 @@ func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 		defer ccancel()
 		m.Close(cctx)
 	}, nil
+}
+
+// served is what the control socket serves: the agent, whose status also
+// says whether the broker is connected (`otad status`).
+type served struct {
+	*agent.Agent
+	d *Daemon
+}
+
+func (s served) Status() ota.Status {
+	st := s.Agent.Status()
+	if b := s.d.cfg.MQTT.Broker; b != "" {
+		m := s.d.pub.m.Load()
+		st.Broker = &ota.BrokerLink{URL: b, Connected: m != nil && m.Connected()}
+	}
+	return st
 }
 
 // watchdogInterval is half the unit's WatchdogSec, or a quiet default.

@@ -355,3 +355,37 @@ func TestTrustDirReload(t *testing.T) {
 		t.Fatalf("with the key back: %+v", o)
 	}
 }
+
+// otad status (the control socket's answer) says whether the broker is
+// connected, and follows it going away and coming back; the published
+// status never carries it.
+func TestStatusSaysBrokerConnected(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tb := devicetest.New(t, devicetest.Options{Broker: b.URL})
+	obs := observe(t, b.URL)
+	runDevice(t, tb)
+	link := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		var st ota.Status
+		var err error
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err = control.Client{Path: tb.Cfg.ControlSocket}.Status(ctx)
+			cancel()
+			if err == nil && st.Broker != nil && st.Broker.URL == b.URL && st.Broker.Connected == want {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("status broker %+v (err %v), want connected=%v", st.Broker, err, want)
+	}
+	link(true)
+	if st := obs.waitStatus(t, "published", func(ota.Status) bool { return true }); st.Broker != nil {
+		t.Errorf("published status carries the broker link: %+v", st.Broker)
+	}
+	b.Stop()
+	link(false)
+	b.Restart()
+	link(true)
+}

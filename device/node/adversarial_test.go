@@ -29,7 +29,6 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/backoff"
-	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/statelock"
 	"github.com/otad/otad/fetch"
@@ -235,16 +234,17 @@ func attacks() []attack {
 			env, fw := filepath.Join(dir, "env"), filepath.Join(dir, "fw_env.config")
 			os.WriteFile(env, bytes.Repeat([]byte{0xff}, 0x2000), 0o600)
 			os.WriteFile(fw, []byte(env+" 0x0 0x2000\n"), 0o600)
-			bl, err := uboot.Open(fw, 3)
-			if err != nil {
-				return err.Error()
-			}
+			cmdline := filepath.Join(dir, "cmdline")
+			os.WriteFile(cmdline, []byte("root=/dev/x otad.slot=A\n"), 0o600)
+			cfg := &config.Config{Path: "otad.toml", Slots: config.Slots{A: "a", B: "b", Cmdline: cmdline},
+				Bootloader: config.Bootloader{Type: "uboot", EnvConfig: fw, Attempts: 3}}
+			_, r := openBoot(cfg, slog.New(slog.DiscardHandler), true)
 			var envErr *BootEnvError
-			if err := checkBootEnv(&config.Config{Bootloader: config.Bootloader{Type: "uboot", EnvConfig: fw, Attempts: 3}}, bl, "A"); errors.As(err, &envErr) &&
+			if r != nil && r.Code == ota.ExitNeedsOperator && r.Key == "bootloader.env_config" && errors.As(r, &envErr) &&
 				strings.Contains(envErr.Recovery, "fw_setenv -c "+fw) {
 				return answerNeedOperator
 			}
-			return "no recovery"
+			return fmt.Sprintf("no recovery: %v", r)
 		}},
 	}
 }

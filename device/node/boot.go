@@ -3,8 +3,9 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"log/slog"
 	"os/exec"
 	"strings"
 
@@ -15,52 +16,51 @@ import (
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/ota"
-	"github.com/otad/otad/slots"
 )
 
 // BootIDFile is where Linux exposes the current boot's random ID.
 const BootIDFile = "/proc/sys/kernel/random/boot_id"
 
-func bootloader(cfg *config.Config) (bootctl.Bootloader, ota.Slot, string, agent.Rebooter, error) {
+// agentRebooter is how the device reboots.
+type agentRebooter = agent.Rebooter
+
+// openSim opens a simulated device's bootloader file (creating it on the
+// first run) and reads the booted slot from it.
+func openSim(cfg *config.Config) (boot, *Refusal) {
 	b := cfg.Bootloader
-	if b.Type == "sim" {
-		s, err := sim.Open(b.EnvFile, b.Attempts)
-		if err != nil {
-			return nil, "", "", nil, err
+	s, err := sim.Open(b.EnvFile, b.Attempts)
+	if err == nil {
+		var bt boot
+		if bt.booted, err = s.Booted(); err == nil {
+			if bt.bootID, err = s.BootID(); err == nil {
+				bt.bl, bt.reboot = s, SimReboot{Sim: s}
+				return bt, nil
+			}
 		}
-		booted, err := s.Booted()
-		if err != nil {
-			return nil, "", "", nil, err
-		}
-		id, err := s.BootID()
-		if err != nil {
-			return nil, "", "", nil, err
-		}
-		return s, booted, id, SimReboot{Sim: s}, nil
 	}
-	var bl bootctl.Bootloader
-	var err error
+	if errors.Is(err, bootctl.ErrBadEnv) {
+		return boot{}, &Refusal{Path: cfg.Path, Key: "bootloader.env_file", Code: ota.ExitNeedsOperator,
+			Err: &BootEnvError{Err: err, Recovery: recovery(cfg, ota.SlotA)}}
+	}
+	return boot{}, refuse(cfg, "bootloader.env_file", err)
+}
+
+// openBackend opens the U-Boot or GRUB environment the config names; key is
+// the config key that names it.
+func openBackend(cfg *config.Config, log *slog.Logger) (bl bootctl.Bootloader, key string, err error) {
+	b := cfg.Bootloader
 	switch b.Type {
 	case "uboot":
-		bl, err = uboot.Open(b.EnvConfig, b.Attempts)
+		bl, err = uboot.Open(b.EnvConfig, b.Attempts, log)
+		return bl, "bootloader.env_config", err
 	case "grub":
-		bl, err = grub.Open(b.EnvFile, b.Attempts)
-	default:
-		err = fmt.Errorf("%s: bootloader.type: unknown %q", cfg.Path, b.Type)
+		bl, err = grub.Open(b.EnvFile, b.Attempts, log)
+		return bl, "bootloader.env_file", err
 	}
-	if err != nil {
-		return nil, "", "", nil, err
-	}
-	booted, err := slots.ReadBooted(cfg.Slots.Cmdline, cfg.Slots.Devices())
-	if err != nil {
-		return nil, "", "", nil, err
-	}
-	id, err := os.ReadFile(BootIDFile)
-	if err != nil {
-		return nil, "", "", nil, fmt.Errorf("boot id: %w", err)
-	}
-	return bl, booted, strings.TrimSpace(string(id)), SystemReboot{}, nil
+	return nil, "bootloader.type", fmt.Errorf("unknown %q", b.Type)
 }
+
+func trimSpace(b []byte) string { return strings.TrimSpace(string(b)) }
 
 // orderedBootloader gives the agent the boot order from the backend's state.
 type orderedBootloader struct{ bootctl.Bootloader }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,15 +25,14 @@ type BootEnvError struct {
 func (e *BootEnvError) Error() string { return e.Err.Error() + "\n" + e.Recovery }
 func (e *BootEnvError) Unwrap() error { return e.Err }
 
-// checkBootEnv reads the boot environment once, at start.
-func checkBootEnv(cfg *config.Config, bl bootctl.Bootloader, booted ota.Slot) error {
+// checkBootEnv reads the boot environment once, at start: an error wrapping
+// bootctl.ErrBadEnv is one otad cannot read at all (openBoot makes it a
+// BootEnvError).
+func checkBootEnv(bl bootctl.Bootloader) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := bl.State(ctx)
-	if err == nil || !errors.Is(err, bootctl.ErrBadEnv) {
-		return err
-	}
-	return &BootEnvError{Err: err, Recovery: recovery(cfg, booted)}
+	return err
 }
 
 // recovery is what to run to write a valid environment that boots the

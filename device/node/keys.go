@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -28,7 +27,7 @@ func LoadKeys(dir string, log *slog.Logger) (*Keys, error) {
 func (k *Keys) Reload() error {
 	kr, bad, err := verify.LoadKeyDir(k.dir)
 	if err != nil {
-		return fmt.Errorf("trust.keys_dir: %w", err)
+		return err
 	}
 	for _, e := range bad {
 		k.log.Warn("ignoring key file", "err", e)

@@ -16,7 +16,6 @@ import (
 	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
-	"github.com/otad/otad/tlsfiles"
 	"github.com/otad/otad/verify"
 )
 
@@ -37,7 +36,7 @@ type Options struct {
 
 func (o Options) logger() *slog.Logger {
 	if o.Logger == nil {
-		return slog.Default()
+		return slog.New(slog.DiscardHandler)
 	}
 	return o.Logger
 }
@@ -75,61 +74,36 @@ func Open(cfg *config.Config, opt Options) (*Node, error) {
 
 // Build makes the concrete parts cfg names: the bootloader backend and the
 // booted slot, the journal, the slot writer, the offer checks with the
-// trusted keys, the health command and the reboot.
+// trusted keys, the health command and the reboot. It refuses what otad run
+// refuses to start on (a *Refusal, startup.go) and logs the warnings.
 func Build(cfg *config.Config, opt Options) (*Parts, error) {
 	log := opt.logger()
-	bl, booted, bootID, reboot, err := bootloader(cfg)
-	if err != nil {
-		return nil, err
+	b, r := openBoot(cfg, log, false)
+	if r != nil {
+		return nil, r
 	}
-	if err := checkBootEnv(cfg, bl, booted); err != nil {
-		return nil, err
+	keys, r := openKeys(cfg, log)
+	if r != nil {
+		return nil, r
 	}
-	keys, err := LoadKeys(cfg.Trust.KeysDir, log)
-	if err != nil {
-		return nil, err
-	}
-	dl := cfg.Download
-	tc, err := tlsfiles.Files{Section: "download", CAFile: dl.CAFile, CertFile: dl.CertFile, KeyFile: dl.KeyFile}.Config("")
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	tc, r := downloadTLS(cfg)
+	if r != nil {
+		return nil, r
 	}
 	// A missing slot device is not fatal: the booted slot still has to be
 	// committed after a boot; but installs into it would fail (write_failed)
 	// much later, so say it now.
-	for _, p := range SlotProblems(cfg) {
-		log.Warn("slot device not usable: installs into it will fail", "key", p.Key, "path", p.Device, "err", p.Err)
+	for _, w := range warnings(cfg, keys.Keyring()) {
+		log.Warn(w.Msg, "key", w.Key, "path", w.Path, "err", w.Err)
 	}
 	targets := map[ota.Slot]slots.Target{}
 	for slot, dev := range cfg.Slots.Devices() {
 		targets[slot] = slots.File(dev)
 	}
 	return NewParts(cfg, opt, Storage{
-		Journal: agent.Journal{Dir: cfg.StateDir}, Boot: bl, Booted: booted, BootID: bootID, Reboot: reboot,
+		Journal: agent.Journal{Dir: cfg.StateDir}, Boot: b.bl, Booted: b.booted, BootID: b.bootID, Reboot: b.reboot,
 		Slots: targets, StateDir: cfg.StateDir, Client: fetch.NewHTTPClient(tc), Keys: keys,
 	}), nil
-}
-
-// SlotProblem is a configured slot device that cannot be written: it does
-// not open, or it is neither a block device nor a regular file.
-type SlotProblem struct {
-	Key    string // slots.A or slots.B
-	Device string
-	Err    error
-}
-
-// SlotProblems checks the configured slot devices open and have a size.
-func SlotProblems(cfg *config.Config) []SlotProblem {
-	var out []SlotProblem
-	for _, s := range []struct{ key, dev string }{{"slots.A", cfg.Slots.A}, {"slots.B", cfg.Slots.B}} {
-		if s.dev == "" {
-			continue // the config file's check names it
-		}
-		if _, err := slots.Capacity(s.dev); err != nil {
-			out = append(out, SlotProblem{Key: s.key, Device: s.dev, Err: err})
-		}
-	}
-	return out
 }
 
 // Storage is what a device's parts stand on: where it keeps its state and

@@ -14,6 +14,9 @@ import (
 // ErrBusy means another process holds the lock.
 var ErrBusy = errors.New("busy: another otad process holds the state lock")
 
+// ErrUnsafeDir means others could write the state directory: it is refused.
+var ErrUnsafeDir = errors.New("not otad's alone")
+
 // Lock is a held lock; Release lets it go (so does the process ending, even by SIGKILL).
 type Lock struct{ f *os.File }
 
@@ -24,7 +27,7 @@ func Acquire(dir string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", dir, err)
 	}
-	if err := checkDir(dir); err != nil {
+	if err := Check(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "lock")
@@ -49,10 +52,14 @@ func Acquire(dir string) (*Lock, error) {
 	return &Lock{f: f}, nil
 }
 
-// checkDir refuses a state directory owned by another user or writable by
-// group or others.
-func checkDir(dir string) error {
+// Check refuses a state directory owned by another user or writable by
+// group or others (the error wraps ErrUnsafeDir), as Acquire does; a
+// directory not there yet is fine: Acquire creates it.
+func Check(dir string) error {
 	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("state dir %s: %w", dir, err)
 	}
@@ -61,10 +68,10 @@ func checkDir(dir string) error {
 		return fmt.Errorf("state dir %s: no owner information", dir)
 	}
 	if int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("state dir %s: owned by uid %d, not by otad's user (uid %d): chown it", dir, st.Uid, os.Geteuid())
+		return fmt.Errorf("state dir %s: %w: owned by uid %d, not by otad's user (uid %d): chown it", dir, ErrUnsafeDir, st.Uid, os.Geteuid())
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("state dir %s: mode %v is writable by others: chmod 0700 %s", dir, fi.Mode().Perm(), dir)
+		return fmt.Errorf("state dir %s: %w: mode %v is writable by others: chmod 0700 %s", dir, ErrUnsafeDir, fi.Mode().Perm(), dir)
 	}
 	return nil
 }
