@@ -118,5 +118,3 @@ func TestJournalStreamLines(t *testing.T) {
 		}
 	}
 }
-
-
