@@ -44,7 +44,7 @@ func cmdInstall(e *env, args []string) int {
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
-	return e.report(file, o)
+	return e.report(file, o, cfg.Reboot.Policy == "manual")
 }
 
 // follow shows the install's progress on stderr (progress.go) from status,
@@ -64,12 +64,16 @@ func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop fun
 	}
 }
 
-func (e *env) report(file string, o ota.Outcome) int {
+func (e *env) report(file string, o ota.Outcome, manual bool) int {
 	switch o.Result {
 	case ota.ResultRejected:
 		e.printErr(fmt.Sprintf("otad: %s: offer refused: %s", file, withCode(o)))
 	case ota.ResultStaged:
-		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s%s\n", file, o.ID, short(o.SHA256), o.Message, transfer(o.Transfer))
+		next := "rebooting"
+		if manual {
+			next = "reboot to boot it (reboot.policy is manual: otad does not reboot)"
+		}
+		fmt.Fprintf(e.stdout, "%s: staged %s (%s): %s%s; %s\n", file, o.ID, short(o.SHA256), o.Message, transfer(o.Transfer), next)
 	case ota.ResultUpToDate, ota.ResultSuccess, ota.ResultPending:
 		fmt.Fprintf(e.stdout, "%s: %s: %s%s\n", file, o.Result, o.Message, transfer(o.Transfer))
 	default:

@@ -137,6 +137,20 @@ func cmdRun(e *env, args []string) int {
 	return ota.ExitOK
 }
 
+// committed says what mark-good committed: "committed 4.3.0 in slot A".
+func committed(st ota.Status) string {
+	if !st.BootedSlot.Valid() {
+		return "booted slot marked good"
+	}
+	what := "the image"
+	if s := st.Slots[st.BootedSlot]; s.Version != "" {
+		what = s.Version
+	} else if s.SHA256 != "" {
+		what = "image " + short(s.SHA256)
+	}
+	return fmt.Sprintf("committed %s in slot %s", what, st.BootedSlot)
+}
+
 func cmdMark(e *env, args []string) int {
 	// One line says what happened; -v brings the in-process agent's log back.
 	e.logLevel = slog.LevelWarn
@@ -155,18 +169,18 @@ func cmdMark(e *env, args []string) int {
 		return c.MarkBad(ctx)
 	}
 	manual := cfg.Reboot.Policy == "manual"
-	var booted ota.Slot // the slot marked bad, for the operator's instructions
+	var after ota.Status // what the mark left: the slot committed, or the one to return to
 	c := control.Client{Path: cfg.ControlSocket}
 	err := mark(e.ctx, c)
-	if err == nil && !good && manual {
+	if err == nil {
 		if st, serr := c.Status(e.ctx); serr == nil {
-			booted = st.BootedSlot
+			after = st
 		}
 	}
 	if errors.Is(err, control.ErrNoDaemon) {
 		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
 			err := mark(ctx, n.Agent)
-			booted = n.Agent.Status().BootedSlot
+			after = n.Agent.Status()
 			return err
 		})
 		if code != ota.ExitOK {
@@ -176,9 +190,10 @@ func cmdMark(e *env, args []string) int {
 	if err != nil && !errors.Is(err, agent.ErrRebooted) {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
+	booted := after.BootedSlot
 	switch {
 	case good:
-		fmt.Fprintln(e.stdout, "booted slot marked good")
+		fmt.Fprintln(e.stdout, committed(after))
 	case manual:
 		// otad does not reboot under this policy: the operator must, or the
 		// device keeps running the rejected slot.

@@ -123,7 +123,7 @@ func TestInstallExitCodes(t *testing.T) {
 	if st.State != ota.Rebooting || st.Target == nil || st.Target.SHA256 != sum || st.Slots["B"].SHA256 != sum {
 		t.Fatalf("status after install: %+v", st)
 	}
-	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       rebooting") ||
+	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       staged: reboot to boot slot B") ||
 		!strings.Contains(stdout, "last refusal: rel-x incompatible (") {
 		t.Fatalf("status: %d %s", code, stdout)
 	}
@@ -281,15 +281,20 @@ func TestMarkBadManualPolicyDoesNotReboot(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
 	cfg := tb.Cfg.Path
 	good, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
-	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 {
+	if code, stdout, stderr := otad(t, "install", "-c", cfg, writeEnv(t, good)); code != 0 ||
+		!strings.Contains(stdout, ": staged rel-v2 (") || !strings.Contains(stdout, "reboot to boot it (reboot.policy is manual") {
 		t.Fatalf("install: exit %d, %s %s", code, stdout, stderr)
+	}
+	// Issue 17: staged, waiting for the operator, not "rebooting" forever.
+	if code, stdout, _ := otad(t, "status", "-c", cfg); code != 0 || !strings.Contains(stdout, "state:       staged: reboot to boot slot B\n") {
+		t.Fatalf("status after a manual-policy install: %s", stdout)
 	}
 	// The operator reboots (manual policy): the sim boots B; mark-good commits it.
 	if _, err := tb.Sim().Boot(); err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := otad(t, "mark-good", "-c", cfg); code != 0 {
-		t.Fatalf("mark-good: exit %d, %s %s", code, stdout, stderr)
+	if code, stdout, stderr := otad(t, "mark-good", "-c", cfg); code != 0 || stdout != "committed v2 in slot B\n" {
+		t.Fatalf("mark-good: exit %d, %q %s", code, stdout, stderr)
 	}
 	code, stdout, stderr := otad(t, "mark-bad", "-c", cfg)
 	if code != 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/device/control"
+	"github.com/otad/otad/device/daemon"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 )
@@ -53,7 +54,7 @@ func cmdStatus(e *env, args []string) int {
 		enc.Encode(st)
 		return ota.ExitOK
 	}
-	printStatus(e.stdout, st)
+	printStatus(e.stdout, st, cfg.Reboot.Policy == "manual")
 	if offline {
 		fmt.Fprintf(e.stdout, "daemon:      not running (read from %s)\n", cfg.StateDir)
 		if cfg.MQTT.Broker != "" {
@@ -63,8 +64,8 @@ func cmdStatus(e *env, args []string) int {
 	return ota.ExitOK
 }
 
-func printStatus(w io.Writer, st ota.Status) {
-	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, st.State, orDash(string(st.BootedSlot)))
+func printStatus(w io.Writer, st ota.Status, manual bool) {
+	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, daemon.StateWords(st, manual), orDash(string(st.BootedSlot)))
 	if b := st.Broker; b != nil {
 		link := "connected"
 		if !b.Connected {

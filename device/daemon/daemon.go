@@ -50,7 +50,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{}}
 	nopt := node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
-		Publishers: []agent.Publisher{d.pub, systemdStatus{}},
+		Publishers: []agent.Publisher{d.pub, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},
 		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
 	}
 	build := opt.Build

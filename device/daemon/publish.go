@@ -39,11 +39,14 @@ func (p *publisher) Progress(pr ota.Progress) {
 	}
 }
 
-// systemdStatus shows the state in `systemctl status otad`.
-type systemdStatus struct{}
+// systemdStatus shows the state in `systemctl status otad`, in the words
+// `otad status` uses (manual: the reboot is the operator's).
+type systemdStatus struct {
+	words func(ota.Status) string
+}
 
-func (systemdStatus) Publish(st ota.Status, _ ota.Event) {
-	msg := "STATUS=" + string(st.State) + ", booted " + string(st.BootedSlot)
+func (s systemdStatus) Publish(st ota.Status, _ ota.Event) {
+	msg := "STATUS=" + s.words(st) + ", booted " + string(st.BootedSlot)
 	if st.Target != nil {
 		msg += ", installing " + st.Target.Version
 	}
@@ -57,3 +60,14 @@ func (systemdStatus) Publish(st ota.Status, _ ota.Event) {
 }
 
 func (systemdStatus) Progress(ota.Progress) {}
+
+// StateWords is the state as a person reads it: under reboot.policy =
+// "manual" an install past its flip waits for the operator's reboot, so it
+// reads "staged: reboot to boot slot B", not "rebooting" (which the device
+// is not doing). The status snapshot's state stays the contract's phase.
+func StateWords(st ota.Status, manual bool) string {
+	if st.State == ota.Rebooting && manual && st.BootedSlot.Valid() {
+		return "staged: reboot to boot slot " + string(st.BootedSlot.Other())
+	}
+	return string(st.State)
+}
