@@ -42,10 +42,11 @@ func unitDropin(c *config.Config, fileOnly bool) (string, error) {
 	add := func(p, why string) {
 		switch {
 		case strings.HasPrefix(p, "/dev/"):
-			if !slices.Contains(devices, p) {
-				devices = append(devices, p)
-				fmt.Fprintf(&b, "# %s\nDeviceAllow=%s rw\n", why, p)
+			if slices.Contains(devices, p) {
+				return
 			}
+			devices = append(devices, p)
+			fmt.Fprintf(&b, "# %s\nDeviceAllow=%s rw\n", why, p)
 			if m := emmcBoot.FindStringSubmatch(p); m != nil {
 				notes = append(notes, fmt.Sprintf("# %s is an eMMC boot partition: set /sys/block/%s/force_ro to 0 at boot outside otad\n"+
 					"# (the unit cannot write /sys), e.g. /etc/tmpfiles.d/otad.conf: w /sys/block/%s/force_ro - - - - 0\n", p, m[1], m[1]))

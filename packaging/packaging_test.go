@@ -49,6 +49,88 @@ func TestUnitVerifies(t *testing.T) {
 	}
 }
 
+// The shipped unit names no board: no device but the pseudo ones, no path
+// that may be missing without a "-" (226/NAMESPACE otherwise). What a board
+// needs comes from `otad config check --unit-dropin`, and the unit with that
+// drop-in verifies, for a U-Boot board on eMMC and for an EFI PC.
+func TestUnitAndBoardDropinVerify(t *testing.T) {
+	bin := need(t, "systemd-analyze", "systemd")
+	unit, err := os.ReadFile("otad.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(unit), "\n") {
+		switch {
+		case strings.HasPrefix(l, "DeviceAllow="):
+			t.Errorf("the shipped unit allows a board's device: %q (the drop-in's)", l)
+		case strings.HasPrefix(l, "ReadWritePaths="):
+			for _, p := range strings.Fields(strings.TrimPrefix(l, "ReadWritePaths=")) {
+				if !strings.HasPrefix(p, "-") {
+					t.Errorf("ReadWritePaths %s without '-': a board without it fails the unit", p)
+				}
+			}
+		}
+	}
+	otadBin := filepath.Join(t.TempDir(), "otad")
+	if out, err := exec.Command("go", "build", "-o", otadBin, "../cmd/otad").CombinedOutput(); err != nil {
+		t.Fatalf("go build otad: %v\n%s", err, out)
+	}
+	shipped, err := os.ReadFile("otad.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, board := range []struct {
+		name, slotA, slotB, bootloader string
+		want                           []string
+	}{
+		{"uboot", "/dev/mmcblk0p2", "/dev/mmcblk0p3", "type = \"uboot\"\nenv_config = \"FW\"",
+			[]string{"DeviceAllow=/dev/mmcblk0p2 rw", "DeviceAllow=/dev/mmcblk0boot1 rw", "ReadWritePaths=-/var/lock"}},
+		{"grub", "/dev/vda2", "/dev/vda3", "type = \"grub\"\nenv_file = \"/boot/efi/EFI/BOOT/grubenv\"",
+			[]string{"DeviceAllow=/dev/vda3 rw", "ReadWritePaths=-/boot/efi/EFI/BOOT"}},
+	} {
+		t.Run(board.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fw := filepath.Join(dir, "fw_env.config")
+			os.WriteFile(fw, []byte("/dev/mmcblk0boot1 0x0 0x4000\n/dev/mmcblk0boot1 0x4000 0x4000\n"), 0o644)
+			cfg := strings.NewReplacer(`compatible = ""`, `compatible = "acme,gw-v2"`, `A = ""`, `A = "`+board.slotA+`"`, `B = ""`, `B = "`+board.slotB+`"`,
+				"type = \"uboot\"                   # uboot | grub: check it is your board's\nenv_config = \"/etc/fw_env.config\"",
+				strings.Replace(board.bootloader, "FW", fw, 1)).Replace(string(shipped))
+			cfgPath := filepath.Join(dir, "otad.toml")
+			os.WriteFile(cfgPath, []byte(cfg), 0o644)
+			dropin, err := exec.Command(otadBin, "config", "check", "-file-only", "--unit-dropin", "-c", cfgPath).Output()
+			if err != nil {
+				t.Fatalf("otad config check --unit-dropin: %v\n%s", err, cfg)
+			}
+			for _, w := range board.want {
+				if !strings.Contains(string(dropin), w+"\n") {
+					t.Errorf("drop-in lacks %q:\n%s", w, dropin)
+				}
+			}
+			units := filepath.Join(dir, "units")
+			os.MkdirAll(filepath.Join(units, "otad.service.d"), 0o755)
+			fake := filepath.Join(dir, "otad-bin")
+			os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755)
+			os.WriteFile(filepath.Join(units, "otad.service"), []byte(strings.Replace(string(unit), "/usr/bin/otad", fake, 1)), 0o644)
+			os.WriteFile(filepath.Join(units, "otad.service.d", "board.conf"), dropin, 0o644)
+			cmd := exec.Command(bin, "verify", "otad.service")
+			// The unit and its drop-in directory, found by name as systemd
+			// finds them (not ./otad.service, which is the unit alone).
+			cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+units+":")
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			var ours []string
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "otad.service") || strings.Contains(l, "board.conf") {
+					ours = append(ours, l)
+				}
+			}
+			if err != nil || len(ours) > 0 {
+				t.Fatalf("systemd-analyze verify with the drop-in: %v\n%s\n%s", err, out, dropin)
+			}
+		})
+	}
+}
+
 // The shipped config does not run as it is: every value that is the
 // board's is empty, and the errors name each one. Filled in, it parses with
 // the defaults it documents.
