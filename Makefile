@@ -95,10 +95,12 @@ demo:
 	$(GO) run ./cmd/otasim demo
 
 # QEMU image tests under TCG: OVMF + GRUB + Debian's amd64 kernel (TestQEMU, about
-# 5 minutes) and a real U-Boot on arm64 virt + Debian's arm64 kernel (TestUBoot,
-# about 2 minutes; scripts/e2e-arm64-deps fetches the arm64 parts), otad in both.
+# 5 minutes), a real U-Boot on arm64 virt + Debian's arm64 kernel (TestUBoot,
+# about 2 minutes; scripts/e2e-arm64-deps fetches the arm64 parts), otad in both;
+# and a Debian guest with systemd as PID 1 and the shipped .deb (TestSystemd,
+# about 6 minutes, plus 2 for a first debootstrap, cached in ~/.cache/otad-e2e/systemd).
 e2e:
-	$(GO) test -tags e2e -v -count=1 -timeout 25m ./e2e/
+	$(GO) test -tags e2e -v -count=1 -timeout 35m ./e2e/
 
 fuzz:
 	./scripts/fuzz-smoke $${FUZZTIME:-60s}

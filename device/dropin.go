@@ -16,12 +16,10 @@ import (
 // holds what is this board's (docs/operating.md#7-systemd).
 const DropinPath = "/etc/systemd/system/otad.service.d/board.conf"
 
-// The unit's own paths: writable without a drop-in (StateDirectory=,
-// RuntimeDirectory=).
-const (
-	unitStateDir   = "/var/lib/otad"
-	unitRuntimeDir = "/run/otad"
-)
+// unitStateDir is writable without a drop-in (StateDirectory=); so is /run,
+// which ProtectSystem=strict leaves writable (TestSystemd saw the
+// fw_printenv lock in /run/lock written).
+const unitStateDir = "/var/lib/otad"
 
 // emmcBoot is an eMMC boot partition, read-only under Linux until its
 // force_ro is 0, which the unit cannot write (ProtectKernelTunables=).
@@ -31,8 +29,7 @@ var emmcBoot = regexp.MustCompile(`^/dev/(mmcblk[0-9]+boot[0-9]+)$`)
 // sandbox (DevicePolicy=closed, ProtectSystem=strict): each device otad
 // opens for writing (the slots, a U-Boot environment on a device) allowed,
 // each file it writes outside its state and runtime directories writable
-// (the grubenv's directory on the ESP, a file-backed environment, the
-// fw_printenv lock). fileOnly: the fw_env.config may not be on this machine.
+// (the grubenv's directory on the ESP, a file-backed environment). fileOnly: the fw_env.config may not be on this machine.
 func unitDropin(c *config.Config, fileOnly bool) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: this board's devices and paths for otad.service,\n", DropinPath)
@@ -51,7 +48,7 @@ func unitDropin(c *config.Config, fileOnly bool) (string, error) {
 				notes = append(notes, fmt.Sprintf("# %s is an eMMC boot partition: set /sys/block/%s/force_ro to 0 at boot outside otad\n"+
 					"# (the unit cannot write /sys), e.g. /etc/tmpfiles.d/otad.conf: w /sys/block/%s/force_ro - - - - 0\n", p, m[1], m[1]))
 			}
-		case !within(p, unitStateDir) && !within(p, unitRuntimeDir) && !slices.Contains(paths, p):
+		case !within(p, unitStateDir) && !within(p, "/run") && !slices.Contains(paths, p):
 			paths = append(paths, p)
 			fmt.Fprintf(&b, "# %s\nReadWritePaths=-%s\n", why, p)
 		}
@@ -71,8 +68,8 @@ func unitDropin(c *config.Config, fileOnly bool) (string, error) {
 		default:
 			return "", fmt.Errorf("%s: bootloader.env_config: %w", c.Path, err)
 		}
-		// fw_printenv and fw_setenv share this lock with otad; /var/lock is /run/lock.
-		add(filepath.Dir(uboot.DefaultLockFile), "the lock fw_printenv and fw_setenv share with otad ("+uboot.DefaultLockFile+")")
+		// The lock fw_printenv shares with otad is in /var/lock, which is
+		// /run/lock: ProtectSystem=strict leaves /run writable (TestSystemd).
 	case "grub", "sim":
 		// The grubenv is rewritten in place (GRUB finds it by its blocks);
 		// the sim bootloader replaces its file, hence the directory.

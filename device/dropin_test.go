@@ -29,8 +29,8 @@ B = "/dev/disk/by-partlabel/rootB"
 type = "uboot"
 env_config = "` + fw + `"
 `, []string{"[Service]\n", "DeviceAllow=/dev/mmcblk0p2 rw\n", "DeviceAllow=/dev/disk/by-partlabel/rootB rw\n",
-			"DeviceAllow=/dev/mmcblk0boot1 rw\n", "ReadWritePaths=-/var/lock\n", "force_ro - - - - 0"},
-			[]string{"/var/lib/otad", "/run/otad", "/boot/efi"}},
+			"DeviceAllow=/dev/mmcblk0boot1 rw\n", "force_ro - - - - 0"},
+			[]string{"/var/lib/otad", "/run/otad", "/boot/efi", "ReadWritePaths"}},
 		{"grub on EFI, state elsewhere", `compatible = "acme,pc"
 state_dir = "/data/otad"
 [slots]

@@ -188,8 +188,12 @@ const (
 	PartData  = 4 // otad's state_dir: the journal must survive reboots
 )
 
-// Layout sizes the partitions, in MiB.
-type Layout struct{ ESP, Slot, Data int }
+// Layout sizes the partitions, in MiB. BootName is partition 1's GPT name:
+// "ESP" when empty (a PC); a U-Boot board's boot partition is "boot".
+type Layout struct {
+	ESP, Slot, Data int
+	BootName        string
+}
 
 // DefaultLayout fits a Debian kernel plus a ~6 MB initramfs per slot.
 func DefaultLayout() Layout { return Layout{ESP: 32, Slot: 48, Data: 16} }
@@ -221,8 +225,12 @@ func BuildDisk(ctx context.Context, path string, l Layout, images map[int]string
 	}
 	f.Close()
 	// No -q: with it sgdisk exits 0 without writing anything (docs/e2e.md).
+	boot, bootType := "ESP", "EF00"
+	if l.BootName != "" {
+		boot, bootType = l.BootName, "0700"
+	}
 	_, err = run(ctx, "sgdisk",
-		"-n", fmt.Sprintf("1:2048:+%dM", l.ESP), "-t", "1:EF00", "-c", "1:ESP",
+		"-n", fmt.Sprintf("1:2048:+%dM", l.ESP), "-t", "1:"+bootType, "-c", "1:"+boot,
 		"-n", fmt.Sprintf("2:0:+%dM", l.Slot), "-t", "2:8300", "-c", "2:rootA",
 		"-n", fmt.Sprintf("3:0:+%dM", l.Slot), "-t", "3:8300", "-c", "3:rootB",
 		"-n", fmt.Sprintf("4:0:+%dM", l.Data), "-t", "4:8300", "-c", "4:data",

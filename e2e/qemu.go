@@ -52,6 +52,32 @@ func (m Machine) Args() []string {
 	}
 }
 
+// DirectMachine boots a kernel QEMU loads itself (-kernel, -initrd,
+// -append), as a board's bootloader hands one over: no firmware, no GRUB.
+// Disks are virtio disks in order (vda, vdb, ...). Each run is one boot
+// (-no-reboot).
+type DirectMachine struct {
+	Kernel, Initrd, Append string
+	Disks                  []string
+	Timeout                time.Duration
+}
+
+// Args is the QEMU command line (TCG, as Machine).
+func (m DirectMachine) Args() []string {
+	args := []string{"-accel", "tcg", "-cpu", "max", "-M", "q35", "-m", "512", "-smp", "1",
+		"-kernel", m.Kernel, "-initrd", m.Initrd, "-append", m.Append}
+	for i, d := range m.Disks {
+		args = append(args, "-drive", fmt.Sprintf("if=none,id=d%d,format=raw,file=%s", i, d), "-device", fmt.Sprintf("virtio-blk-pci,drive=d%d", i))
+	}
+	return append(args, "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0,romfile=",
+		"-nographic", "-serial", "stdio", "-monitor", "none", "-no-reboot")
+}
+
+// Start boots the machine with its console going to logPath.
+func (m DirectMachine) Start(logPath string) (*Run, error) {
+	return startQEMU("qemu-system-x86_64", m.Args(), m.Timeout, logPath)
+}
+
 // DefaultFatalLines end a wait at once: the guest cannot get further.
 func DefaultFatalLines() []*regexp.Regexp {
 	return []*regexp.Regexp{

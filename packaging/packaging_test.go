@@ -84,7 +84,7 @@ func TestUnitAndBoardDropinVerify(t *testing.T) {
 		want                           []string
 	}{
 		{"uboot", "/dev/mmcblk0p2", "/dev/mmcblk0p3", "type = \"uboot\"\nenv_config = \"FW\"",
-			[]string{"DeviceAllow=/dev/mmcblk0p2 rw", "DeviceAllow=/dev/mmcblk0boot1 rw", "ReadWritePaths=-/var/lock"}},
+			[]string{"DeviceAllow=/dev/mmcblk0p2 rw", "DeviceAllow=/dev/mmcblk0boot1 rw"}},
 		{"grub", "/dev/vda2", "/dev/vda3", "type = \"grub\"\nenv_file = \"/boot/efi/EFI/BOOT/grubenv\"",
 			[]string{"DeviceAllow=/dev/vda3 rw", "ReadWritePaths=-/boot/efi/EFI/BOOT"}},
 	} {
