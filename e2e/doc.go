@@ -7,7 +7,11 @@
 //     the second pflash, the shipped boot.cmd (and RAUC's example script),
 //     otad's uboot backend reaching the env through that flash given to Linux
 //     as a second virtio disk (TestUBoot). Each QEMU run is one boot attempt
-//     (-no-reboot), so U-Boot's own counting is what the scenarios watch.
+//     (-no-reboot), so U-Boot's own counting is what the scenarios watch;
+//   - a Debian bookworm guest with systemd as PID 1 (debootstrap, cached
+//     under ~/.cache/otad-e2e/systemd) and otad's .deb, on the x86_64 PC and
+//     on a U-Boot style layout (TestSystemd): the shipped unit under a real
+//     systemd.
 //
 // The helpers build everything from Debian tools without loop devices or
 // mounts: a busybox initramfs per slot userland (the root stays in RAM, so
