@@ -15,13 +15,24 @@ const seenAhead = 366 * 24 * time.Hour
 // clockFloor is the earliest the checks' clock can be (docs/contract/checks.md): the newest
 // of the build time, the newest accepted issued_at and the last time seen.
 func (a *Agent) clockFloor() time.Time {
-	f := a.cfg.BuildTime
-	for _, t := range []time.Time{a.state.NewestIssuedAt, a.persisted.LastSeen} {
+	return clockFloor(a.cfg.BuildTime, a.state.NewestIssuedAt, a.persisted.LastSeen)
+}
+
+func clockFloor(f time.Time, ts ...time.Time) time.Time {
+	for _, t := range ts {
 		if t.After(f) {
 			f = t
 		}
 	}
 	return f
+}
+
+// FactsOf are the facts the checks would judge an offer against on a
+// device whose journal holds s, booted from booted, built at buildTime:
+// what `otad info` judges by without running the agent.
+func FactsOf(s State, booted ota.Slot, buildTime time.Time) Facts {
+	return Facts{SecurityFloor: s.SecurityFloor, NewestIssuedAt: s.NewestIssuedAt,
+		InactiveSlot: booted.Other(), ClockFloor: clockFloor(buildTime, s.NewestIssuedAt, s.LastSeen)}
 }
 
 // now is the clock, never earlier than the floor.

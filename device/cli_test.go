@@ -15,10 +15,13 @@ import (
 func TestHelp(t *testing.T) {
 	clitest.Run(t, func(args ...string) (int, string, string) { return otad(t, args...) }, []clitest.Case{
 		{Args: []string{"help"}, Stdout: "usage: otad COMMAND"},
-		{Args: []string{"-h"}, Stdout: "  install FILE "},
+		{Args: []string{"-h"}, Stdout: "  install [--payload P] FILE "},
 		{Args: []string{"--help"}, Stdout: "  config check "},
 		{Args: []string{"-help"}, Stdout: "Exit codes: 0 ok"},
-		{Args: []string{"help", "install"}, Stdout: "usage: otad install [-c FILE] [-v] [flags] FILE"},
+		{Args: []string{"help", "install"}, Stdout: "usage: otad install [-c FILE] [-v] [flags] [--payload P] FILE"},
+		{Args: []string{"install", "-h"}, Stdout: "-payload string"},
+		{Args: []string{"info", "-h"}, Stdout: "usage: otad info"},
+		{Args: []string{"info"}, Code: 2, Stderr: "want 1 arguments"},
 		{Args: []string{"install", "-h"}, Stdout: "usage: otad install"},
 		{Args: []string{"status", "--help"}, Stdout: "-json"},
 		{Args: []string{"run", "-h"}, Stdout: "usage: otad run"},

@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 
@@ -15,7 +16,10 @@ import (
 func cmdInstall(e *env, args []string) int {
 	// The progress display tells the story; -v brings the log back.
 	e.logLevel = slog.LevelWarn
-	pos, cfg, code := e.setup(args, 1, nil)
+	var location string
+	pos, cfg, code := e.setup(args, 1, func(fs *flag.FlagSet) {
+		fs.StringVar(&location, "payload", "", "read the payload from this file or URL, not the signed one (a chunked payload: PATH.idx and PATH.store)")
+	})
 	if cfg == nil {
 		return code
 	}
@@ -24,14 +28,30 @@ func cmdInstall(e *env, args []string) int {
 	if err != nil {
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
+	var given *givenPayload
+	if location != "" {
+		if given, err = payloadFor(location, raw); err != nil {
+			return e.fail(ota.ExitUsage, "%v", err)
+		}
+		defer given.close()
+	}
 	client := control.Client{Path: cfg.ControlSocket}
 	stop := e.follow(client.Status)
-	o, err := client.Install(e.ctx, raw)
+	var o ota.Outcome
+	if given != nil {
+		p, files := given.control()
+		o, err = client.InstallPayload(e.ctx, raw, p, files)
+	} else {
+		o, err = client.Install(e.ctx, raw)
+	}
 	stop()
 	if errors.Is(err, control.ErrNoDaemon) {
 		// No daemon: install in this process, under the same lock, until the
 		// offer's outcome is known (or the sim device reboots under it).
 		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) (err error) {
+			if given != nil {
+				n.Sources.Put(verify.EnvelopeDigest(raw), given.source())
+			}
 			stop := e.follow(func(context.Context) (ota.Status, error) { return n.Agent.Status(), nil })
 			o, err = n.Agent.Install(ctx, raw)
 			stop()

@@ -27,9 +27,10 @@ type command struct {
 
 // commands is otad's command table (docs/contract/commands.md), in the order the usage lists it.
 func commands() ([]string, map[string]command) {
-	return []string{"run", "install", "status", "mark-good", "mark-bad", "config", "version"}, map[string]command{
+	return []string{"run", "install", "info", "status", "mark-good", "mark-bad", "config", "version"}, map[string]command{
 		"run":       {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},
-		"install":   {"FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
+		"install":   {"[--payload P] FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
+		"info":      {"FILE", "what an offer is, and whether this device would install it (nothing fetched)", cmdInfo},
 		"status":    {"[--json]", "booted slot, slot contents, state, last result", cmdStatus},
 		"mark-good": {"", "commit the booted slot", cmdMark},
 		"mark-bad":  {"", "reject the booted slot and return to the other one", cmdMark},
@@ -42,9 +43,9 @@ func usage(w io.Writer) {
 	order, cmds := commands()
 	fmt.Fprintf(w, "usage: otad COMMAND [-c FILE] [-v] [args]\n\ncommands:\n")
 	for _, n := range order {
-		fmt.Fprintf(w, "  %-19s %s\n", strings.TrimSpace(n+" "+cmds[n].args), cmds[n].summary)
+		fmt.Fprintf(w, "  %-26s %s\n", strings.TrimSpace(n+" "+cmds[n].args), cmds[n].summary)
 	}
-	fmt.Fprintf(w, "  %-19s %s\n", "help [COMMAND]", "this help, or a command's flags")
+	fmt.Fprintf(w, "  %-26s %s\n", "help [COMMAND]", "this help, or a command's flags")
 	fmt.Fprintf(w, "\nEvery command takes -c FILE (default %s) and -v (debug logging).\n", config.DefaultPath)
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage or bad config, 3 offer refused, 4 busy, 5 needs an operator.")
 }

@@ -149,7 +149,7 @@ func TestVerifyChunkedRefusals(t *testing.T) {
 		{"store longer", nil, append(bytes.Clone(store), 0), env, ota.ExitRefused, "size_mismatch"},
 		{"index altered", flip(idx, 40), nil, env, ota.ExitRefused, "index_mismatch: index: sha256"},
 		{"index truncated", idx[:len(idx)-1], nil, env, ota.ExitRefused, "index_mismatch"},
-		{"schema-1 envelope", nil, nil, schema1, ota.ExitUsage, "schema 1"},
+		{"schema-1 envelope: the chunked files are not its payload", nil, nil, schema1, ota.ExitFailure, "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, f := range []struct {
@@ -235,5 +235,55 @@ func TestSignChunkedIndexTooLarge(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(out + "*"); len(files) > 0 {
 		t.Errorf("refused sign wrote %v", files)
+	}
+}
+
+// TestVerifyStreamRefusals: verify --payload checks a stream payload file as
+// a device would, with the device's codes (exit 3).
+func TestVerifyStreamRefusals(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "keygen", filepath.Join(dir, "k"))
+	img := filepath.Join(dir, "img")
+	image := bytes.Repeat([]byte("otad stream payload "), 20000)
+	if err := os.WriteFile(img, image, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gz := filepath.Join(dir, "img.gz")
+	sign := func(args ...string) string {
+		return writeEnvelope(t, t.TempDir(), mustRun(t, append([]string{"sign", "--key", filepath.Join(dir, "k.key"), "--image", img,
+			"--version", "1", "--compatible", "c", "--url", "https://h/p"}, args...)...).stdout)
+	}
+	plain, packed := sign(), sign("--compress", "gzip", "--out-payload", gz)
+	gzBytes, _ := os.ReadFile(gz)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	altered := bytes.Clone(image)
+	altered[len(altered)/2] ^= 1
+	badGz := bytes.Clone(gzBytes)
+	badGz[len(badGz)-6] ^= 1 // in the trailer's CRC
+	for _, tc := range []struct {
+		name, env, file, want string
+	}{
+		{"altered", plain, write("altered", altered), "hash_mismatch"},
+		{"truncated", plain, write("short", image[:len(image)-1]), "size_mismatch"},
+		{"longer", plain, write("long", append(bytes.Clone(image), 0)), "size_mismatch"},
+		{"gzip not the download_size", packed, write("gz-long", append(bytes.Clone(gzBytes), 0)), "size_mismatch"},
+		{"gzip corrupt", packed, write("gz-bad", badGz), "download_failed"},
+		{"not gzip", packed, write("gz-plain", image[:len(gzBytes)]), "download_failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := otactl(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", tc.file, tc.env)
+			if v.code != ota.ExitRefused || !strings.Contains(v.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 3 mentioning %q", v.code, v.stderr, tc.want)
+			}
+		})
+	}
+	if v := otactl(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", gz, packed); v.code != 0 || !strings.Contains(v.stderr, "image size and sha256 OK") {
+		t.Fatalf("the signed gzip file: exit %d %q", v.code, v.stderr)
 	}
 }

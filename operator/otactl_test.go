@@ -206,6 +206,13 @@ func TestKeygenSignVerify(t *testing.T) {
 				if err := os.WriteFile(envFile, []byte(r.stdout), 0o644); err != nil {
 					t.Fatal(err)
 				}
+				payloadFile := out
+				if comp == "none" {
+					payloadFile = img
+				}
+				if v := mustRun(t, "verify", "--pub", name+".pub", "--payload", payloadFile, envFile); !strings.Contains(v.stderr, "image size and sha256 OK") {
+					t.Errorf("verify --payload %s: %q", payloadFile, v.stderr)
+				}
 				v := mustRun(t, "verify", "--pub", name+".pub", envFile)
 				var printed verify.Manifest
 				if err := json.Unmarshal([]byte(v.stdout), &printed); err != nil {

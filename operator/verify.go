@@ -17,7 +17,7 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 	fset := newFlagSet("verify", "--pub P [--pub P2] [--threshold N] [--payload PATH] FILE ('-' reads stdin)", stderr)
 	fset.Var(&pubs, "pub", "trusted public key file (PEM, PKIX); repeatable")
 	threshold := fset.Int("threshold", 1, "distinct trusted keys that must have signed")
-	payloadPath := fset.String("payload", "", "check a chunked payload (schema 2): PATH.idx and PATH.store, every chunk and the image they make")
+	payloadPath := fset.String("payload", "", "check the payload as a device would: the file (decompressed: size and sha256), or a chunked payload's PATH.idx and PATH.store (every chunk and the image they make)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -61,11 +61,14 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	chunks := 0
-	if *payloadPath != "" {
-		if m.Payload.Chunks == nil {
-			return usagef("--payload checks a chunked payload; %s is schema %d", file, m.Schema)
-		}
+	switch {
+	case *payloadPath == "":
+	case m.Payload.Chunks != nil:
 		if chunks, err = checkChunked(ctx, &m.Payload, *payloadPath); err != nil {
+			return err
+		}
+	default:
+		if err := checkStream(&m.Payload, *payloadPath); err != nil {
 			return err
 		}
 	}
@@ -79,8 +82,11 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	fmt.Fprintf(stderr, "%s: signatures OK (%d of %d trusted keys required), manifest OK\n", file, *threshold, kr.Len())
-	if *payloadPath != "" {
+	switch {
+	case *payloadPath != "" && m.Payload.Chunks != nil:
 		fmt.Fprintf(stderr, "%s.idx, %s.store: index OK, %d chunks OK, image sha256 OK\n", *payloadPath, *payloadPath, chunks)
+	case *payloadPath != "":
+		fmt.Fprintf(stderr, "%s: image size and sha256 OK\n", *payloadPath)
 	}
 	return nil
 }

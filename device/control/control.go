@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,8 +34,9 @@ type Handler interface {
 const MaxRequest = 512 << 10
 
 type request struct {
-	Op       string `json:"op"`
-	Envelope []byte `json:"envelope,omitempty"`
+	Op       string   `json:"op"`
+	Envelope []byte   `json:"envelope,omitempty"`
+	Payload  *Payload `json:"payload,omitempty"`
 }
 
 type response struct {
@@ -110,7 +112,19 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	var req request
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := json.NewDecoder(io.LimitReader(c, MaxRequest)).Decode(&req); err != nil {
+	first, files, err := readFirst(c)
+	defer func() {
+		for _, f := range files {
+			f.Close() // the handler keeps what it needs open (dup)
+		}
+	}()
+	if err == nil {
+		err = json.NewDecoder(io.LimitReader(io.MultiReader(bytes.NewReader(first), c), MaxRequest)).Decode(&req)
+	}
+	if err == nil && req.Payload != nil {
+		err = req.Payload.receive(files)
+	}
+	if err != nil {
 		json.NewEncoder(c).Encode(response{Error: "bad request: " + err.Error()})
 		return
 	}
@@ -126,7 +140,18 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	var resp response
 	switch req.Op {
 	case "install":
-		o, err := s.h.InstallFrom(cctx, agent.SourceControl, req.Envelope)
+		var o ota.Outcome
+		var err error
+		if ph, ok := s.h.(PayloadHandler); ok && req.Payload != nil {
+			o, err = ph.InstallWithPayload(cctx, agent.SourceControl, req.Envelope, *req.Payload)
+		} else if req.Payload != nil {
+			for _, f := range req.Payload.Files {
+				f.Close()
+			}
+			err = errors.New("this daemon takes no payload location")
+		} else {
+			o, err = s.h.InstallFrom(cctx, agent.SourceControl, req.Envelope)
+		}
 		if err != nil {
 			resp.Error = err.Error()
 		} else {
@@ -175,7 +200,7 @@ var ErrNoDaemon = errors.New("no otad daemon is running")
 // Client talks to a running daemon.
 type Client struct{ Path string }
 
-func (c Client) call(ctx context.Context, req request) (response, error) {
+func (c Client) call(ctx context.Context, req request, files ...*os.File) (response, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Path)
 	if err != nil {
@@ -187,7 +212,7 @@ func (c Client) call(ctx context.Context, req request) (response, error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
+	if err := writeRequest(conn.(*net.UnixConn), req, files); err != nil {
 		return response{}, fmt.Errorf("control socket %s: %w", c.Path, err)
 	}
 	var resp response

@@ -14,6 +14,7 @@ import (
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 // Options are the daemon's knobs besides the config file.
@@ -161,6 +162,35 @@ func (s served) Status() ota.Status {
 		st.Broker = &ota.BrokerLink{URL: b, Connected: m != nil && m.Connected()}
 	}
 	return st
+}
+
+// InstallWithPayload installs an envelope whose payload is read from where
+// the person gave it (otad install --payload): the node's Sources hold it
+// while the offer is taken up, and after, while it waits as pending.
+func (s served) InstallWithPayload(ctx context.Context, source string, raw []byte, p control.Payload) (ota.Outcome, error) {
+	src := node.Source{URL: p.URL, IndexURL: p.IndexURL, StoreURL: p.StoreURL, Files: p.Files}
+	for i, role := range p.Passed {
+		u := node.FdURL(p.Files[i])
+		switch role {
+		case "stream":
+			src.URL = u
+		case "index":
+			src.IndexURL = u
+		case "store":
+			src.StoreURL = u
+		}
+	}
+	key := verify.EnvelopeDigest(raw)
+	if key == "" {
+		src.Close()
+		return s.Agent.InstallFrom(ctx, source, raw) // refused as it is
+	}
+	s.d.node.Sources.Put(key, src)
+	o, err := s.Agent.InstallFrom(ctx, source, raw)
+	if err != nil || o.Result != ota.ResultPending {
+		s.d.node.Sources.Drop(key)
+	}
+	return o, err
 }
 
 // watchdogInterval is half the unit's WatchdogSec, or a quiet default.

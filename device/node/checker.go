@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
@@ -14,6 +15,17 @@ type checker struct {
 	slots  map[ota.Slot]slots.Target
 	policy verify.Policy
 	clock  agent.Clock
+}
+
+// newChecker is the offer checks of cfg's policy on the trusted keys and
+// the slots' capacity.
+func newChecker(cfg *config.Config, keys *Keys, targets map[ota.Slot]slots.Target, clock agent.Clock) *checker {
+	dl := cfg.Download
+	return &checker{keys: keys, slots: targets, clock: clock, policy: verify.Policy{
+		DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
+		ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
+		Chunked: true,
+	}}
 }
 
 func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {

@@ -19,6 +19,7 @@ type installer struct {
 	retry    backoff.Policy
 	client   *http.Client
 	schemes  []string
+	sources  *Sources // payloads given by hand (otad install --payload)
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
@@ -27,11 +28,18 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 		Payload: t.Payload, Target: in.slots[t.Slot], Booted: in.slots[in.booted], Readback: in.readback, Retry: in.retry,
 		HTTPClient: in.client, Schemes: in.schemes, Progress: progress,
 	}
+	if src, ok := in.sources.get(t.Key()); ok {
+		var err error
+		if sj.Payload, sj.Schemes, err = src.apply(t.Payload, in.schemes); err != nil {
+			return err
+		}
+		t.Payload = sj.Payload
+	}
 	var err error
 	if c := t.Payload.Chunks; c != nil {
 		sj.URL = c.StoreURL
 		err = slots.WriteChunked(ctx, slots.ChunkedJob{
-			Job: sj, IndexURL: c.IndexURL, Expect: verify.Expect(&t.Payload),
+			Job: sj, IndexURL: t.Payload.Chunks.IndexURL, Expect: verify.Expect(&t.Payload),
 			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
 		})
 	} else {

@@ -16,7 +16,6 @@ import (
 	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
-	"github.com/otad/otad/verify"
 )
 
 // OfferSettle is how long network offers gather before the newest is taken:
@@ -49,6 +48,8 @@ type Node struct {
 	Booted ota.Slot
 	BootID string
 	Keys   *Keys
+	// Sources are payloads given by hand for an offer (otad install --payload).
+	Sources *Sources
 }
 
 // Parts are the pieces behind the agent's interfaces, as Build makes them
@@ -56,10 +57,11 @@ type Node struct {
 // before Assemble: tests wrap them to inject faults. A simulated device
 // makes them on storage of its own (NewParts).
 type Parts struct {
-	Deps   agent.Deps
-	Booted ota.Slot
-	BootID string
-	Keys   *Keys
+	Deps    agent.Deps
+	Booted  ota.Slot
+	BootID  string
+	Keys    *Keys
+	Sources *Sources
 }
 
 // Open builds the parts from cfg and assembles the node. The caller holds
@@ -128,25 +130,27 @@ type Storage struct {
 // commit, reboot); cfg's paths are not used.
 func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 	dl := cfg.Download
+	sources := &Sources{}
 	return &Parts{
 		Deps: agent.Deps{
 			Store:      st.Journal,
 			Bootloader: orderedBootloader{st.Boot},
 			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, readback: *cfg.Slots.Readback,
 				retry:  backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				client: st.Client, schemes: dl.Schemes},
-			Checker: &checker{keys: st.Keys, slots: st.Slots, clock: opt.Clock, policy: verify.Policy{
-				DeviceID: cfg.DeviceID, Compatible: cfg.Compatible, Threshold: cfg.Trust.Threshold,
-				ClockSkew: cfg.Trust.ClockSkew.Duration, Schemes: dl.Schemes, SkewAllowance: cfg.Trust.SkewAllowance.Duration,
-				Chunked: true,
-			}},
+				client: st.Client, schemes: dl.Schemes, sources: sources},
+			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),
 			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
 			Clock:      opt.Clock,
 			Publishers: opt.Publishers,
 		},
-		Booted: st.Booted, BootID: st.BootID, Keys: st.Keys,
+		Booted: st.Booted, BootID: st.BootID, Keys: st.Keys, Sources: sources,
 	}
+}
+
+// policy is the agent's policy from cfg.
+func policy(cfg *config.Config) agent.Policy {
+	return agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3}
 }
 
 // Assemble builds the agent on p with the policy of cfg.
@@ -155,7 +159,7 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 		DeviceID:     cfg.DeviceID,
 		AgentVersion: opt.AgentVersion,
 		Groups:       cfg.MQTT.Groups,
-		Policy:       agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3},
+		Policy:       policy(cfg),
 		CommitWindow: cfg.Commit.Window.Duration,
 		Logger:       opt.logger(),
 		OfferSettle:  OfferSettle,
@@ -165,7 +169,7 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{Config: cfg, Agent: a, Booted: p.Booted, BootID: p.BootID, Keys: p.Keys}, nil
+	return &Node{Config: cfg, Agent: a, Booted: p.Booted, BootID: p.BootID, Keys: p.Keys, Sources: p.Sources}, nil
 }
 
 // Run runs the agent on the booted slot until ctx ends or the device reboots.
