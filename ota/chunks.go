@@ -45,12 +45,14 @@ const (
 )
 
 // Delta is one entry of payload.chunks.deltas: the deltas of this image's
-// chunks against the image whose sha256 is From, in one file at URL (its
+// chunks against the image whose sha256 is From and size FromSize (a booted
+// slot whose first FromSize bytes hash to From holds it), in one file at URL (its
 // index, IndexSize bytes hashing to IndexSHA256 and listing Count chunks,
 // then the deltas), and Fetch, the bytes a device whose booted slot holds
 // From fetches in all when it uses them.
 type Delta struct {
 	From        string `json:"from"`
+	FromSize    int64  `json:"from_size"`
 	URL         string `json:"url"`
 	Size        int64  `json:"size"`
 	IndexSize   int64  `json:"index_size"`

@@ -17,6 +17,8 @@ import (
 // slot, one after another.
 const (
 	DeltaHeaderSize = 96
+	// maxFromSize bounds an older image's size, so that offsets inside it never overflow.
+	maxFromSize     = 1 << 62
 	DeltaRecordSize = 64
 	MaxRanges       = 4
 
@@ -39,10 +41,16 @@ func DeltaIndexSize(count int64) int64 {
 // DeltaExpect is what a manifest's payload.chunks.deltas entry says of its file.
 type DeltaExpect struct {
 	From        string // sha256 of the older image, 64 hex digits
+	FromSize    int64  // its size: a booted slot whose first FromSize bytes hash to From holds it
 	IndexSize   int64
 	IndexSHA256 string
 	Count       int64
 	Size        int64 // the whole file: the index, then the deltas
+}
+
+// DeltaExpectOf is what the manifest's entry d says of its file.
+func DeltaExpectOf(d ota.Delta) DeltaExpect {
+	return DeltaExpect{From: d.From, FromSize: d.FromSize, IndexSize: d.IndexSize, IndexSHA256: d.IndexSHA256, Count: d.Count, Size: d.Size}
 }
 
 // Range is bytes [Off, Off+Len) of the older image.
@@ -119,6 +127,8 @@ func (w DeltaExpect) Validate(at string) error {
 		return bad("index_sha256", "want 64 hex digits")
 	}
 	switch {
+	case w.FromSize < 1 || w.FromSize > maxFromSize:
+		return bad("from_size", "%d: want 1 to %d bytes", w.FromSize, int64(maxFromSize))
 	case w.Count < 1 || raw < 0 || raw > MaxIndexSize:
 		return bad("count", "%d: want 1 to %d records", w.Count, (MaxIndexSize-DeltaHeaderSize)/DeltaRecordSize)
 	case w.IndexSize < 1 || w.IndexSize > maxCompressed(raw):
@@ -131,8 +141,8 @@ func (w DeltaExpect) Validate(at string) error {
 
 // ParseDelta checks data, a delta index as fetched (the first IndexSize bytes of the
 // delta file), against the manifest's entry and x, the index it is for: its size and
-// sha256, then the header (the older image it is keyed to, the index it belongs to,
-// the count and the frames' size), then every record: chunks in order, each in x and
+// sha256, then the header (the older image it is keyed to and its size, the index it
+// belongs to, the count and the frames' size), then every record: chunks in order, each in x and
 // not a zero chunk, a delta shorter than the chunk as stored, 1 to MaxRanges ranges
 // inside the older image making a dictionary of at most MaxDict(x) bytes. Refusals are
 // index_mismatch naming the field under at.
@@ -166,8 +176,8 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 		return nil, bad("index.header.from", "%x, the manifest says %x", raw[8:40], from)
 	case [32]byte(raw[40:72]) != to:
 		return nil, bad("index.header.index_sha256", "%x: deltas for another index (this one's is %x)", raw[40:72], to)
-	case d.FromSize <= 0 || d.FromSize > 1<<62:
-		return nil, bad("index.header.from_size", "%d", d.FromSize)
+	case d.FromSize != want.FromSize:
+		return nil, bad("index.header.from_size", "%d, the manifest says %d", d.FromSize, want.FromSize)
 	case binary.LittleEndian.Uint64(raw[80:88]) != uint64(want.Count):
 		return nil, bad("index.header.count", "%d, the manifest says %d", binary.LittleEndian.Uint64(raw[80:88]), want.Count)
 	case binary.LittleEndian.Uint64(raw[88:96]) != uint64(want.Size-want.IndexSize):

@@ -2,7 +2,12 @@ package payload
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"io"
+	"maps"
+	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/otad/otad/internal/testkit/imagetest"
 	"github.com/otad/otad/ota"
@@ -71,4 +76,76 @@ func TestDeltaRebuildsChunks(t *testing.T) {
 	}
 	t.Logf("image %d, store %d, index %d; held %d, rebuilt %d from %d deltas (%d bytes, index %d), fetched whole %d (%d stored): fetch %d",
 		len(newImg), p.new.res.StoreSize, len(p.new.res.Index), p.res.Held, p.res.Rebuilt, p.res.Count, p.res.DeltasSize, len(p.res.Index), p.res.Full, p.res.FullStored, p.res.Fetch(p.x))
+}
+
+// TestPrefixSums: one read of a stream gives the sha256 of each prefix asked for,
+// whatever the sizes' order and the reads' sizes; a prefix longer than the stream has
+// none.
+func TestPrefixSums(t *testing.T) {
+	data := testImage(300000, 5000, 7)
+	sum := func(n int) [sha256.Size]byte { return sha256.Sum256(data[:n]) }
+	for _, tc := range []struct {
+		name  string
+		sizes []int64
+		read  func(io.Reader) io.Reader
+		want  map[int64][sha256.Size]byte
+	}{
+		{"one, whole reads", []int64{100000}, func(r io.Reader) io.Reader { return r }, map[int64][sha256.Size]byte{100000: sum(100000)}},
+		{"several, unordered, one byte at a time", []int64{4096, 1, 299999, 4096}, iotest.OneByteReader,
+			map[int64][sha256.Size]byte{1: sum(1), 4096: sum(4096), 299999: sum(299999)}},
+		{"the whole stream and past it", []int64{300000, 300001, 0, -5}, iotest.HalfReader, map[int64][sha256.Size]byte{300000: sum(300000)}},
+		{"none", nil, iotest.DataErrReader, map[int64][sha256.Size]byte{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPrefixSums(tc.read(bytes.NewReader(data)), tc.sizes)
+			got, err := io.ReadAll(p)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read %d bytes, err %v", len(got), err)
+			}
+			if !maps.Equal(p.Sums(), tc.want) {
+				t.Fatalf("sums of %v, want %v", slices.Collect(maps.Keys(p.Sums())), slices.Collect(maps.Keys(tc.want)))
+			}
+		})
+	}
+}
+
+// TestDeltaOlderImageSizes: an older image smaller than the new one (the new image's
+// end lies past it) or larger gives a delta index a device accepts, with the older
+// image's size, whatever the store's compression; every delta rebuilds its chunk.
+func TestDeltaOlderImageSizes(t *testing.T) {
+	files := imagetest.Files(30, 3)
+	base := imagetest.Ext4(t, imagetest.Tree(t, files, nil), 24<<20)
+	grown := append(imagetest.Ext4(t, imagetest.Tree(t, imagetest.Updated(files, 1), nil), 24<<20), bytes.Repeat([]byte("appended text, compressible. "), 40000)...)
+	for _, tc := range []struct {
+		name           string
+		oldImg, newImg []byte
+	}{
+		{"older smaller", base, grown},
+		{"older larger", grown, base},
+	} {
+		for _, comp := range []ota.Compression{ota.CompressionZstd, ota.CompressionNone} {
+			t.Run(tc.name+"/"+string(comp), func(t *testing.T) {
+				p := makeDeltaPair(t, tc.oldImg, tc.newImg, Options{Chunking: ota.ChunkingCDC, Compression: comp})
+				if p.res.FromSize != int64(len(tc.oldImg)) || p.res.Expect().FromSize != int64(len(tc.oldImg)) {
+					t.Fatalf("from_size %d, want %d", p.res.FromSize, len(tc.oldImg))
+				}
+				d := p.parse(t)
+				dec, err := NewDeltaDecoder(p.x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dec.Close()
+				for k := range d.Count() {
+					dc := d.At(k)
+					c := p.x.Chunk(dc.Chunk)
+					got, err := dec.Decode(dc, p.frame(dc), bytes.NewReader(tc.oldImg))
+					if err != nil || !bytes.Equal(got, tc.newImg[c.Offset:c.Offset+int64(c.Length)]) {
+						t.Fatalf("delta %d: %v", k, err)
+					}
+				}
+				t.Logf("%d deltas; held %d, rebuilt %d, whole %d; fetch %d, without deltas %d",
+					d.Count(), p.res.Held, p.res.Rebuilt, p.res.Full, p.res.Fetch(p.x), p.res.FetchChunks(p.x))
+			})
+		}
+	}
 }

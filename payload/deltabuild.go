@@ -24,8 +24,21 @@ type DeltaResult struct {
 	Count       int64 // chunks with a delta
 	DeltasSize  int64 // bytes of deltas after the index
 	// Image bytes the older image holds (chunks found by hash), that deltas
-	// rebuild, and that are fetched whole (the stored bytes: FullStored).
-	Held, Rebuilt, Full, FullStored int64
+	// rebuild, and that are fetched whole; and the stored bytes of the chunks
+	// fetched whole and of those the deltas rebuild (what a device holding the
+	// older image would fetch of them without deltas).
+	Held, Rebuilt, Full, FullStored, RebuiltStored int64
+}
+
+func (r *DeltaResult) addFull(c Chunk) {
+	r.Full += int64(c.Length)
+	r.FullStored += int64(c.StoreLength)
+}
+
+// FetchChunks is what a device whose booted slot holds the older image fetches
+// without the deltas: the index x and the chunks it does not hold, whole.
+func (r *DeltaResult) FetchChunks(x *Index) int64 {
+	return int64(len(x.Bytes())) + r.FullStored + r.RebuiltStored
 }
 
 // Size is the delta file's size.
@@ -40,7 +53,7 @@ func (r *DeltaResult) Fetch(x *Index) int64 {
 // Entry is the manifest's payload.chunks.deltas entry for the file served at url.
 func (r *DeltaResult) Entry(url string, x *Index) ota.Delta {
 	return ota.Delta{
-		From: hex.EncodeToString(r.From[:]), URL: url, Size: r.Size(),
+		From: hex.EncodeToString(r.From[:]), FromSize: r.FromSize, URL: url, Size: r.Size(),
 		IndexSize: int64(len(r.Index)), IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
 		Count: r.Count, Fetch: r.Fetch(x),
 	}
@@ -49,7 +62,7 @@ func (r *DeltaResult) Entry(url string, x *Index) ota.Delta {
 // Expect is what the manifest entry of r says, for ParseDelta.
 func (r *DeltaResult) Expect() DeltaExpect {
 	return DeltaExpect{
-		From: hex.EncodeToString(r.From[:]), IndexSize: int64(len(r.Index)),
+		From: hex.EncodeToString(r.From[:]), FromSize: r.FromSize, IndexSize: int64(len(r.Index)),
 		IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]), Count: r.Count, Size: r.Size(),
 	}
 }
@@ -98,6 +111,12 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		}
 		shifts := append(sim.shifts(b, c.Offset), neighbourShifts(x, i, heldAt)...)
 		rs := dictRanges(append(shifts, shift{}), c.Offset, int64(c.Length), oldSize, maxDict)
+		if len(rs) == 0 {
+			// Nothing of the older image near it (a chunk past its end): a delta
+			// needs a dictionary, so the chunk is fetched whole.
+			res.addFull(c)
+			continue
+		}
 		slices.Reverse(rs) // the heaviest nearest the chunk: shorter offsets
 		dict = dict[:0]
 		for _, r := range rs {
@@ -113,8 +132,7 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		frame = enc.EncodeAll(b, frame[:0])
 		// A record costs a few bytes of index: a delta must save more than that.
 		if len(frame)+DeltaRecordSize >= c.StoreLength {
-			res.Full += int64(c.Length)
-			res.FullStored += int64(c.StoreLength)
+			res.addFull(c)
 			continue
 		}
 		if _, err := deltas.Write(frame); err != nil {
@@ -128,6 +146,7 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		res.Count++
 		res.DeltasSize += int64(len(frame))
 		res.Rebuilt += int64(c.Length)
+		res.RebuiltStored += int64(c.StoreLength)
 	}
 	putDeltaHeader(raw, res.From, sha256.Sum256(x.Bytes()), oldSize, res.Count, res.DeltasSize)
 	if res.Index, err = compressIndex(raw); err != nil {

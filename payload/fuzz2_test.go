@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -92,9 +93,10 @@ func FuzzParseDelta(f *testing.F) {
 	raw, _ := decompressExact(p.res.Index, DeltaIndexSize(p.res.Count))
 	f.Add(raw, p.res.Size())
 	f.Fuzz(func(t *testing.T, data []byte, size int64) {
-		want := DeltaExpect{From: p.res.Expect().From, Count: 1, Size: size}
+		want := DeltaExpect{From: p.res.Expect().From, FromSize: p.res.FromSize, Count: 1, Size: size}
 		if raw, err := decompressUpTo(data, MaxIndexSize); err == nil && len(raw) >= DeltaHeaderSize {
 			want.Count = int64((len(raw) - DeltaHeaderSize) / DeltaRecordSize)
+			want.FromSize = int64(binary.LittleEndian.Uint64(raw[72:80]))
 		}
 		want.IndexSize, want.IndexSHA256 = int64(len(data)), expectFor(data, Expect{}).IndexSHA256
 		d, err := ParseDelta(data, want, p.x, "delta")

@@ -137,23 +137,33 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	if want.cdc() {
 		return parseIndex2(data, want)
 	}
-	if err := checkHeader(data[:HeaderSize], want); err != nil {
+	if err := checkHeader(data[:HeaderSize], want, version); err != nil {
 		return nil, err
 	}
+	x := newIndex(version, want, data, data[HeaderSize:])
+	if err := x.checkRecords(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// newIndex is the Index of data whose records (after the header, decompressed) are
+// to be checked, with room for the offsets the check fills in.
+func newIndex(v int, want Expect, data, records []byte) *Index {
 	x := &Index{
-		version:     version,
+		version:     v,
 		chunkSize:   want.ChunkSize,
 		imageSize:   want.ImageSize,
 		storeSize:   want.StoreSize,
 		compression: want.Compression,
 		data:        data,
-		records:     data[HeaderSize:],
+		records:     records,
 		offsets:     make([]int64, want.ChunkCount),
 	}
-	if err := x.checkRecords(); err != nil {
-		return nil, err
+	if v == version2 {
+		x.imgOffsets = make([]int64, want.ChunkCount)
 	}
-	return x, nil
+	return x
 }
 
 // Validate refuses manifest values that contradict each other or the format, with an
@@ -166,7 +176,6 @@ func (w Expect) Validate() error {
 	switch w.Chunking {
 	case "", ota.ChunkingFixed:
 	case ota.ChunkingCDC:
-		return w.validate2()
 	default:
 		return bad("payload.chunks.chunking", "want fixed or cdc, got %q", truncate(string(w.Chunking)))
 	}
@@ -175,10 +184,16 @@ func (w Expect) Validate() error {
 		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
 	case w.ImageSize <= 0:
 		return bad("payload.size", "%d is not positive", w.ImageSize)
-	case w.ChunkCount != ChunkCount(w.ImageSize, w.ChunkSize):
-		return bad("payload.chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
-	case w.IndexSize != IndexSize(w.ChunkCount):
-		return bad("payload.chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
+	}
+	// The count and the index size follow the version's layout; the rest is common.
+	count := w.validateCount1
+	if w.cdc() {
+		count = w.validateCount2
+	}
+	if err := count(); err != nil {
+		return err
+	}
+	switch {
 	case w.StoreSize < 0:
 		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
 	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
@@ -190,7 +205,21 @@ func (w Expect) Validate() error {
 	return nil
 }
 
-func checkHeader(b []byte, w Expect) error {
+// validateCount1 is Validate's rule for fixed chunks: ceil(size / chunks.size)
+// chunks, and an index of exactly their records.
+func (w Expect) validateCount1() error {
+	switch {
+	case w.ChunkCount != ChunkCount(w.ImageSize, w.ChunkSize):
+		return indexErr("payload.chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
+	case w.IndexSize != IndexSize(w.ChunkCount):
+		return indexErr("payload.chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
+	}
+	return nil
+}
+
+// checkHeader checks the first 32 bytes of a header of version v against the manifest:
+// every version lays them out alike.
+func checkHeader(b []byte, w Expect, v byte) error {
 	h := header{
 		chunkSize:   binary.LittleEndian.Uint32(b[8:12]),
 		compression: b[12],
@@ -207,8 +236,8 @@ func checkHeader(b []byte, w Expect) error {
 	switch {
 	case string(b[0:7]) != magic:
 		return bad("magic", "want %q, got %q", magic, b[0:7])
-	case b[7] != version:
-		return bad("version", "want %d, got %d", version, b[7])
+	case b[7] != v:
+		return bad("version", "want %d, got %d", v, b[7])
 	case uint64(h.chunkSize) != uint64(w.ChunkSize):
 		return bad("chunk_size", "%d, manifest says %d", h.chunkSize, w.ChunkSize)
 	case h.compression != wantComp:

@@ -12,30 +12,18 @@ import (
 // length fits an int on 32-bit devices, and a longer run is several records.
 const MaxZeroRun = 1 << 30
 
-// validate2 is Validate for cdc: chunks.count records make an index of
-// IndexSize2(count) bytes, which must fit MaxIndexSize (a device holds it in memory),
-// and the file as fetched is that, compressed.
-func (w Expect) validate2() error {
-	bad := indexErr
+// validateCount2 is Validate's rule for cdc: chunks.count records (1 to one a byte)
+// make an index of IndexSize2(count) bytes, which must fit MaxIndexSize (a device
+// holds it in memory), and the file as fetched is that, compressed.
+func (w Expect) validateCount2() error {
 	raw := IndexSize2(w.ChunkCount)
 	switch {
-	case !ValidChunkSize(w.ChunkSize):
-		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
-	case w.ImageSize <= 0:
-		return bad("payload.size", "%d is not positive", w.ImageSize)
 	case w.ChunkCount < 1 || w.ChunkCount > w.ImageSize:
-		return bad("payload.chunks.count", "%d records for %d bytes: want 1 to one a byte", w.ChunkCount, w.ImageSize)
+		return indexErr("payload.chunks.count", "%d records for %d bytes: want 1 to one a byte", w.ChunkCount, w.ImageSize)
 	case raw < 0 || raw > MaxIndexSize:
-		return bad("payload.chunks.count", "%d records make an index of more than the %d bytes a device holds", w.ChunkCount, MaxIndexSize)
+		return indexErr("payload.chunks.count", "%d records make an index of more than the %d bytes a device holds", w.ChunkCount, MaxIndexSize)
 	case w.IndexSize < 1 || w.IndexSize > maxCompressed(raw):
-		return bad("payload.chunks.index_size", "%d, but %d records compress to 1 to %d bytes", w.IndexSize, w.ChunkCount, maxCompressed(raw))
-	case w.StoreSize < 0:
-		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
-	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
-		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(string(w.Compression)))
-	}
-	if _, ok := ota.ParseSHA256(w.IndexSHA256); !ok {
-		return bad("payload.chunks.index_sha256", "want 64 hex digits")
+		return indexErr("payload.chunks.index_size", "%d, but %d records compress to 1 to %d bytes", w.IndexSize, w.ChunkCount, maxCompressed(raw))
 	}
 	return nil
 }
@@ -50,17 +38,7 @@ func parseIndex2(data []byte, want Expect) (*Index, error) {
 	if err := checkHeader2(raw[:HeaderSize2], want); err != nil {
 		return nil, err
 	}
-	x := &Index{
-		version:     version2,
-		chunkSize:   want.ChunkSize,
-		imageSize:   want.ImageSize,
-		storeSize:   want.StoreSize,
-		compression: want.Compression,
-		data:        data,
-		records:     raw[HeaderSize2:],
-		offsets:     make([]int64, want.ChunkCount),
-		imgOffsets:  make([]int64, want.ChunkCount),
-	}
+	x := newIndex(version2, want, data, raw[HeaderSize2:])
 	if err := x.checkRecords2(); err != nil {
 		return nil, err
 	}
@@ -103,31 +81,20 @@ func decompressUpTo(data []byte, n int64) ([]byte, error) {
 	return out, nil
 }
 
+// checkHeader2 checks a version 2 header: its first 32 bytes as version 1's, then
+// the cut's parameters.
 func checkHeader2(b []byte, w Expect) error {
+	if err := checkHeader(b, w, version2); err != nil {
+		return err
+	}
 	h := getHeader2(b)
 	p := CDCFor(w.ChunkSize)
 	bad := func(field, format string, args ...any) error {
 		return indexErr("index.header."+field, format, args...)
 	}
-	wantComp := compNone
-	if w.Compression == ota.CompressionZstd {
-		wantComp = compZstd
-	}
 	switch {
-	case string(b[0:7]) != magic:
-		return bad("magic", "want %q, got %q", magic, b[0:7])
-	case b[7] != version2:
-		return bad("version", "want %d, got %d", version2, b[7])
-	case int64(h.avg) != w.ChunkSize:
-		return bad("chunk_size", "%d, manifest says %d", h.avg, w.ChunkSize)
-	case h.compression != wantComp:
-		return bad("compression", "code %d, manifest says %s (code %d)", h.compression, w.Compression, wantComp)
-	case !bytes.Equal(b[13:16], []byte{0, 0, 0}) || !bytes.Equal(b[48:64], make([]byte, 16)):
-		return bad("reserved", "bytes 13-15 and 48-63 must be zeros")
-	case h.count != uint64(w.ChunkCount):
-		return bad("chunk_count", "%d, manifest says %d", h.count, w.ChunkCount)
-	case h.imageSize != uint64(w.ImageSize):
-		return bad("image_size", "%d, manifest says %d", h.imageSize, w.ImageSize)
+	case !bytes.Equal(b[48:64], make([]byte, 16)):
+		return bad("reserved", "bytes 48-63 are % x, want zeros", b[48:64])
 	case int64(h.min) != p.Min || int64(h.max) != p.Max:
 		return bad("min_size", "chunks of %d to %d bytes, want %d to %d for an average of %d", h.min, h.max, p.Min, p.Max, p.Avg)
 	case h.pol != p.Pol:

@@ -104,6 +104,9 @@ func TestParseDeltaRefuses(t *testing.T) {
 		{name: "keyed to another older image", expect: func(e *DeltaExpect) { e.From = expectFor([]byte("x"), Expect{}).IndexSHA256 }, field: "delta.index.header.from"},
 		{name: "for another index", raw: func(r []byte) { r[40] ^= 1 }, field: "delta.index.header.index_sha256"},
 		{name: "magic", raw: func(r []byte) { r[0] = 'X' }, field: "delta.index.header.magic"},
+		{name: "the older image's size differs", raw: func(r []byte) { r[72]++ }, field: "delta.index.header.from_size"},
+		{name: "the manifest's older image of another size", expect: func(e *DeltaExpect) { e.FromSize-- }, field: "delta.index.header.from_size"},
+		{name: "the manifest's older image of no size", expect: func(e *DeltaExpect) { e.FromSize = 0 }, field: "delta.from_size"},
 		{name: "size disagrees with deltas_size", expect: func(e *DeltaExpect) { e.Size++ }, field: "delta.index.header.deltas_size"},
 		{name: "chunks out of order", raw: func(r []byte) {
 			binary.LittleEndian.PutUint32(r[recAt(0):], 1<<20)

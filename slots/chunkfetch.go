@@ -54,7 +54,7 @@ func (in *chunkInstall) fetchDelta(ctx context.Context) error {
 	if d.Fetch >= job.Expect.IndexSize+job.Expect.StoreSize {
 		return nil
 	}
-	want := payload.DeltaExpect{From: d.From, IndexSize: d.IndexSize, IndexSHA256: d.IndexSHA256, Count: d.Count, Size: d.Size}
+	want := payload.DeltaExpectOf(d)
 	at := fmt.Sprintf("payload.chunks.deltas[%d]", k)
 	if err := want.Validate(at); err != nil || d.IndexSize > payload.MaxIndexSize {
 		return nil

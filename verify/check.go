@@ -137,6 +137,9 @@ func checkPolicy(m *Manifest, p Policy, f Facts) error {
 	if f.InactiveSlotSize > 0 && m.Payload.Size > f.InactiveSlotSize {
 		return refuse(ota.CodeTooBigForSlot, "payload.size", fmt.Sprintf("%d bytes do not fit the inactive slot (%d bytes)", m.Payload.Size, f.InactiveSlotSize))
 	}
+	if err := checkFromSizes(m.Payload.Chunks, f.InactiveSlotSize); err != nil {
+		return err
+	}
 	schemes := p.Schemes
 	if len(schemes) == 0 {
 		schemes = []string{"https"}

@@ -40,6 +40,7 @@ func TestCheck(t *testing.T) {
 	lowSecurity := func(m map[string]any) { m["security_version"] = 4 }
 	old := func(m map[string]any) { m["issued_at"] = testNow.Add(-2*time.Hour - time.Second).Format(time.RFC3339) }
 	huge := func(m map[string]any) { payloadOf(m)["size"] = 1 << 30 }
+	fromSize := func(n int64) func(map[string]any) { return func(m map[string]any) { deltaOf(m)["from_size"] = n } }
 	plainHTTP := func(m map[string]any) { payloadOf(m)["url"] = "http://updates.example.com/x.img.zst" }
 
 	tests := []struct {
@@ -104,6 +105,11 @@ func TestCheck(t *testing.T) {
 		{name: "10 exactly the slot size", edit: func(m map[string]any) { payloadOf(m)["size"] = 512 << 20 }, want: ""},
 		{name: "10 unknown slot size", edit: huge, facts: func(f *Facts) { f.InactiveSlotSize = 0 }, want: ""},
 		{name: "10 too big beats url", edit: both(huge, plainHTTP), want: ota.CodeTooBigForSlot},
+		{name: "10 an older image larger than the slot", edit: both(cdcChunked, fromSize(512<<20+1)), policy: func(p *Policy) { p.Chunked = true },
+			want: ota.CodeTooBigForSlot, field: "payload.chunks.deltas[0].from_size"},
+		{name: "10 an older image of the slot's size", edit: both(cdcChunked, fromSize(512<<20)), policy: func(p *Policy) { p.Chunked = true }, want: ""},
+		{name: "10 an older image and an unknown slot size", edit: both(cdcChunked, fromSize(1<<40)), policy: func(p *Policy) { p.Chunked = true },
+			facts: func(f *Facts) { f.InactiveSlotSize = 0 }, want: ""},
 		{name: "11 http not allowed by default", edit: plainHTTP, want: ota.CodeURLNotAllowed, field: "payload.url"},
 		{name: "11 http allowed when configured", edit: plainHTTP, policy: func(p *Policy) { p.Schemes = []string{"https", "HTTP"} }, want: ""},
 		{name: "11 file allowed when configured", edit: func(m map[string]any) { payloadOf(m)["url"] = "file:///srv/x.img" }, policy: func(p *Policy) { p.Schemes = []string{"file"} }, want: ""},

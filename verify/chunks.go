@@ -29,6 +29,7 @@ type rawChunks struct {
 
 type rawDelta struct {
 	From        *string `json:"from"`
+	FromSize    *int64  `json:"from_size"`
 	URL         *string `json:"url"`
 	Size        *int64  `json:"size"`
 	IndexSize   *int64  `json:"index_size"`
@@ -54,8 +55,7 @@ func Expect(p *Payload) payload.Expect {
 // DeltaExpect is what the delta index of payload.chunks.deltas[k] is checked against
 // (payload.ParseDelta).
 func DeltaExpect(p *Payload, k int) payload.DeltaExpect {
-	d := (*p.Chunks.Deltas)[k]
-	return payload.DeltaExpect{From: d.From, IndexSize: d.IndexSize, IndexSHA256: d.IndexSHA256, Count: d.Count, Size: d.Size}
+	return payload.DeltaExpectOf((*p.Chunks.Deltas)[k])
 }
 
 // parseChunks checks payload.chunks of a schema-2 manifest whose payload.size is size:
@@ -140,7 +140,7 @@ func parseDeltas(c *Chunks, list []rawDelta) error {
 			name string
 			src  *int64
 			dst  *int64
-		}{{"size", r.Size, &d.Size}, {"index_size", r.IndexSize, &d.IndexSize}, {"count", r.Count, &d.Count}, {"fetch", r.Fetch, &d.Fetch}} {
+		}{{"from_size", r.FromSize, &d.FromSize}, {"size", r.Size, &d.Size}, {"index_size", r.IndexSize, &d.IndexSize}, {"count", r.Count, &d.Count}, {"fetch", r.Fetch, &d.Fetch}} {
 			if f.src == nil {
 				return refuse(ota.CodeBadManifest, here+"."+f.name, "missing")
 			}
@@ -174,6 +174,22 @@ func parseDeltas(c *Chunks, list []rawDelta) error {
 				return &ota.Error{Code: ota.CodeBadManifest, Field: e.Field, Err: e.Err}
 			}
 			return refuseErr(ota.CodeBadManifest, here, "", err)
+		}
+	}
+	return nil
+}
+
+// checkFromSizes refuses, with check 10's code, a deltas entry whose older image is
+// larger than the slot (the A/B slots are one size): no booted slot of this device
+// holds it, so the manifest is not for it. slot 0 is unknown: nothing to compare.
+func checkFromSizes(c *Chunks, slot int64) error {
+	if c == nil || c.Deltas == nil || slot <= 0 {
+		return nil
+	}
+	for k, d := range *c.Deltas {
+		if d.FromSize > slot {
+			return refuse(ota.CodeTooBigForSlot, fmt.Sprintf("payload.chunks.deltas[%d].from_size", k),
+				fmt.Sprintf("an older image of %d bytes, larger than the slot (%d bytes)", d.FromSize, slot))
 		}
 	}
 	return nil

@@ -32,18 +32,49 @@ func chunked(m map[string]any) {
 
 func chunksOf(m map[string]any) map[string]any { return payloadOf(m)["chunks"].(map[string]any) }
 
+// manifestCase is an edit of the base manifest and the field its refusal names.
+type manifestCase struct {
+	name  string
+	edit  func(map[string]any)
+	field string // "": accepted
+}
+
+// fieldEdits returns edits that make base's manifest, then set or delete a key of the
+// object obj picks out of it.
+func fieldEdits(base func(map[string]any), obj func(map[string]any) map[string]any) (set func(string, any) func(map[string]any), del func(string) func(map[string]any)) {
+	set = func(k string, v any) func(map[string]any) {
+		return func(m map[string]any) { base(m); obj(m)[k] = v }
+	}
+	del = func(k string) func(map[string]any) {
+		return func(m map[string]any) { base(m); delete(obj(m), k) }
+	}
+	return set, del
+}
+
+// runManifestCases parses each case's manifest: an accepted one is handed to
+// accepted, a refused one must be bad_manifest naming the case's field.
+func runManifestCases(t *testing.T, cases []manifestCase, accepted func(*testing.T, *Manifest)) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseManifest(manifestJSON(t, tc.edit))
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				accepted(t, m)
+				return
+			}
+			var e *ota.Error
+			if !errors.As(err, &e) || e.Code != ota.CodeBadManifest || e.Field != tc.field {
+				t.Fatalf("want bad_manifest at %s, got %v", tc.field, err)
+			}
+		})
+	}
+}
+
 func TestParseChunkedManifest(t *testing.T) {
-	setC := func(k string, v any) func(map[string]any) {
-		return func(m map[string]any) { chunked(m); chunksOf(m)[k] = v }
-	}
-	delC := func(k string) func(map[string]any) {
-		return func(m map[string]any) { chunked(m); delete(chunksOf(m), k) }
-	}
-	for _, tc := range []struct {
-		name  string
-		edit  func(map[string]any)
-		field string // "": accepted
-	}{
+	setC, delC := fieldEdits(chunked, chunksOf)
+	runManifestCases(t, []manifestCase{
 		{"valid", chunked, ""},
 		{"schema-1 fields are ignored", func(m map[string]any) {
 			chunked(m)
@@ -74,24 +105,11 @@ func TestParseChunkedManifest(t *testing.T) {
 		{"store_size negative", setC("store_size", -1), "payload.chunks.store_size"},
 		{"compression gzip", setC("compression", "gzip"), "payload.chunks.compression"},
 		{"size missing from the payload", func(m map[string]any) { chunked(m); delete(payloadOf(m), "size") }, "payload.size"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := ParseManifest(manifestJSON(t, tc.edit))
-			if tc.field == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.Schema != 2 || m.Payload.Chunks == nil || m.Payload.URL != "" || m.Payload.Compression != "" || m.Payload.DownloadSize != 0 {
-					t.Fatalf("parsed %+v", m.Payload)
-				}
-				return
-			}
-			var e *ota.Error
-			if !errors.As(err, &e) || e.Code != ota.CodeBadManifest || e.Field != tc.field {
-				t.Fatalf("want bad_manifest at %s, got %v", tc.field, err)
-			}
-		})
-	}
+	}, func(t *testing.T, m *Manifest) {
+		if m.Schema != 2 || m.Payload.Chunks == nil || m.Payload.URL != "" || m.Payload.Compression != "" || m.Payload.DownloadSize != 0 {
+			t.Fatalf("parsed %+v", m.Payload)
+		}
+	})
 }
 
 // TestChunkedManifestRoundTrip: a Manifest with Chunks, marshalled as otactl signs it,

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -15,7 +14,7 @@ func cdcChunked(m map[string]any) {
 	c["chunking"], c["count"], c["index_size"] = "cdc", 3000, 120000
 	c["deltas"] = []any{map[string]any{
 		"from": strings.Repeat("C", 64), "url": "https://updates.example.com/rootfs-4.2.0.from-cccccccccccc.delta",
-		"size": 500000, "index_size": 2000, "index_sha256": strings.Repeat("d", 64), "count": 100, "fetch": 700000,
+		"from_size": 200 << 20, "size": 500000, "index_size": 2000, "index_sha256": strings.Repeat("d", 64), "count": 100, "fetch": 700000,
 	}}
 }
 
@@ -24,17 +23,8 @@ func deltaOf(m map[string]any) map[string]any {
 }
 
 func TestParseDeltasInManifest(t *testing.T) {
-	setD := func(k string, v any) func(map[string]any) {
-		return func(m map[string]any) { cdcChunked(m); deltaOf(m)[k] = v }
-	}
-	delD := func(k string) func(map[string]any) {
-		return func(m map[string]any) { cdcChunked(m); delete(deltaOf(m), k) }
-	}
-	for _, tc := range []struct {
-		name  string
-		edit  func(map[string]any)
-		field string // "": accepted
-	}{
+	setD, delD := fieldEdits(cdcChunked, deltaOf)
+	runManifestCases(t, []manifestCase{
 		{"valid", cdcChunked, ""},
 		{"no deltas", func(m map[string]any) { cdcChunked(m); delete(chunksOf(m), "deltas") }, ""},
 		{"fixed chunking named", func(m map[string]any) { chunked(m); chunksOf(m)["chunking"] = "fixed" }, ""},
@@ -44,6 +34,11 @@ func TestParseDeltasInManifest(t *testing.T) {
 		{"deltas not a list", func(m map[string]any) { cdcChunked(m); chunksOf(m)["deltas"] = 5 }, "payload.chunks.deltas"},
 		{"from missing", delD("from"), "payload.chunks.deltas[0].from"},
 		{"from not hex", setD("from", "xyz"), "payload.chunks.deltas[0].from"},
+		{"from_size missing", delD("from_size"), "payload.chunks.deltas[0].from_size"},
+		{"from_size zero", setD("from_size", 0), "payload.chunks.deltas[0].from_size"},
+		{"from_size negative", setD("from_size", -4096), "payload.chunks.deltas[0].from_size"},
+		{"from_size past any image", setD("from_size", int64(1)<<62+1), "payload.chunks.deltas[0].from_size"},
+		{"from_size larger than the new image", setD("from_size", 300<<20), ""},
 		{"url missing", delD("url"), "payload.chunks.deltas[0].url"},
 		{"url without a scheme", setD("url", "updates.example.com/d"), "payload.chunks.deltas[0].url"},
 		{"size missing", delD("size"), "payload.chunks.deltas[0].size"},
@@ -64,24 +59,11 @@ func TestParseDeltasInManifest(t *testing.T) {
 			cdcChunked(m)
 			chunksOf(m)["deltas"] = make([]any, maxDeltas+1)
 		}, "payload.chunks.deltas"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := ParseManifest(manifestJSON(t, tc.edit))
-			if tc.field == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.Payload.Chunks == nil {
-					t.Fatal("no chunks")
-				}
-				return
-			}
-			var e *ota.Error
-			if !errors.As(err, &e) || e.Code != ota.CodeBadManifest || e.Field != tc.field {
-				t.Fatalf("want bad_manifest at %s, got %v", tc.field, err)
-			}
-		})
-	}
+	}, func(t *testing.T, m *Manifest) {
+		if m.Payload.Chunks == nil {
+			t.Fatal("no chunks")
+		}
+	})
 	m, err := ParseManifest(manifestJSON(t, cdcChunked))
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +72,7 @@ func TestParseDeltasInManifest(t *testing.T) {
 	if c.Chunking != ota.ChunkingCDC || c.DeltaFrom(strings.Repeat("c", 64)) != 0 || c.DeltaFrom(strings.Repeat("e", 64)) != -1 {
 		t.Fatalf("chunks %+v", c)
 	}
-	if e := DeltaExpect(&m.Payload, 0); e.From != strings.Repeat("c", 64) || e.Count != 100 || e.Size != 500000 || e.IndexSize != 2000 {
+	if e := DeltaExpect(&m.Payload, 0); e.From != strings.Repeat("c", 64) || e.FromSize != 200<<20 || e.Count != 100 || e.Size != 500000 || e.IndexSize != 2000 {
 		t.Fatalf("delta expect %+v", e)
 	}
 	if e := Expect(&m.Payload); e.Chunking != ota.ChunkingCDC || e.ChunkCount != 3000 {
