@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"sync/atomic"
 	"time"
 
 	"github.com/otad/otad/ota"
@@ -17,9 +18,25 @@ type reporter struct {
 	fn       func(ota.Progress)
 	every    time.Duration
 	total    int64
-	path     ota.TransferPath
+	path     ota.TransferPath // planned
 	last     time.Time
-	fetched0 int64 // bytes fetched before this run
+	fetched0 int64       // bytes fetched before this run
+	dropped  atomic.Bool // the deltas were given up for the store
+}
+
+// dropDeltas says the deltas still to come are fetched whole.
+func (r *reporter) dropDeltas() { r.dropped.Store(true) }
+
+// pathOf is the path as it is: delta once chunks were rebuilt from deltas, or
+// while they are still to come; chunked when none were and none will be.
+func (r *reporter) pathOf(cp checkpoint) ota.TransferPath {
+	if cp.Delta > 0 || (r.path == ota.PathDelta && !r.dropped.Load() && cp.Done < r.total) {
+		return ota.PathDelta
+	}
+	if r.path == ota.PathDelta {
+		return ota.PathChunked
+	}
+	return r.path
 }
 
 func newReporter(fn func(ota.Progress), every time.Duration, total int64, cp *checkpoint, path ota.TransferPath) *reporter {
@@ -42,7 +59,7 @@ func (r *reporter) report(phase ota.Phase, done int64, cp checkpoint, force bool
 	}
 	r.last = now
 	r.fn(ota.Progress{Phase: phase, BytesDone: done, BytesTotal: r.total,
-		Transfer: ota.Transfer{Path: r.path, BytesFetched: cp.Fetched, BytesReused: cp.Reused, BytesDelta: cp.Delta}})
+		Transfer: ota.Transfer{Path: r.pathOf(cp), BytesFetched: cp.Fetched, BytesReused: cp.Reused, BytesDelta: cp.Delta}})
 }
 
 // readBack reads the whole image back from the slot's storage (O_DIRECT

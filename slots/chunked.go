@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,8 +35,12 @@ type ChunkedJob struct {
 	StateDir string
 	// BootedImage is the sha256 of the image the booted slot holds, as the
 	// journal says; empty when unknown (a factory image): the booted slot is
-	// then hashed once, chunk by chunk.
+	// then hashed once, chunk by chunk, and its first bytes as the deltas
+	// entries' older images.
 	BootedImage string
+	// Log gets the install's warnings (deltas given up for the store); nil
+	// discards them.
+	Log *slog.Logger
 }
 
 // chunkTuning holds the chunked install's knobs; tests try others.
@@ -88,7 +93,10 @@ func WriteChunked(ctx context.Context, job ChunkedJob) error {
 }
 
 func writeChunked(ctx context.Context, job ChunkedJob, tun tuning, ct chunkTuning) error {
-	in := &chunkInstall{job: &job, tun: &tun, ct: &ct}
+	in := &chunkInstall{job: &job, tun: &tun, ct: &ct, log: job.Log}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
 	err := in.run(ctx)
 	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {
 		// The caller's cancellation caused whatever failed.
@@ -111,11 +119,15 @@ type chunkInstall struct {
 	state    chunkState
 	key      string
 	plan     *payload.Plan
-	resumed  *checkpoint           // where this run starts; nil: from chunk 0
-	delta    *payload.Delta        // deltas against the booted image; nil: none
-	deltaAt  int                   // its entry in payload.chunks.deltas
-	deltaOf  ota.Delta             // that entry
-	dd       *payload.DeltaDecoder // decodes them, with the booted slot's bytes
+	resumed  *checkpoint // where this run starts; nil: from chunk 0
+	log      *slog.Logger
+	// bootedImage is the sha256 of the image the booted slot holds: the
+	// journal's, or found by the scan (bootedChunks).
+	bootedImage string
+	delta       *payload.Delta        // deltas against the booted image; nil: none
+	deltaAt     int                   // its entry in payload.chunks.deltas
+	deltaOf     ota.Delta             // that entry
+	dd          *payload.DeltaDecoder // decodes them, with the booted slot's bytes
 
 	fetched  atomic.Int64 // store and index bytes from the network, this run
 	progress *reporter
@@ -144,15 +156,6 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if in.x, err = fetchIndex(ctx, job, in.tun, &in.fetched); err != nil {
 		return err
 	}
-	if err := in.fetchDelta(ctx); err != nil {
-		return err
-	}
-	if in.delta != nil {
-		if in.dd, err = payload.NewDeltaDecoder(in.x); err != nil {
-			return ota.Wrap(ota.CodeWriteFailed, err)
-		}
-		defer in.dd.Close()
-	}
 	if in.tgt, err = openTarget(string(file), job.bootedPath(), in.tun.mountinfo); err != nil {
 		return err
 	}
@@ -178,6 +181,9 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	defer func() {
 		if in.booted != nil {
 			in.booted.Close()
+		}
+		if in.dd != nil {
+			in.dd.Close()
 		}
 	}()
 	if err := in.makePlan(ctx, bufs.scratch); err != nil {
@@ -250,7 +256,16 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 	}
 	pi := payload.PlanInput{Booted: have, MaxSpan: in.ct.maxSpan}
 	if in.booted != nil {
-		pi.Delta = in.delta // decoded with the booted slot's bytes
+		// Decoded with the booted slot's bytes, once the slot's image is known.
+		if err := in.fetchDelta(ctx); err != nil {
+			return err
+		}
+		if in.delta != nil {
+			if in.dd, err = payload.NewDeltaDecoder(in.x); err != nil {
+				return ota.Wrap(ota.CodeWriteFailed, err)
+			}
+			pi.Delta = in.delta
+		}
 	}
 	if cp := in.resumed; cp != nil {
 		if cp.Next < 0 || cp.Next > in.x.Count() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 
 	"github.com/otad/otad/fetch"
@@ -40,13 +39,13 @@ func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atom
 
 // fetchDelta fetches and checks the delta index of the booted image, when the
 // manifest lists one (job.Chunks.Deltas, payload.chunks.deltas, whose from is
-// BootedImage) and using it
-// can cost less than the chunks alone. A delta from any other image is never used.
+// the image the booted slot holds: bootedChunks settled it) and using it can
+// cost less than the chunks alone. A delta from any other image is never used.
 // One that cannot be fetched or is refused leaves the install to the chunks: it costs
 // the bytes fetched, never a wrong byte.
 func (in *chunkInstall) fetchDelta(ctx context.Context) error {
 	job := in.job
-	k := job.Chunks.DeltaFrom(strings.ToLower(job.BootedImage))
+	k := job.Chunks.DeltaFrom(in.bootedImage)
 	if k < 0 || job.bootedPath() == "" {
 		return nil
 	}

@@ -34,6 +34,10 @@ type network struct {
 	seqPos int64
 	// The consumer's decoder, for the sequential stream and refetches.
 	mine *lane
+	// noDeltas is set once the delta file failed: the lanes fetch the chunks
+	// still to come as deltas whole from the store.
+	noDeltas atomic.Bool
+	warnOnce sync.Once
 }
 
 // lane is one fetcher's decoder, buffers and queue of decoded chunks.
@@ -84,7 +88,21 @@ func (n *network) close() {
 
 func (n *network) runLane(ctx context.Context, l *lane, first int) {
 	for k := first; k < len(n.fetches); k += len(n.lanes) {
-		if at, err := n.fetch(ctx, l, n.fetches[k], n.in.plan.Files[k]); err != nil {
+		f, file := n.fetches[k], n.in.plan.Files[k]
+		at, err := f.First, error(nil)
+		tried := file == payload.FileStore || !n.noDeltas.Load()
+		if tried {
+			at, err = n.fetch(ctx, l, f, file, sourceOf(file))
+		}
+		if file == payload.FileDelta && ctx.Err() == nil && (!tried || err != nil) {
+			// A delta is an aid, the store is the truth: what the delta file
+			// did not bring comes whole from there.
+			if err != nil {
+				n.dropDeltas(err)
+			}
+			err = n.fetchWhole(ctx, l, f, at)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				select {
 				case l.out <- piece{chunk: at, err: err}:
@@ -96,27 +114,27 @@ func (n *network) runLane(ctx context.Context, l *lane, first int) {
 	}
 }
 
-// fetch brings the chunks of f, a fetch of file, into l.out, retrying
-// transient failures from the first chunk not yet delivered. On failure it
-// returns the chunk it failed at.
-func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payload.File) (int, error) {
+// fetch brings the chunks of f, a fetch of file, that the plan takes from
+// src into l.out, retrying transient failures from the first chunk not yet
+// delivered. On failure it returns the chunk it failed at.
+func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payload.File, src payload.Source) (int, error) {
 	i, fails := f.First, 0
-	src := n.src
+	rs := n.src
 	if file == payload.FileDelta {
-		src = n.dsrc
+		rs = n.dsrc
 	}
 	for {
-		for i < f.End && !n.planned(file, i) {
+		for i < f.End && !n.planned(src, i) {
 			i++
 		}
 		if i == f.End {
 			return i, nil
 		}
 		start, _, _ := n.loc(file, i)
-		body, err := src.Open(ctx, start, f.Offset+f.Length-start)
+		body, err := rs.Open(ctx, start, f.Offset+f.Length-start)
 		if err == nil {
 			before := i
-			i, err = n.stream(ctx, l, body, i, f.End, file)
+			i, err = n.stream(ctx, l, body, i, f.End, file, src)
 			body.Close()
 			if err == nil {
 				return i, nil
@@ -140,20 +158,20 @@ func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
 	}
 	*fails++
 	if *fails >= n.retry.Attempts {
-		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store %s: giving up after %d attempts: %w", n.in.job.URL, *fails, err))
+		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", *fails, err))
 	}
 	// The server's Retry-After is a floor, within the cap.
 	return n.retry.Wait(ctx, *fails-1, t.After)
 }
 
 // stream reads chunks i.. of a fetch of file from body and queues the ones
-// fetched from it (a delta as it is: the assembler decodes it); it returns
-// the first chunk not delivered.
-func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end int, file payload.File) (int, error) {
+// the plan takes from src (a delta as it is: the assembler decodes it); it
+// returns the first chunk not delivered.
+func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end int, file payload.File, src payload.Source) (int, error) {
 	for ; i < end; i++ {
 		c := n.in.x.Chunk(i)
 		_, length, has := n.loc(file, i)
-		if !n.planned(file, i) {
+		if !n.planned(src, i) {
 			// Inside a merged range, not needed: skipped.
 			if has {
 				if _, err := io.CopyN(io.Discard, body, length); err != nil {
@@ -198,13 +216,9 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 	return i, nil
 }
 
-// planned reports whether the plan fetches chunk i from file.
-func (n *network) planned(file payload.File, i int) bool {
-	want := payload.FromNetwork
-	if file == payload.FileDelta {
-		want = payload.FromDelta
-	}
-	return n.in.plan.Steps[i-n.in.plan.Steps[0].Chunk].Source == want
+// planned reports whether the plan takes chunk i from src.
+func (n *network) planned(src payload.Source, i int) bool {
+	return n.in.plan.Steps[i-n.in.plan.Steps[0].Chunk].Source == src
 }
 
 // loc is where chunk i's bytes lie in file, if it has any there.

@@ -3,6 +3,8 @@ package slots
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -124,9 +126,14 @@ func (s chunkState) keptIndex(image string, like *payload.Index) *payload.Index 
 
 // bootedChunks lists what the booted slot holds: from the kept index of its
 // image, or by hashing the slot chunk by chunk once (a factory image, or an
-// index of another chunk size), kept in booted.scan for the next restart.
+// index of another chunk size), kept in booted.scan for the next restart. It
+// also settles which image the slot holds (in.bootedImage): the journal's word,
+// or, when that names no image a deltas entry is for, the image of the entry
+// whose from_size first bytes of the slot hash to its from, hashed in the same
+// read of the slot.
 func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error) {
 	job := in.job
+	in.bootedImage = strings.ToLower(job.BootedImage)
 	booted := job.bootedPath()
 	if booted == "" {
 		return nil, nil
@@ -144,50 +151,109 @@ func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error)
 	if err != nil {
 		return nil, nil
 	}
+	sizes := in.fromSizes(size)
 	key := scanKey(booted, job.BootedImage, in.x, size)
-	if h := in.state.loadScan(key); h != nil {
+	if h, sums := in.state.loadScan(key, sizes); h != nil {
+		in.identify(sums)
 		return h, nil
 	}
-	h, err := payload.ScanFor(ctx, io.NewSectionReader(f, 0, size), in.x, size)
+	ps := payload.NewPrefixSums(io.NewSectionReader(f, 0, size), sizes)
+	h, err := payload.ScanFor(ctx, ps, in.x, size)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, nil
 	}
-	if err := in.state.saveScan(key, h); err != nil {
+	if err := in.state.saveScan(key, h, ps.Sums()); err != nil {
 		return nil, err
 	}
+	in.identify(ps.Sums())
 	return h, nil
+}
+
+// fromSizes are the sizes of the older images of the deltas entries a booted
+// slot of size bytes may hold, when the journal's word names none of them.
+func (in *chunkInstall) fromSizes(size int64) []int64 {
+	c := in.job.Chunks
+	if c == nil || c.Deltas == nil || c.DeltaFrom(in.bootedImage) >= 0 {
+		return nil
+	}
+	var out []int64
+	for _, d := range *c.Deltas {
+		if d.FromSize > 0 && d.FromSize <= size {
+			out = append(out, d.FromSize)
+		}
+	}
+	return out
+}
+
+// identify takes the image of the first deltas entry whose older image the
+// booted slot's prefix of its size is, as the image the booted slot holds.
+func (in *chunkInstall) identify(sums map[int64][sha256.Size]byte) {
+	c := in.job.Chunks
+	if c == nil || c.Deltas == nil || len(sums) == 0 || c.DeltaFrom(in.bootedImage) >= 0 {
+		return
+	}
+	for _, d := range *c.Deltas {
+		if sum, ok := sums[d.FromSize]; ok && hex.EncodeToString(sum[:]) == d.From {
+			in.bootedImage = d.From
+			in.log.Info("booted slot holds an older image a delta is for", "slot", in.job.bootedPath(), "image", d.From, "size", d.FromSize)
+			return
+		}
+	}
 }
 
 func scanKey(booted, image string, x *payload.Index, size int64) [sha256.Size]byte {
 	if x.Chunking() == ota.ChunkingCDC {
 		p := payload.CDCFor(x.ChunkSize())
-		return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 2\x00%s\x00%s\x00%d/%d/%d/%x\x00%d", booted, image, p.Min, p.Avg, p.Max, p.Pol, size))
+		return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 3\x00%s\x00%s\x00%d/%d/%d/%x\x00%d", booted, image, p.Min, p.Avg, p.Max, p.Pol, size))
 	}
-	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 1\x00%s\x00%s\x00%d\x00%d", booted, image, x.ChunkSize(), size))
+	return sha256.Sum256(fmt.Appendf(nil, "otad booted scan 3\x00%s\x00%s\x00%d\x00%d", booted, image, x.ChunkSize(), size))
 }
 
-// The scan file: the key, then the chunk list (payload.Have's bytes).
-func (s chunkState) loadScan(key [sha256.Size]byte) *payload.Have {
+// The scan file: the key, the number of prefix sums (8 bytes), each prefix's
+// size (8 bytes) and sha256, then the chunk list (payload.Have's bytes). A
+// file without a sum of every size asked for is scanned again.
+func (s chunkState) loadScan(key [sha256.Size]byte, sizes []int64) (*payload.Have, map[int64][sha256.Size]byte) {
 	b, err := readSmall(s.path(scanName), 64<<20)
-	if err != nil || len(b) < len(key) || [sha256.Size]byte(b[:len(key)]) != key {
-		return nil
+	if err != nil || len(b) < len(key)+8 || [sha256.Size]byte(b[:len(key)]) != key {
+		return nil, nil
+	}
+	b = b[len(key):]
+	n := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	if n > uint64(len(b))/(8+sha256.Size) {
+		return nil, nil
+	}
+	sums := make(map[int64][sha256.Size]byte, n)
+	for range n {
+		sums[int64(binary.LittleEndian.Uint64(b))] = [sha256.Size]byte(b[8 : 8+sha256.Size])
+		b = b[8+sha256.Size:]
+	}
+	for _, size := range sizes {
+		if _, ok := sums[size]; !ok {
+			return nil, nil
+		}
 	}
 	h := &payload.Have{}
-	if h.UnmarshalBinary(b[len(key):]) != nil {
-		return nil
+	if h.UnmarshalBinary(b) != nil {
+		return nil, nil
 	}
-	return h
+	return h, sums
 }
 
-func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have) error {
+func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have, sums map[int64][sha256.Size]byte) error {
 	list, err := h.MarshalBinary()
 	if err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
 	}
-	if err := durable.WriteFile(s.path(scanName), append(key[:], list...), 0o600); err != nil {
+	b := binary.LittleEndian.AppendUint64(key[:], uint64(len(sums)))
+	for size, sum := range sums {
+		b = binary.LittleEndian.AppendUint64(b, uint64(size))
+		b = append(b, sum[:]...)
+	}
+	if err := durable.WriteFile(s.path(scanName), append(b, list...), 0o600); err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
 	}
 	return nil

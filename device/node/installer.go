@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 
 	"github.com/otad/otad/agent"
@@ -20,6 +21,7 @@ type installer struct {
 	client   *http.Client
 	schemes  []string
 	sources  *Sources // payloads given by hand (otad install --payload)
+	log      *slog.Logger
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
@@ -40,7 +42,7 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 		sj.URL = c.StoreURL
 		err = slots.WriteChunked(ctx, slots.ChunkedJob{
 			Job: sj, IndexURL: t.Payload.Chunks.IndexURL, Expect: verify.Expect(&t.Payload),
-			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256,
+			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256, Log: in.log,
 		})
 	} else {
 		err = slots.Write(ctx, sj)

@@ -137,7 +137,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 			Bootloader: orderedBootloader{st.Boot},
 			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, readback: *cfg.Slots.Readback,
 				retry:  backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				client: st.Client, schemes: dl.Schemes, sources: sources},
+				client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger()},
 			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),
 			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
