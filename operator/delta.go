@@ -92,15 +92,23 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 			return nil, err
 		}
 		name := j.out + deltaName(r.From)
-		fetch := r.Fetch(x)
+		fetch, alone := r.Fetch(x), r.FetchChunks(x)
+		from := fmt.Sprintf("%s (sha256 %x…, %d bytes)", old, r.From[:6], r.FromSize)
 		switch {
 		case r.From == j.res.ImageSHA256:
-			fmt.Fprintf(stderr, "--delta-from %s: the image itself: no deltas\n", old)
+			fmt.Fprintf(stderr, "--delta-from %s: the image itself: no deltas\n", from)
 		case seen[r.From]:
-			fmt.Fprintf(stderr, "--delta-from %s: an image given before: no deltas\n", old)
-		case r.Count == 0 || fetch >= full:
-			fmt.Fprintf(stderr, "--delta-from %s: deltas would not save bytes (%d chunks): none written; a device holding it fetches %d bytes (%s of the stream, %d bytes)\n",
-				old, r.Count, full-r.DeltasSize, percent(full, j.stream), j.stream)
+			fmt.Fprintf(stderr, "--delta-from %s: an image given before: no deltas\n", from)
+		case r.Count == 0 || fetch >= alone:
+			why := "no chunk it lacks has a delta smaller than the chunk"
+			switch {
+			case r.Count == 0 && r.Full == 0:
+				why = "it holds every chunk"
+			case r.Count > 0:
+				why = fmt.Sprintf("deltas of %d chunks would take %d bytes with their index, the chunks %d", r.Count, r.Size(), r.RebuiltStored)
+			}
+			fmt.Fprintf(stderr, "--delta-from %s: %s: none written; a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd) and %s of the chunked payload (%d bytes): %s\n",
+				from, why, alone, percent(alone, j.stream), j.stream, percent(alone, full), full, shares(r, x.ImageSize(), false))
 		default:
 			f, err := writeDelta(name, r, frames)
 			if err != nil {
@@ -109,9 +117,8 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 			// Before the store and the index: published first.
 			*files = append(pending{f}, *files...)
 			entries = append(entries, r.Entry(j.url+deltaName(r.From), x))
-			fmt.Fprintf(stderr, "%s: %d deltas from %s (sha256 %x…): a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd) and %s of the chunked payload (%d bytes): it holds %s of the image, deltas rebuild %s, %s is fetched whole\n",
-				name, r.Count, old, r.From[:6], fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full,
-				percent(r.Held, x.ImageSize()), percent(r.Rebuilt, x.ImageSize()), percent(r.Full, x.ImageSize()))
+			fmt.Fprintf(stderr, "%s: deltas of %d chunks from %s: a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd), %s of the chunked payload (%d bytes) and %s of the %d bytes it fetches without deltas: %s\n",
+				name, r.Count, from, fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full, percent(fetch, alone), alone, shares(r, x.ImageSize(), true))
 		}
 		seen[r.From] = true
 		frames.Close()
@@ -167,6 +174,18 @@ func writeDelta(name string, r *payload.DeltaResult, frames io.Reader) (*outFile
 		return nil, fmt.Errorf("out-payload %s: %d of %d bytes of deltas: %v", name, n, r.DeltasSize, err)
 	}
 	return f, nil
+}
+
+// shares says where the image's bytes come from for a device holding r's older
+// image: held, rebuilt from deltas (when they are written), fetched whole, zeros.
+func shares(r *payload.DeltaResult, size int64, deltas bool) string {
+	zeros := size - r.Held - r.Rebuilt - r.Full
+	if !deltas {
+		return fmt.Sprintf("it holds %s of the image, %s is fetched whole, %s is zeros",
+			percent(r.Held, size), percent(r.Rebuilt+r.Full, size), percent(zeros, size))
+	}
+	return fmt.Sprintf("it holds %s of the image, deltas rebuild %s, %s is fetched whole, %s is zeros",
+		percent(r.Held, size), percent(r.Rebuilt, size), percent(r.Full, size), percent(zeros, size))
 }
 
 // percent is a of b, as "4.2%".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestSignDeltaFrom(t *testing.T) {
 	if want := sha(oldImg); d.From != want || d.URL != "https://updates.example.com/rel.from-"+d.From[:12]+".delta" {
 		t.Fatalf("delta entry %+v, want from %s", d, want)
 	}
-	for _, want := range []string{name + ": ", "a device holding it fetches", "of the full stream", "--delta-from " + other + ": deltas would not save bytes", "--delta-from " + newPath + ": the image itself"} {
+	for _, want := range []string{name + ": ", "a device holding it fetches", "of the full stream", "--delta-from " + other + " (sha256 ", "none written", "--delta-from " + newPath + " (sha256 " + sha(newImg)[:12] + "…, ", "the image itself"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr does not say %q: %s", want, r.stderr)
 		}
@@ -72,32 +73,7 @@ func TestSignDeltaFrom(t *testing.T) {
 	if d.Fetch >= full/4 {
 		t.Errorf("a device holding the older image fetches %d bytes of a %d-byte chunked payload", d.Fetch, full)
 	}
-	file, err := os.ReadFile(name)
-	if err != nil || int64(len(file)) != d.Size {
-		t.Fatalf("%s: %d bytes (%v), entry says %d", name, len(file), err, d.Size)
-	}
-	idx, _ := os.ReadFile(out + ".idx")
-	x, err := payload.ParseIndex(idx, verify.Expect(&m.Payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl, err := payload.ParseDelta(file[:d.IndexSize], verify.DeltaExpect(&m.Payload, 0), x, "delta")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := payload.NewDeltaDecoder(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
-	for k := range dl.Count() {
-		dc := dl.At(k)
-		got, err := dec.Decode(dc, file[dc.Offset:dc.Offset+int64(dc.Length)], bytes.NewReader(oldImg))
-		ch := x.Chunk(dc.Chunk)
-		if err != nil || !bytes.Equal(got, newImg[ch.Offset:ch.Offset+int64(ch.Length)]) {
-			t.Fatalf("delta %d: %v", k, err)
-		}
-	}
+	file := checkDeltaOf(t, &m.Payload, 0, out, oldImg, newImg)
 	v := mustRun(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", out, writeEnvelope(t, dir, r.stdout))
 	if !strings.Contains(v.stderr, "chunks OK, image sha256 OK") {
 		t.Errorf("verify --payload said %q", v.stderr)
@@ -107,6 +83,98 @@ func TestSignDeltaFrom(t *testing.T) {
 	os.WriteFile(name, file, 0o644)
 	if v := otactl(t, "verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", out, writeEnvelope(t, dir, r.stdout)); v.code != ota.ExitRefused || !strings.Contains(v.stderr, "payload.chunks.deltas[0].index") {
 		t.Fatalf("altered delta index: exit %d, %q", v.code, v.stderr)
+	}
+}
+
+// checkDeltaOf checks the delta file of entry k as a device holding oldImg would use
+// it: its size, its index, and every delta rebuilding its chunk of newImg. It returns
+// the file.
+func checkDeltaOf(t *testing.T, p *verify.Payload, k int, out string, oldImg, newImg []byte) []byte {
+	t.Helper()
+	d := (*p.Chunks.Deltas)[k]
+	name := out + ".from-" + d.From[:12] + ".delta"
+	file, err := os.ReadFile(name)
+	if err != nil || int64(len(file)) != d.Size || d.FromSize != int64(len(oldImg)) || d.From != sha(oldImg) {
+		t.Fatalf("%s: %d bytes (%v), entry %+v, for an older image of %d bytes", name, len(file), err, d, len(oldImg))
+	}
+	idx, _ := os.ReadFile(out + ".idx")
+	x, err := payload.ParseIndex(idx, verify.Expect(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := payload.ParseDelta(file[:d.IndexSize], verify.DeltaExpect(p, k), x, "delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := payload.NewDeltaDecoder(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for j := range dl.Count() {
+		dc := dl.At(j)
+		got, err := dec.Decode(dc, file[dc.Offset:dc.Offset+int64(dc.Length)], bytes.NewReader(oldImg))
+		ch := x.Chunk(dc.Chunk)
+		if err != nil || !bytes.Equal(got, newImg[ch.Offset:ch.Offset+int64(ch.Length)]) {
+			t.Fatalf("%s: delta %d: %v", name, j, err)
+		}
+	}
+	return file
+}
+
+// TestSignDeltaFromSizes: an older image larger or smaller than the new one, and two
+// older images at once, each get their delta file and entry, with the older image's
+// sha256 and size (from_size), in the order given; the manifest passes the offer
+// checks of a device whose slot holds the larger image, and each file rebuilds its
+// chunks from its own older image.
+func TestSignDeltaFromSizes(t *testing.T) {
+	dir := t.TempDir()
+	oldPath, newPath, oldImg, newImg := updatePair(t, dir)
+	old2 := bytes.Clone(oldImg)
+	for off := 500000; off < len(old2); off += 700000 {
+		old2[off] ^= 0x55
+	}
+	old2Path := filepath.Join(dir, "old2.img")
+	if err := os.WriteFile(old2Path, old2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "keygen", filepath.Join(dir, "k"))
+	for _, tc := range []struct {
+		name  string
+		image string
+		olds  []string
+		img   []byte
+		want  [][]byte
+	}{
+		{"older smaller", newPath, []string{oldPath}, newImg, [][]byte{oldImg}},
+		{"older larger", oldPath, []string{newPath}, oldImg, [][]byte{newImg}},
+		{"two older images", newPath, []string{oldPath, old2Path}, newImg, [][]byte{oldImg, old2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "rel")
+			r := mustRun(t, "sign", "--key", filepath.Join(dir, "k.key"), "--image", tc.image, "--version", "2", "--compatible", "c",
+				"--url", "https://updates.example.com/rel", "--chunked", "--delta-from", strings.Join(tc.olds, ","), "--out-payload", out)
+			m, _ := manifestOf(t, r.stdout)
+			c := m.Payload.Chunks
+			if c.Deltas == nil || len(*c.Deltas) != len(tc.want) {
+				t.Fatalf("deltas %+v; stderr %s", c.Deltas, r.stderr)
+			}
+			for k, old := range tc.want {
+				checkDeltaOf(t, &m.Payload, k, out, old, tc.img)
+				if d := (*c.Deltas)[k]; !strings.Contains(r.stderr, fmt.Sprintf("from %s (sha256 %s…, %d bytes)", tc.olds[k], d.From[:12], len(old))) || d.Fetch >= c.IndexSize+c.StoreSize {
+					t.Errorf("entry %+v; stderr %s", d, r.stderr)
+				}
+			}
+			slot := int64(max(len(oldImg), len(newImg)))
+			key, err := verify.LoadKeyFile(filepath.Join(dir, "k.pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := verify.Check([]byte(r.stdout), verify.NewKeyring(key), verify.Policy{Compatible: "c", Chunked: true},
+				verify.Facts{Now: m.IssuedAt, InactiveSlotSize: slot}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
