@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/otad/otad/ota"
 )
 
@@ -48,7 +50,7 @@ func ParseKept(data []byte) (*Index, error) {
 // parseKept2 reads the values of a version 2 index from its decompressed header and
 // records (at most MaxIndexSize bytes of them), then parses it as ParseIndex does.
 func parseKept2(data []byte) (*Index, error) {
-	raw, err := decompressUpTo(data, MaxIndexSize)
+	raw, err := decompressUpTo(data, keptSize(data))
 	if err != nil {
 		return nil, indexErr("index", "%v", err)
 	}
@@ -73,4 +75,16 @@ func parseKept2(data []byte) (*Index, error) {
 		w.StoreSize += int64(getRecord2(r).stored)
 	}
 	return ParseIndex(data, w)
+}
+
+// keptSize bounds what a kept version 2 index decompresses to: the size its frame
+// header declares (otactl writes one single-segment frame), else MaxIndexSize. The
+// bound sizes the buffer it is decoded into, so it is not MaxIndexSize whenever it
+// need not be: that buffer would be the largest allocation of an install.
+func keptSize(data []byte) int64 {
+	var h zstd.Header
+	if h.Decode(data) == nil && h.HasFCS && h.FrameContentSize <= MaxIndexSize {
+		return int64(h.FrameContentSize)
+	}
+	return MaxIndexSize
 }

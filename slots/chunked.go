@@ -46,6 +46,7 @@ type ChunkedJob struct {
 // chunkTuning holds the chunked install's knobs; tests try others.
 type chunkTuning struct {
 	lanes      int   // range requests in flight
+	decoders   int   // chunks decompressed at once, by the lanes' one decoder
 	laneBytes  int   // decoded chunks buffered per lane
 	localBytes int   // buffers for chunks read from the slots
 	batchBytes int   // bytes per vectored write
@@ -69,7 +70,8 @@ type chunkTuning struct {
 func defaultChunkTuning() chunkTuning {
 	return chunkTuning{
 		lanes:           3,
-		laneBytes:       512 << 10,
+		decoders:        1,
+		laneBytes:       384 << 10,
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
 		maxSpan:         1 << 20,

@@ -38,6 +38,8 @@ type network struct {
 	// still to come as deltas whole from the store.
 	noDeltas atomic.Bool
 	warnOnce sync.Once
+	// dec is every lane's: they decode into their own buffers.
+	dec *payload.Decoder
 }
 
 // lane is one fetcher's decoder, buffers and queue of decoded chunks.
@@ -48,16 +50,12 @@ type lane struct {
 	dec    *payload.Decoder
 }
 
-func newLane(x *payload.Index, bufs [][]byte, stored []byte) (*lane, error) {
-	dec, err := payload.NewDecoder(x)
-	if err != nil {
-		return nil, ota.Wrap(ota.CodeWriteFailed, err)
-	}
+func newLane(dec *payload.Decoder, bufs [][]byte, stored []byte) *lane {
 	l := &lane{out: make(chan piece, len(bufs)), pool: make(chan []byte, len(bufs)), stored: stored, dec: dec}
 	for _, b := range bufs {
 		l.pool <- b
 	}
-	return l, nil
+	return l
 }
 
 // start runs the lanes until they have fetched everything or ctx ends.
@@ -77,8 +75,8 @@ func (n *network) close() {
 	if n.seq != nil {
 		n.seq.Close()
 	}
-	for _, l := range append(n.lanes, n.mine) {
-		l.dec.Close()
+	if n.dec != nil {
+		n.dec.Close()
 	}
 	n.src.Close()
 	if n.dsrc != nil {
@@ -241,9 +239,12 @@ func (l *lane) read(r io.Reader, c payload.Chunk, buf []byte) ([]byte, error) {
 	if _, err := io.ReadFull(r, dst); err != nil {
 		return nil, err
 	}
-	out, err := l.dec.Decode(c.Num, dst)
+	out, err := l.dec.DecodeInto(c.Num, dst, buf)
 	if err != nil {
 		return nil, err
+	}
+	if len(out) > 0 && &out[0] == &buf[0] {
+		return buf[:len(out)], nil // whole: buf goes back to the pool
 	}
 	return buf[:copy(buf[:c.Length], out)], nil
 }

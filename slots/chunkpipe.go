@@ -41,13 +41,14 @@ func (p piece) release() {
 	}
 }
 
-// bufSize is the size of a chunk buffer: the largest chunk, and with content-defined
-// chunks (at any offset) room to read it in aligned blocks (readChunk).
+// bufSize is the size of a chunk buffer: the largest chunk and the room a chunk is
+// decoded in place with (payload.DecodeSlack), and with content-defined chunks (at
+// any offset) room to read it in aligned blocks (readChunk).
 func bufSize(x *payload.Index) int {
 	if x.Chunking() == ota.ChunkingCDC {
 		return int(x.MaxChunk()) + 2*alignment
 	}
-	return int(x.MaxChunk())
+	return int(x.MaxChunk()) + alignment
 }
 
 // chunkBufs are the install's buffers, all one chunk long and page aligned,
@@ -149,20 +150,16 @@ func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
 			return nil, err
 		}
 	}
-	for i := range in.ct.lanes + 1 {
-		var l *lane
-		if i < in.ct.lanes {
-			l, err = newLane(in.x, bufs.lanes[i], bufs.stored[i])
-			n.lanes = append(n.lanes, l)
-		} else {
-			l, err = newLane(in.x, nil, bufs.stored[i])
-			n.mine = l
-		}
-		if err != nil {
-			n.close()
-			return nil, err
-		}
+	// One decoder for every lane: each decodes into its own buffers, so the
+	// install holds one set of zstd state, not one a lane.
+	if n.dec, err = payload.NewSharedDecoder(in.x, in.ct.decoders); err != nil {
+		n.close()
+		return nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
+	for i := range in.ct.lanes {
+		n.lanes = append(n.lanes, newLane(n.dec, bufs.lanes[i], bufs.stored[i]))
+	}
+	n.mine = newLane(n.dec, nil, bufs.stored[in.ct.lanes])
 	return n, nil
 }
 

@@ -62,7 +62,7 @@ type tuning struct {
 
 func defaultTuning() tuning {
 	return tuning{
-		chunk:         1 << 20,
+		chunk:         256 << 10,
 		buffers:       3,
 		syncLag:       16 << 20,
 		readChunk:     1 << 20,
