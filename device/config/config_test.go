@@ -134,3 +134,39 @@ func TestAttemptsAsRAUCAllows(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21: every duration has a range; a negative grace or pause is
+// refused, naming the key and the range, never accepted and misprinted.
+func TestDurationRanges(t *testing.T) {
+	tests := []struct {
+		table, key, value, want string
+	}{
+		{"trust", "clock_skew", "-5m", "trust.clock_skew: -5m is not between 1s and 24h"},
+		{"trust", "clock_skew", "48h", "trust.clock_skew: 48h is not between 1s and 24h"},
+		{"trust", "skew_allowance", "-1h", "trust.skew_allowance: -1h is not between 1m and 168h"},
+		{"trust", "skew_allowance", "1s", "trust.skew_allowance: 1s is not between 1m and 168h"},
+		{"download", "backoff", "-15s", "download.backoff: -15s is not between 1ms and 1h"},
+		{"download", "max_backoff", "-1s", "download.max_backoff: -1s is not between 1ms and 24h"},
+		{"commit", "window", "-5m", "commit.window: -5m is not between 1s and 24h"},
+		{"commit", "window", "720h", "commit.window: 720h is not between 1s and 24h"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			_, err := Parse([]byte(fmt.Sprintf("%s\n[%s]\n%s = %q\n", minimal, tc.table, tc.key, tc.value)), "otad.toml", "")
+			if err == nil || !strings.Contains(err.Error(), "otad.toml: "+tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if strings.Count(err.Error(), "\n") != 0 {
+				t.Fatalf("one wrong value, more than one error: %v", err)
+			}
+		})
+	}
+	// The bounds themselves are accepted, and printed as a config writes them.
+	c, err := Parse([]byte(minimal+"\n[trust]\nclock_skew = \"24h\"\nskew_allowance = \"1m\"\n[download]\nbackoff = \"1h\"\nmax_backoff = \"1h30m\"\n[commit]\nwindow = \"1s\"\n"), "otad.toml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.Trust.ClockSkew, " ", c.Download.MaxBackoff, " ", c.Commit.Window); got != "24h 1h30m 1s" {
+		t.Fatalf("printed %q", got)
+	}
+}
