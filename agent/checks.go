@@ -7,15 +7,12 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// seenAhead bounds how far past the newest trusted time (build time, newest
-// accepted issued_at) a clock reading may push LastSeen: a clock that jumped
-// to 2099 once must not make every offer expired for good.
-const seenAhead = 366 * 24 * time.Hour
-
 // clockFloor is the earliest the checks' clock can be (docs/contract/checks.md): the newest
-// of the build time, the newest accepted issued_at and the last time seen.
+// authenticated time the agent knows, the build time or the newest accepted
+// issued_at. The local clock alone never moves it: one boot with the clock
+// at 2099 must not make every offer expired.
 func (a *Agent) clockFloor() time.Time {
-	return clockFloor(a.cfg.BuildTime, a.state.NewestIssuedAt, a.persisted.LastSeen)
+	return clockFloor(a.cfg.BuildTime, a.state.NewestIssuedAt)
 }
 
 func clockFloor(f time.Time, ts ...time.Time) time.Time {
@@ -32,7 +29,7 @@ func clockFloor(f time.Time, ts ...time.Time) time.Time {
 // what `otad info` judges by without running the agent.
 func FactsOf(s State, booted ota.Slot, buildTime time.Time) Facts {
 	return Facts{SecurityFloor: s.SecurityFloor, NewestIssuedAt: s.NewestIssuedAt,
-		InactiveSlot: booted.Other(), ClockFloor: clockFloor(buildTime, s.NewestIssuedAt, s.LastSeen)}
+		InactiveSlot: booted.Other(), ClockFloor: clockFloor(buildTime, s.NewestIssuedAt)}
 }
 
 // now is the clock, never earlier than the floor.
@@ -48,24 +45,6 @@ func (a *Agent) now() time.Time {
 func (a *Agent) facts() Facts {
 	return Facts{SecurityFloor: a.state.SecurityFloor, NewestIssuedAt: a.state.NewestIssuedAt,
 		InactiveSlot: a.state.Booted.Other(), ClockFloor: a.clockFloor()}
-}
-
-// stampSeen sets the journal's LastSeen to now, bounded by seenAhead.
-func (a *Agent) stampSeen(s State) State {
-	now := a.now()
-	trusted := a.cfg.BuildTime
-	if s.NewestIssuedAt.After(trusted) {
-		trusted = s.NewestIssuedAt
-	}
-	if limit := trusted.Add(seenAhead); now.After(limit) {
-		now = limit
-	}
-	// LastSeen never goes back.
-	s.LastSeen = a.persisted.LastSeen
-	if now.After(s.LastSeen) {
-		s.LastSeen = now
-	}
-	return s
 }
 
 // recheckPending runs the offer checks on the pending offer again, with the

@@ -54,7 +54,6 @@ var errJournal = errors.New("journal write failed")
 func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	switch e := e.(type) {
 	case Persist:
-		e.State = a.stampSeen(e.State)
 		if err := a.d.Store.Save(e.State); err != nil {
 			return fmt.Errorf("%w: %w", errJournal, err)
 		}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,39 +181,44 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-// Issue 9 (5): the checks' clock is never earlier than the floor: the build
-// time, the newest accepted issued_at and the last time the agent saw.
+// Issue 9 (5), issue 21: the checks' clock is never earlier than the floor,
+// the build time or the newest accepted issued_at; the local clock never
+// moves it, however far ahead it reads.
 func TestClockFloorReachesTheChecks(t *testing.T) {
 	build := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	seen := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	store := &memStore{ok: true, s: State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}, LastSeen: seen, NewestIssuedAt: build.Add(time.Hour)}}
-	chk := &switchChecker{refuse: ota.CodeExpired}
-	var clockNow atomic.Pointer[time.Time]
-	epoch := time.Unix(0, 0).UTC()
-	clockNow.Store(&epoch)
-	a, err := New(Config{DeviceID: "d", BuildTime: build, Logger: slog.New(slog.DiscardHandler)}, Deps{
-		Store: store, Bootloader: &fakeBoot{}, Installer: &recordingInstaller{quick: true}, Checker: chk, Rebooter: &fakeReboot{},
-		Health: okHealth{}, Clock: fixedClock{epoch},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, "A", "b1") }()
-	o, _ := a.Install(context.Background(), []byte(`{}`))
-	cancel()
-	<-done
-	chk.mu.Lock()
-	defer chk.mu.Unlock()
-	if len(chk.facts) == 0 || !chk.facts[0].ClockFloor.Equal(seen) {
-		t.Fatalf("facts %+v, want the clock floor at %s", chk.facts, seen)
-	}
-	if o.Result != ota.ResultRejected {
-		t.Fatalf("outcome %+v", o)
-	}
-	// The journal keeps the last time seen, never earlier than the floor.
-	if s, _, _ := store.Load(); s.LastSeen.Before(seen) {
-		t.Fatalf("journal last_seen %s went back from %s", s.LastSeen, seen)
+	issued := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		clock time.Time
+		want  time.Time
+	}{
+		{"no RTC, booted at 1970", time.Unix(0, 0).UTC(), issued},
+		{"clock at 2099", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), issued},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &memStore{ok: true, s: State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}, NewestIssuedAt: issued}}
+			chk := &switchChecker{refuse: ota.CodeExpired}
+			a, err := New(Config{DeviceID: "d", BuildTime: build, Logger: slog.New(slog.DiscardHandler)}, Deps{
+				Store: store, Bootloader: &fakeBoot{}, Installer: &recordingInstaller{quick: true}, Checker: chk, Rebooter: &fakeReboot{},
+				Health: okHealth{}, Clock: fixedClock{tc.clock},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx, "A", "b1") }()
+			o, _ := a.Install(context.Background(), []byte(`{}`))
+			cancel()
+			<-done
+			chk.mu.Lock()
+			defer chk.mu.Unlock()
+			if len(chk.facts) == 0 || !chk.facts[0].ClockFloor.Equal(tc.want) {
+				t.Fatalf("facts %+v, want the clock floor at %s", chk.facts, tc.want)
+			}
+			if o.Result != ota.ResultRejected {
+				t.Fatalf("outcome %+v", o)
+			}
+		})
 	}
 }

@@ -20,7 +20,7 @@ func TestMemJournalMatchesTheFile(t *testing.T) {
 		}
 	}
 	want := State{Phase: ota.Downloading, Seq: 7, Target: &Target{ID: "rel-1", Slot: ota.SlotB},
-		Slots: map[ota.Slot]SlotInfo{ota.SlotA: {Version: "1"}}, LastSeen: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		Slots: map[ota.Slot]SlotInfo{ota.SlotA: {Version: "1"}}, NewestIssuedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	for _, s := range []Store{file, mem} {
 		if err := s.Save(want); err != nil {
 			t.Fatal(err)

@@ -63,9 +63,6 @@ type State struct {
 	// SeqMark is a seq no event has used yet, journaled ahead: refusals take
 	// seqs below it without a journal write each (flash wear).
 	SeqMark uint64 `json:"seq_mark,omitempty"`
-	// LastSeen is the latest time the agent saw, stamped at each journal
-	// write; part of the clock floor (docs/contract/checks.md).
-	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Clone returns a deep copy, so a snapshot handed to an effect never changes.
