@@ -168,7 +168,7 @@ func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err er
 			err = nil
 		}
 	}()
-	boot := EvBoot{Booted: booted, BootID: bootID}
+	boot := EvBoot{Booted: booted, BootID: bootID, Time: a.now()}
 	if a.state.Phase == ota.Staged {
 		// Whether the flip happened decides between finishing it and a fallback.
 		order, err := a.d.Bootloader.Order(ctx)

@@ -23,11 +23,14 @@ func (m *machine) boot(ev EvBoot) {
 	case ota.Staged:
 		m.bootStaged(ev, sameBoot)
 	case ota.Rebooting:
-		m.bootRebooting(sameBoot)
+		m.bootRebooting(ev, sameBoot)
 	case ota.Confirming:
 		if m.s.Booted == m.s.Target.Slot {
-			m.emit(ota.Confirming, nil, "checking health again after a restart")
-			m.do(StartHealth{})
+			if m.s.Target.ConfirmingSince.IsZero() {
+				m.s.Target.ConfirmingSince = ev.Time // journaled by an older otad
+			}
+			m.emit(ota.Confirming, nil, "checking health again after a restart, within what is left of the commit window")
+			m.do(StartHealth{Since: m.s.Target.ConfirmingSince})
 		} else {
 			m.fellBack()
 		}
@@ -83,8 +86,7 @@ func (m *machine) bootStaged(ev EvBoot, sameBoot bool) {
 	case sameBoot:
 		m.activate()
 	case ev.Booted == t.Slot:
-		m.transition(ota.Confirming, nil, "booted the new slot")
-		m.do(StartHealth{})
+		m.confirm(ev)
 	case ev.FirstInOrder != t.Slot:
 		// Power was lost between journaling staged and switching the
 		// boot slot: the verified image is still there; switch now.
@@ -95,7 +97,7 @@ func (m *machine) bootStaged(ev EvBoot, sameBoot bool) {
 	}
 }
 
-func (m *machine) bootRebooting(sameBoot bool) {
+func (m *machine) bootRebooting(ev EvBoot, sameBoot bool) {
 	t := m.s.Target
 	switch {
 	case sameBoot:
@@ -104,11 +106,17 @@ func (m *machine) bootRebooting(sameBoot bool) {
 			m.do(Reboot{})
 		}
 	case m.s.Booted == t.Slot:
-		m.transition(ota.Confirming, nil, "booted the new slot")
-		m.do(StartHealth{})
+		m.confirm(ev)
 	default:
 		m.fellBack()
 	}
+}
+
+// confirm starts the commit window: the first start on the new slot.
+func (m *machine) confirm(ev EvBoot) {
+	m.s.Target.ConfirmingSince = ev.Time
+	m.transition(ota.Confirming, nil, "booted the new slot")
+	m.do(StartHealth{Since: ev.Time})
 }
 
 // healthyBoot marks the running slot good, as every healthy boot does: the

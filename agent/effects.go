@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/otad/otad/ota"
+import (
+	"time"
+
+	"github.com/otad/otad/ota"
+)
 
 // Effect is an instruction to the loop. Effects run in order; the first that
 // fails stops the rest of its batch and comes back as EvEffectFailed.
@@ -60,8 +64,13 @@ type Reboot struct{ effect }
 // again and step with the verdict (EvPendingOffer or EvRefused).
 type RecheckPending struct{ effect }
 
-// StartHealth runs the health checks within the commit window.
-type StartHealth struct{ effect }
+// StartHealth runs the health checks within the commit window, which
+// counts from Since, the first boot of the new slot (docs/contract/installing.md):
+// an agent restarted in confirming has only what is left of it.
+type StartHealth struct {
+	effect
+	Since time.Time
+}
 
 // PublishProgress reports bytes done (not journaled).
 type PublishProgress struct {

@@ -22,6 +22,9 @@ type EvBoot struct {
 	// FirstInOrder is the slot the bootloader's order names first, read
 	// before the event when it matters (a journal left in staged).
 	FirstInOrder ota.Slot
+	// Time is when the agent started (the clock, never below its floor):
+	// the commit window of a new slot counts from its first start there.
+	Time time.Time
 }
 
 // EvOffer is an offer that passed every check of docs/contract/checks.md.

@@ -87,7 +87,7 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	case RecheckPending:
 		a.recheck = true // once this batch's effects are done
 	case StartHealth:
-		a.startHealth()
+		a.startHealth(e.Since)
 	case PublishProgress:
 		a.publishProgress(e)
 	}
@@ -138,11 +138,26 @@ func (a *Agent) stopInstall() {
 	a.install = nil
 }
 
-func (a *Agent) startHealth() {
+// startHealth runs the health check for what is left of the commit window
+// that began at since: a crash-looping agent cannot keep a slot uncommitted
+// for ever by starting the window again each time. A clock set back gives at
+// most one whole window.
+func (a *Agent) startHealth(since time.Time) {
 	a.stopHealth()
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.CommitWindow)
-	r := &running{cancel: cancel, done: make(chan Event, 1)}
+	now := a.now()
+	left := a.cfg.CommitWindow
+	if !since.IsZero() && !now.Before(since) {
+		left -= now.Sub(since)
+	}
+	r := &running{cancel: func() {}, done: make(chan Event, 1)}
 	a.health = r
+	if left <= 0 {
+		r.done <- EvHealth{Message: fmt.Sprintf("the commit window of %s, counted from the first boot of the new slot at %s, ended before the health check passed",
+			a.cfg.CommitWindow, since.UTC().Format(time.RFC3339))}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), left)
+	r.cancel = cancel
 	go func() {
 		defer cancel()
 		err := a.d.Health.Check(ctx)

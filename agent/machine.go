@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/otad/otad/ota"
+import (
+	"time"
+
+	"github.com/otad/otad/ota"
+)
 
 // Policy is the part of the configuration the state machine decides with.
 type Policy struct {
@@ -106,7 +110,7 @@ func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string
 func (m *machine) startInstall(t Target, msg string) {
 	slot := m.s.Booted.Other()
 	t.Slot = slot
-	t.BytesDone, t.Transfer = 0, ota.Transfer{}
+	t.BytesDone, t.Transfer, t.ConfirmingSince = 0, ota.Transfer{}, time.Time{}
 	t.Envelope = nil // checked for this install; only a pending offer keeps it
 	m.s.Target = &t
 	m.s.InstallGen++
