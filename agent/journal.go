@@ -25,7 +25,11 @@ type journalFile struct {
 }
 
 // Journal stores the agent's State durably in <dir>/journal.json.
-type Journal struct{ Dir string }
+type Journal struct {
+	Dir string
+	// FS is where the journal is replaced; nil is the operating system's.
+	FS durable.FS
+}
 
 // Path is the journal file.
 func (j Journal) Path() string { return filepath.Join(j.Dir, JournalName) }
@@ -51,7 +55,7 @@ func (j Journal) Save(s State) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(j.Path(), b, 0o600)
+	return durable.WriteFileOn(j.FS, j.Path(), b, 0o600)
 }
 
 func newState() State { return State{Phase: ota.Idle, Slots: map[ota.Slot]SlotInfo{}} }

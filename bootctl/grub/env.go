@@ -45,6 +45,13 @@ func Open(envFile string, attempts int, log *slog.Logger) (*Env, error) {
 	return e, nil
 }
 
+// WithDisk writes the block through d (OSDisk is otad's): the crash-state
+// explorer records each write and sync through it.
+func (e *Env) WithDisk(d bootctl.Disk) *Env {
+	e.disk = d
+	return e
+}
+
 // Path is the grubenv file.
 func (e *Env) Path() string { return e.path }
 

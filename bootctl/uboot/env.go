@@ -80,6 +80,13 @@ func orDiscard(l *slog.Logger) *slog.Logger {
 	return l
 }
 
+// WithDisk writes the env through d (OSDisk is otad's): the crash-state
+// explorer records each write and sync through it.
+func (e *Env) WithDisk(d bootctl.Disk) *Env {
+	e.disk = d
+	return e
+}
+
 // WithLockFile sets the flock file shared with fw_setenv; "" disables locking.
 func (e *Env) WithLockFile(path string) *Env {
 	e.lockFile = path
