@@ -21,9 +21,13 @@ func (m *machine) commit(msg string) {
 // reject gives up the running new slot and goes back to the other one: at
 // once after a failed health check, whatever the reboot policy (this slot is
 // bad); by the policy when the operator rejects it.
+//
+// The journal hears it before the bootloader: a power cut between leaves a
+// journal that names the failure, and the next start on the slot marks it
+// bad again (bootIdle). The other way round, the next start would find the
+// old slot booted and report the bootloader's fallback, not the failure.
 func (m *machine) reject(code ota.Code, msg string, reboot bool) {
 	t := m.s.Target
-	m.do(Mark{Op: MarkBad, Slot: t.Slot})
 	info := m.s.Slots[t.Slot]
 	info.Status = ota.SlotBad
 	m.s.Slots[t.Slot] = info
@@ -32,6 +36,7 @@ func (m *machine) reject(code ota.Code, msg string, reboot bool) {
 		msg += "; " + rebootToReturn(t.Slot.Other())
 	}
 	m.transition(ota.Idle, m.result(t, ota.ResultFailed, code, msg), "")
+	m.do(Mark{Op: MarkBad, Slot: t.Slot})
 	if reboot {
 		m.do(Reboot{})
 	}
@@ -138,6 +143,16 @@ func (m *machine) effectFailed(ev EvEffectFailed) {
 		// the new slot counting down its attempts until the bootloader falls back.
 		m.emit(ota.Confirming, nil, ev.Message+"; rebooting so the bootloader decides")
 		m.do(Reboot{})
+	case ota.Idle:
+		if mk, ok := ev.Effect.(Mark); ok && mk.Op == MarkBad && mk.Slot == m.s.Booted && m.s.Slots[mk.Slot].Status == ota.SlotBad {
+			// A rejection is journaled; the bootloader did not hear it.
+			// Rebooting counts the slot's attempts down until it falls back,
+			// and each start on it marks it bad again.
+			m.emit(ota.Idle, nil, ev.Message+"; rebooting so the bootloader decides")
+			m.do(Reboot{})
+			return
+		}
+		m.emit(m.s.Phase, nil, ev.Message)
 	default:
 		m.emit(m.s.Phase, nil, ev.Message)
 	}
