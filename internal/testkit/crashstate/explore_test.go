@@ -1,0 +1,104 @@
+package crashstate
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/durable"
+)
+
+// tmp is a directory for the rigs: a tmpfs where there is one.
+func tmp(t *testing.T) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "crashstate-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+func fixture(t *testing.T) *Fixture {
+	t.Helper()
+	fx, err := NewFixture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fx.Close)
+	return fx
+}
+
+// Short is the sample make test explores: seeded, ShortSample states a
+// scenario, a second power cut during the recovery from the first.
+const ShortSample = 500
+
+func shortOptions(t *testing.T, scenarios []Scenario) Options {
+	return Options{Scenarios: scenarios, Model: ShortModel(), Depth: 2, Sample: ShortSample, Workers: 2, Dir: tmp(t),
+		Log: func(s string) { t.Log(s) }}
+}
+
+// Issue 21: every state of the sample survives, in every scenario.
+func TestCrashStates(t *testing.T) {
+	res, err := Explore(context.Background(), fixture(t), shortOptions(t, Scenarios(Modes()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Scenarios {
+		if s.States < ShortSample {
+			t.Errorf("%s: %d states explored, want at least %d", s.Scenario, s.States, ShortSample)
+		}
+		for i, v := range s.Violations {
+			if i < 3 {
+				t.Errorf("%s: depth %d: %s (before %s): %v", s.Scenario, v.Depth, v.State, v.Op, v.Messages)
+			}
+		}
+	}
+	t.Log(res.Summary(), res.Wall)
+}
+
+// noDirSync is durable with its directory syncs left out: a rename may be
+// lost after the agent acted on it.
+type noDirSync struct{ durable.FS }
+
+func (noDirSync) SyncDir(string) error { return nil }
+
+// wrongCopy writes a redundant U-Boot env into the copy in use instead of
+// the other: a torn write leaves only the copy from long before.
+func wrongCopy(d bootctl.Disk) bootctl.Disk {
+	w := d.WriteAt
+	d.WriteAt = func(f *os.File, b []byte, off int64) (int, error) { return w(f, b, ubootEnvSize-off) }
+	return d
+}
+
+// The explorer can fail: a deliberately broken product is caught.
+func TestBrokenVariantsAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   Scenario
+		opt  func(*Options)
+	}{
+		{"journal without its directory sync", Scenario{Stream, UBootRedundant, Commit},
+			func(o *Options) { o.BrokenFS = func(fs durable.FS) durable.FS { return noDirSync{fs} } }},
+		{"redundant env written over the copy in use", Scenario{Stream, UBootRedundant, Commit},
+			func(o *Options) { o.BrokenDisk = wrongCopy }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := shortOptions(t, []Scenario{tc.sc})
+			opt.Sample = 200
+			tc.opt(&opt)
+			res, err := Explore(context.Background(), fixture(t), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Violations() == 0 {
+				t.Fatalf("%s: %d states, no violation found", tc.name, res.States())
+			}
+			v := res.Scenarios[0].Violations[0]
+			t.Logf("%d of %d states break an invariant, e.g. %s (before %s): %v", res.Violations(), res.States(), v.State, v.Op, v.Messages)
+		})
+	}
+}
