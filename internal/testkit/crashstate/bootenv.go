@@ -100,17 +100,17 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // open is the backend otad uses on the environment under root.
 func (b Boot) open(root string, d bootctl.Disk) (bootctl.Bootloader, error) {
 	if b == GRUB {
-		e, err := grub.Open(filepath.Join(root, "boot", "grubenv"), Attempts)
+		e, err := grub.Open(filepath.Join(root, "boot", "grubenv"), Attempts, discard())
 		if err != nil {
 			return nil, err
 		}
-		return e.WithDisk(d).WithLogger(discard()), nil
+		return e.WithDisk(d), nil
 	}
-	e, err := uboot.Open(filepath.Join(root, "etc", "fw_env.config"), Attempts)
+	e, err := uboot.Open(filepath.Join(root, "etc", "fw_env.config"), Attempts, discard())
 	if err != nil {
 		return nil, err
 	}
-	return e.WithDisk(d).WithLockFile("").WithLogger(discard()), nil
+	return e.WithDisk(d).WithLockFile(""), nil
 }
 
 var errNoSlot = errors.New("no slot to boot")
