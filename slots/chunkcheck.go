@@ -68,7 +68,7 @@ func (r *reporter) report(phase ota.Phase, done int64, cp checkpoint, force bool
 // into half of block, while the other is hashed; chunks may span reads.
 func (in *chunkInstall) readBack(ctx context.Context, block []byte, counts checkpoint) error {
 	half := max(alignment, int64(len(block))/2/alignment*alignment)
-	q := &readQueue{read: func(r *readReq) { readRegion(in.rd, in.direct, r) }, target: in.job.targetName(), free: [][]byte{block[:half], block[half : 2*half]}}
+	q := &readQueue{read: func(r *readReq) { in.tgt.readRegion(r) }, target: in.job.targetName(), free: [][]byte{block[:half], block[half : 2*half]}}
 	defer q.wait()
 	size := in.job.Size
 	h := sha256.New()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otad/otad/durable"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -38,8 +39,11 @@ type ChunkedJob struct {
 	// then hashed once, chunk by chunk, and its first bytes as the deltas
 	// entries' older images.
 	BootedImage string
-	// Log gets the install's warnings (deltas given up for the store); nil
-	// discards them.
+	// StateFS is where the files in StateDir are replaced; nil is the
+	// operating system's.
+	StateFS durable.FS
+	// Log gets the install's warnings (deltas given up for the store, a
+	// checkpoint or kept index not written); nil discards them.
 	Log *slog.Logger
 }
 
@@ -87,7 +91,9 @@ func defaultChunkTuning() chunkTuning {
 // the first source that has it (the target slot, zeros, the booted slot, the
 // network), checks its hash before writing it, records a durable checkpoint
 // every few MiB or seconds, and with Readback ends with a read-back of the
-// slot against the index and sha256. A restart of the same offer resumes at
+// slot against the index and sha256 (without, it hashes the image as it is
+// written). The checkpoint, the kept index and the booted slot's chunk list
+// are aids: one not written is a warning (Log). A restart of the same offer resumes at
 // the checkpoint. It returns nil only when all
 // of that succeeded, otherwise an *ota.Error with a docs/contract/installing.md code.
 func WriteChunked(ctx context.Context, job ChunkedJob) error {
@@ -114,9 +120,7 @@ type chunkInstall struct {
 	ct       *chunkTuning
 	expected []byte
 	x        *payload.Index
-	tgt      *target
-	rd       *os.File // the target opened again for reading
-	direct   bool     // rd uses O_DIRECT
+	tgt      chunkSink
 	booted   *os.File // the booted slot, nil without one
 	state    chunkState
 	key      string
@@ -134,6 +138,7 @@ type chunkInstall struct {
 	fetched  atomic.Int64 // store and index bytes from the network, this run
 	progress *reporter
 	counts   checkpoint // the totals once written
+	written  *imageHash // the image as written, without a read-back
 }
 
 func (in *chunkInstall) run(ctx context.Context) error {
@@ -145,12 +150,6 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if err := job.checkChunks(); err != nil {
 		return err
 	}
-	// It reads the slots and keeps a checkpoint of what is on storage: a
-	// File's work.
-	file, ok := job.Target.(File)
-	if !ok {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: chunked payloads are written to slot files and block devices only", job.targetName()))
-	}
 	if err := ctx.Err(); err != nil {
 		return ota.Wrap(ota.CodeCancelled, fmt.Errorf("write %s to %s: %w", job.URL, job.targetName(), err))
 	}
@@ -158,28 +157,24 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if in.x, err = fetchIndex(ctx, job, in.tun, &in.fetched); err != nil {
 		return err
 	}
-	if in.tgt, err = openTarget(string(file), job.bootedPath(), in.tun.mountinfo); err != nil {
-		return err
-	}
-	defer in.tgt.close()
-	if in.tgt.size < job.Size {
-		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.targetName(), in.tgt.size, job.URL, job.Size))
-	}
-	in.state = chunkState{dir: filepath.Join(job.StateDir, chunkDirName)}
-	if err := in.state.init(); err != nil {
-		return err
-	}
-	in.key = job.checkpointKey(in.tgt.f.Name())
-	in.resumed = in.state.loadCheckpoint(in.key)
 	bufs, release, err := in.buffers()
 	if err != nil {
 		return err
 	}
 	defer release()
-	if in.rd, in.direct, err = openReadback(in.tgt, in.tun.noDirect, bufs.scratch); err != nil {
+	// It reads the slot back and keeps a checkpoint of what is on storage:
+	// a File, or a Target whose Writer can sync.
+	if in.tgt, err = openChunkSink(job, in.tun, bufs.scratch); err != nil {
 		return err
 	}
-	defer in.rd.Close()
+	defer in.tgt.close()
+	if in.tgt.size() < job.Size {
+		return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("slot %s holds %d bytes, payload %s is %d bytes", job.targetName(), in.tgt.size(), job.URL, job.Size))
+	}
+	in.state = chunkState{dir: filepath.Join(job.StateDir, chunkDirName), fs: job.StateFS, log: in.log}
+	in.state.init()
+	in.key = job.checkpointKey(in.tgt.name())
+	in.resumed = in.state.loadCheckpoint(in.key)
 	defer func() {
 		if in.booted != nil {
 			in.booted.Close()
@@ -194,9 +189,7 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if in.resumed == nil {
 		// Written before the first byte: a crash from here on resumes, and a
 		// restart knows the target may hold chunks of this install.
-		if err := in.state.saveCheckpoint(&checkpoint{Key: in.key, Offer: job.Offer}); err != nil {
-			return err
-		}
+		in.state.saveCheckpoint(&checkpoint{Key: in.key, Offer: job.Offer})
 	}
 	path := ota.PathChunked
 	if in.plan.DeltaBytes > 0 {
@@ -210,11 +203,15 @@ func (in *chunkInstall) run(ctx context.Context) error {
 		if err := in.readBack(ctx, bufs.block, in.counts); err != nil {
 			return err
 		}
-	}
-	if err := in.state.keepIndex(job.SHA256, in.x, job.BootedImage); err != nil {
+	} else if err := in.written.check(); err != nil {
 		return err
 	}
-	return in.state.removeCheckpoint()
+	if err := in.tgt.done(job.SHA256); err != nil {
+		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("commit %s: %w", job.targetName(), err))
+	}
+	in.state.keepIndex(job.SHA256, in.x, job.BootedImage)
+	in.state.removeCheckpoint()
+	return nil
 }
 
 // checkChunks checks what Job.check does not: the manifest's chunk values.
@@ -326,12 +323,12 @@ func (in *chunkInstall) targetHeld(ctx context.Context, next int, scratch []byte
 // says, or zeros (read in parts: a zero run may be longer than buf).
 func (in *chunkInstall) targetHolds(c payload.Chunk, buf []byte) bool {
 	if c.Kind != payload.KindZero {
-		b, err := readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
+		b, err := in.tgt.read(c.Offset, c.Length, buf)
 		return err == nil && c.Holds(b)
 	}
 	step := int(in.x.MaxChunk()) // what buf holds at any offset
 	for off := int64(0); off < int64(c.Length); off += int64(step) {
-		b, err := readChunk(in.rd, in.direct, c.Offset+off, int(min(int64(step), int64(c.Length)-off)), buf)
+		b, err := in.tgt.read(c.Offset+off, int(min(int64(step), int64(c.Length)-off)), buf)
 		if err != nil || !payload.AllZero(b) {
 			return false
 		}

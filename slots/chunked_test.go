@@ -82,7 +82,7 @@ func TestChunkedReuse(t *testing.T) {
 			c1 := makeChunked(t, v1)
 			bootedImage := ""
 			if tc.kept {
-				if err := (chunkState{dir: filepath.Join(d.state, chunkDirName)}).init(); err != nil {
+				if err := os.MkdirAll(filepath.Join(d.state, chunkDirName), 0o700); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.WriteFile(filepath.Join(d.state, chunkDirName, sha(v1)+indexSuffix), c1.idx, 0o600); err != nil {
@@ -225,7 +225,7 @@ func TestChunkedAlteredChunkBootedSlotLacks(t *testing.T) {
 	const bad = 17
 	d := newChunkSlots(t, len(img)+50000, img)
 	c := makeChunked(t, img)
-	if err := (chunkState{dir: filepath.Join(d.state, chunkDirName)}).init(); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.state, chunkDirName), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(d.state, chunkDirName, sha(img)+indexSuffix), c.idx, 0o600); err != nil {

@@ -253,9 +253,18 @@ func (l *lane) read(r io.Reader, c payload.Chunk, buf []byte) ([]byte, error) {
 // refetch of a chunk that arrived wrong, and a chunk a slot did not hold
 // after all. A second wrong arrival is final: chunk_mismatch.
 func (n *network) fetchOne(ctx context.Context, l *lane, c payload.Chunk, buf []byte) ([]byte, error) {
+	return n.fetchAlone(ctx, l, c, buf, true)
+}
+
+// fetchAlone is fetchOne; without fromStart, a server that serves no ranges
+// is fetch.ErrNoRanges instead of a read of the store from its start.
+func (n *network) fetchAlone(ctx context.Context, l *lane, c payload.Chunk, buf []byte, fromStart bool) ([]byte, error) {
 	fails := 0
 	for {
 		body, err := n.src.Open(ctx, c.StoreOffset, int64(c.StoreLength))
+		if errors.Is(err, fetch.ErrNoRanges) && !fromStart {
+			return nil, err
+		}
 		if errors.Is(err, fetch.ErrNoRanges) {
 			body, err = openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
 		}
@@ -302,79 +311,4 @@ func (n *network) next(ctx context.Context, c payload.Chunk) (piece, error) {
 		}
 	}
 	return n.nextSequential(ctx, c)
-}
-
-// sequential gives up on ranges from chunk c on: the lanes stop, and the
-// store is read from its start, skipping to c.
-func (n *network) sequential(ctx context.Context, c payload.Chunk) error {
-	n.stop()
-	n.wg.Wait()
-	n.stop = nil
-	// Chunks the lanes fetched ahead are dropped; their buffers go back.
-	for _, l := range n.lanes {
-		for len(l.out) > 0 {
-			if p := <-l.out; p.buf != nil {
-				p.pool <- p.buf
-			}
-		}
-	}
-	seq, err := openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
-	if err != nil {
-		return err
-	}
-	n.seq, n.seqPos = seq, c.StoreOffset
-	return nil
-}
-
-func (n *network) nextSequential(ctx context.Context, c payload.Chunk) (piece, error) {
-	l := n.lanes[0]
-	if err := skipStore(n.seq, c.StoreOffset-n.seqPos, n.in.job); err != nil {
-		return piece{}, err
-	}
-	n.seqPos = c.StoreOffset + int64(c.StoreLength)
-	var buf []byte
-	select {
-	case buf = <-l.pool:
-	case <-ctx.Done():
-		return piece{}, ctx.Err()
-	}
-	b, err := l.read(n.seq, c, buf)
-	switch {
-	case ota.CodeOf(err) == ota.CodeChunkMismatch:
-		b, err = n.fetchOne(ctx, n.mine, c, buf)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		err = ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends inside chunk %d", n.in.job.Expect.StoreSize, n.in.job.URL, c.Num)
-	}
-	if err != nil {
-		l.pool <- buf
-		return piece{}, err
-	}
-	return piece{chunk: c.Num, buf: b, write: true, pool: l.pool}, nil
-}
-
-// openSequential opens the whole store from its start, positioned at off:
-// what a server that does not serve ranges allows. The stream resumes by
-// itself after transient failures (fetch.Open); its errors are final.
-func openSequential(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atomic.Int64, off int64) (io.ReadCloser, error) {
-	src, err := fetch.Open(ctx, job.request(job.URL, job.Expect.StoreSize, tun, fetched))
-	if err != nil {
-		return nil, err
-	}
-	if err := skipStore(src, off, job); err != nil {
-		src.Close()
-		return nil, err
-	}
-	return src, nil
-}
-
-// skipStore discards n bytes of a sequential store stream.
-func skipStore(r io.Reader, n int64, job *ChunkedJob) error {
-	if n <= 0 {
-		return nil
-	}
-	got, err := io.CopyN(io.Discard, r, n)
-	if errors.Is(err, io.EOF) {
-		return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends after %d bytes", job.Expect.StoreSize, job.URL, got)
-	}
-	return err
 }

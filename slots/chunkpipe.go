@@ -98,8 +98,8 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 //	committer: fdatasync the slot, then replace the checkpoint file
 //
 // Every chunk is checked against the authenticated index before it is
-// written, so the image is not hashed again as it is written; the
-// read-back checks the slot against the index and sha256.
+// written; the read-back checks the slot against the index and sha256, or
+// without one the writer hashes the image as it goes (imageHash).
 func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -127,7 +127,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	})
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, pieces, due))
+		fail(in.writeLoop(ctx, pieces, due, bufs.scratch))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -214,8 +214,8 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 // one vectored write, gives their buffers back, reports progress and hands
 // the committer a checkpoint when one is due (chunkTuning); at most one
 // waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
-	s := &syncer{fd: int(in.tgt.f.Fd()), name: in.job.targetName(), lag: in.tun.syncLag, rangeOK: true, publish: func(int64) {}}
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, scratch []byte) error {
+	s := in.tgt.flusher(in.tun.syncLag)
 	maxBatch := max(1, in.ct.batchBytes/int(in.x.MaxChunk()))
 	batch := make([]piece, 0, maxBatch)
 	iov := make([][]byte, 0, maxBatch)
@@ -224,7 +224,14 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 		cp = *r
 	}
 	lastAt, lastDone := time.Now(), cp.Done
-	done := cp.Done // image bytes written, zero runs' parts included
+	var started int64 // writeback started up to here
+	done := cp.Done   // image bytes written, zero runs' parts included
+	if !in.job.Readback {
+		var err error
+		if in.written, err = in.newImageHash(cp.Next, scratch); err != nil {
+			return err
+		}
+	}
 	for open := true; open; {
 		batch = batch[:0]
 		select {
@@ -263,12 +270,18 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 		// Writeback is started in pieces as large as the stream writer's:
 		// many small ones make the storage slower.
 		last := batch[len(batch)-1]
-		if end := last.off + int64(len(last.buf)); end-s.started >= int64(in.tun.chunk) {
+		if end := last.off + int64(len(last.buf)); end-started >= int64(in.tun.chunk) {
 			if err := s.advance(end); err != nil {
 				return err
 			}
+			started = end
 		}
 		for _, p := range batch {
+			if in.written != nil {
+				if err := in.written.feed(p); err != nil {
+					return err
+				}
+			}
 			p.release()
 			if p.more {
 				done += int64(len(p.buf))
@@ -317,7 +330,7 @@ func (in *chunkInstall) writeBatch(batch []piece, iov [][]byte) error {
 		for ; i < len(batch) && batch[i].write; i++ {
 			iov = append(iov, batch[i].buf)
 		}
-		if err := pwritev(in.tgt.f, iov, off); err != nil {
+		if err := in.tgt.writev(iov, off); err != nil {
 			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write at offset %d of %s: %w", off, in.job.targetName(), err))
 		}
 	}
@@ -358,7 +371,7 @@ func (in *chunkInstall) commitLoop(ctx context.Context, due <-chan checkpoint) e
 		if ctx.Err() != nil {
 			continue
 		}
-		if err := unix.Fdatasync(int(in.tgt.f.Fd())); err != nil {
+		if err := in.tgt.sync(); err != nil {
 			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("fdatasync %s: %w", in.job.targetName(), err))
 		}
 		if hook := in.ct.beforeCheckpoint; hook != nil {
@@ -366,9 +379,7 @@ func (in *chunkInstall) commitLoop(ctx context.Context, due <-chan checkpoint) e
 				return err
 			}
 		}
-		if err := in.state.saveCheckpoint(&cp); err != nil {
-			return err
-		}
+		in.state.saveCheckpoint(&cp)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
 
@@ -44,10 +43,7 @@ func (in *chunkInstall) fromDelta(ctx context.Context, net *network, p piece, c 
 		copy(out, b)
 		return piece{chunk: c.Num, buf: out, back: buf, write: true, rebuilt: true, pool: local}, nil
 	}
-	b, err := net.fetchOne(ctx, net.mine, c, buf)
-	if ota.CodeOf(err) == ota.CodeChunkMismatch {
-		b, err = net.fetchOne(ctx, net.mine, c, buf)
-	}
+	b, err := net.fetchMissing(ctx, c, buf)
 	if err != nil {
 		local <- buf
 		return piece{}, err
@@ -73,18 +69,14 @@ func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.S
 			local <- buf
 			return piece{chunk: c.Num, buf: nil, reused: true}, nil
 		}
-		b, err = readChunk(in.rd, in.direct, c.Offset, c.Length, buf)
+		b, err = in.tgt.read(c.Offset, c.Length, buf)
 	} else {
 		b, err = readBooted(in.booted, st.BootedOffset, c.Length, buf)
 	}
 	if err == nil && sha256.Sum256(b) == c.SHA256 {
 		return piece{chunk: c.Num, buf: b, back: buf, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
 	}
-	b, err = net.fetchOne(ctx, net.mine, c, buf)
-	if ota.CodeOf(err) == ota.CodeChunkMismatch {
-		// The bytes arrived whole and are wrong: fetched once more.
-		b, err = net.fetchOne(ctx, net.mine, c, buf)
-	}
+	b, err = net.fetchMissing(ctx, c, buf)
 	if err != nil {
 		local <- buf
 		return piece{}, err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,14 +41,29 @@ type checkpoint struct {
 
 // chunkState is <state_dir>/chunked: the checkpoint of the install under
 // way, the index of each image written (<sha256>.idx), and the chunk list of
-// a booted slot without one (booted.scan).
-type chunkState struct{ dir string }
+// a booted slot without one (booted.scan), replaced on fs.
+//
+// All of them are aids: without a checkpoint a restart starts over, without
+// a kept index or a chunk list the next update hashes the booted slot
+// again. One that cannot be written (a full state_dir) is a warning, and the
+// install goes on.
+type chunkState struct {
+	dir string
+	fs  durable.FS
+	log *slog.Logger
+}
 
-func (s chunkState) init() error {
+func (s chunkState) init() {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("chunked state: %w", err))
+		s.warn("chunked state", err)
 	}
-	return nil
+}
+
+func (s chunkState) warn(what string, err error) {
+	if s.log == nil {
+		return
+	}
+	s.log.Warn("chunked install: "+what+" not written; the install goes on without it", "dir", s.dir, "err", err)
 }
 
 func (s chunkState) path(name string) string { return filepath.Join(s.dir, name) }
@@ -67,43 +83,46 @@ func (s chunkState) loadCheckpoint(key string) *checkpoint {
 	return &cp
 }
 
-func (s chunkState) saveCheckpoint(cp *checkpoint) error {
+// saveCheckpoint replaces the checkpoint; one not written leaves the last
+// (chunks before its Next are still on storage: none is written twice).
+func (s chunkState) saveCheckpoint(cp *checkpoint) {
 	b, err := json.Marshal(cp)
+	if err == nil {
+		err = durable.WriteFileOn(s.fs, s.path(checkpointName), b, 0o600)
+	}
 	if err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+		s.warn("checkpoint", err)
 	}
-	if err := durable.WriteFile(s.path(checkpointName), b, 0o600); err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
-	}
-	return nil
 }
 
-func (s chunkState) removeCheckpoint() error {
-	if err := durable.Remove(s.path(checkpointName)); err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("checkpoint: %w", err))
+func (s chunkState) removeCheckpoint() {
+	if err := durable.RemoveOn(s.fs, s.path(checkpointName)); err != nil {
+		s.warn("checkpoint removal", err)
 	}
-	return nil
 }
 
 // keepIndex keeps the index of the image just written, so that the next
 // update knows what this slot holds once it is booted, and forgets every
 // other but the booted image's: indexes of images no slot holds any more.
-func (s chunkState) keepIndex(image string, x *payload.Index, booted string) error {
+func (s chunkState) keepIndex(image string, x *payload.Index, booted string) {
 	image, booted = strings.ToLower(image), strings.ToLower(booted)
-	if err := durable.WriteFile(s.path(image+indexSuffix), x.Bytes(), 0o600); err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("keep index: %w", err))
+	if err := durable.WriteFileOn(s.fs, s.path(image+indexSuffix), x.Bytes(), 0o600); err != nil {
+		s.warn("the index of the image written", err)
 	}
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("keep index: %w", err))
-	}
+	entries, _ := os.ReadDir(s.dir)
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), indexSuffix)
 		if ok && name != image && name != booted {
-			_ = os.Remove(s.path(e.Name()))
+			_ = s.fsys().Remove(s.path(e.Name()))
 		}
 	}
-	return nil
+}
+
+func (s chunkState) fsys() durable.FS {
+	if s.fs == nil {
+		return durable.OS{}
+	}
+	return s.fs
 }
 
 // keptIndex returns the kept index of image cut as like cuts (its chunking and
@@ -165,9 +184,7 @@ func (in *chunkInstall) bootedChunks(ctx context.Context) (*payload.Have, error)
 		}
 		return nil, nil
 	}
-	if err := in.state.saveScan(key, h, ps.Sums()); err != nil {
-		return nil, err
-	}
+	in.state.saveScan(key, h, ps.Sums())
 	in.identify(ps.Sums())
 	return h, nil
 }
@@ -243,20 +260,19 @@ func (s chunkState) loadScan(key [sha256.Size]byte, sizes []int64) (*payload.Hav
 	return h, sums
 }
 
-func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have, sums map[int64][sha256.Size]byte) error {
+func (s chunkState) saveScan(key [sha256.Size]byte, h *payload.Have, sums map[int64][sha256.Size]byte) {
 	list, err := h.MarshalBinary()
+	if err == nil {
+		b := binary.LittleEndian.AppendUint64(key[:], uint64(len(sums)))
+		for size, sum := range sums {
+			b = binary.LittleEndian.AppendUint64(b, uint64(size))
+			b = append(b, sum[:]...)
+		}
+		err = durable.WriteFileOn(s.fs, s.path(scanName), append(b, list...), 0o600)
+	}
 	if err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
+		s.warn("the booted slot's chunk list", err)
 	}
-	b := binary.LittleEndian.AppendUint64(key[:], uint64(len(sums)))
-	for size, sum := range sums {
-		b = binary.LittleEndian.AppendUint64(b, uint64(size))
-		b = append(b, sum[:]...)
-	}
-	if err := durable.WriteFile(s.path(scanName), append(b, list...), 0o600); err != nil {
-		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("booted slot chunk list: %w", err))
-	}
-	return nil
 }
 
 // readSmall reads a small file (state, /proc/cmdline) that must not be larger

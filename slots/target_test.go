@@ -37,7 +37,7 @@ func (c *committing) Commit(sha256 string) error {
 
 // Any Target gets the image through its Writer: written, committed only
 // once its hash matched, then read back; one that is too small is not
-// opened; a chunked install wants a File.
+// opened; a chunked install wants a File or a Writer that syncs.
 func TestWriteThroughWriter(t *testing.T) {
 	img := testImage(900_000, 31)
 	srv := serveBytes(t, compressed(t, img, "zstd"))
@@ -79,15 +79,43 @@ func TestWriteThroughWriter(t *testing.T) {
 			checkSlot(t, slot, img, tt.slotSize)
 		})
 	}
-	t.Run("chunked", func(t *testing.T) {
+	t.Run("chunked, a writer that cannot sync", func(t *testing.T) {
 		_, s, d, job := rig(t, chunkImage(20, 32))
 		job.Target = &otherTarget{File: File(d.target)}
 		err := WriteChunked(t.Context(), job)
-		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "slot files and block devices only") {
+		if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "sync as it goes") {
 			t.Fatalf("WriteChunked() = %v, want write_failed", err)
 		}
 		if n := s.asked.Load(); n != 0 {
-			t.Fatalf("%d requests before the target was refused", n)
+			t.Fatalf("%d store requests before the target was refused", n)
 		}
 	})
+	t.Run("chunked, a writer that syncs", func(t *testing.T) {
+		img := chunkImage(20, 32)
+		_, _, d, job := rig(t, img)
+		target := &otherTarget{File: File(d.target)}
+		job.Target = syncingTarget{target}
+		if err := WriteChunked(t.Context(), job); err != nil {
+			t.Fatal(err)
+		}
+		if len(target.commits) != 1 || target.commits[0] != sha(img) {
+			t.Fatalf("commits %v, want one of %s", target.commits, sha(img))
+		}
+		checkSlot(t, d.target, img, len(img)+50000)
+	})
 }
+
+// syncingTarget's Writer syncs as it goes (a Syncer).
+type syncingTarget struct{ *otherTarget }
+
+func (s syncingTarget) Open(size int64) (Writer, error) {
+	w, err := s.otherTarget.Open(size)
+	if err != nil {
+		return nil, err
+	}
+	return syncingWriter{w}, nil
+}
+
+type syncingWriter struct{ Writer }
+
+func (w syncingWriter) Sync() error { return w.Writer.(*committing).Writer.Commit("") }
