@@ -42,6 +42,10 @@ type ChunkedJob struct {
 	// StateFS is where the files in StateDir are replaced; nil is the
 	// operating system's.
 	StateFS durable.FS
+	// CheckpointBytes, when positive, is the image bytes between
+	// checkpoints, however soon they come (a small image crosses several);
+	// zero: every 8 MiB, at most four a second.
+	CheckpointBytes int64
 	// Log gets the install's warnings (deltas given up for the store, a
 	// checkpoint or kept index not written); nil discards them.
 	Log *slog.Logger
@@ -101,6 +105,9 @@ func WriteChunked(ctx context.Context, job ChunkedJob) error {
 }
 
 func writeChunked(ctx context.Context, job ChunkedJob, tun tuning, ct chunkTuning) error {
+	if job.CheckpointBytes > 0 {
+		ct.checkpointBytes, ct.checkpointGap = job.CheckpointBytes, 0
+	}
 	in := &chunkInstall{job: &job, tun: &tun, ct: &ct, log: job.Log}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)

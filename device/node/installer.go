@@ -7,21 +7,24 @@ import (
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/backoff"
+	"github.com/otad/otad/durable"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 	"github.com/otad/otad/verify"
 )
 
 type installer struct {
-	slots    map[ota.Slot]slots.Target
-	booted   ota.Slot
-	stateDir string // the chunked install's checkpoint and kept indexes
-	readback bool
-	retry    backoff.Policy
-	client   *http.Client
-	schemes  []string
-	sources  *Sources // payloads given by hand (otad install --payload)
-	log      *slog.Logger
+	slots      map[ota.Slot]slots.Target
+	booted     ota.Slot
+	stateDir   string // the chunked install's checkpoint and kept indexes
+	stateFS    durable.FS
+	checkpoint int64 // bytes between the chunked install's checkpoints; 0: the default
+	readback   bool
+	retry      backoff.Policy
+	client     *http.Client
+	schemes    []string
+	sources    *Sources // payloads given by hand (otad install --payload)
+	log        *slog.Logger
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
@@ -42,7 +45,7 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 		sj.URL = c.StoreURL
 		err = slots.WriteChunked(ctx, slots.ChunkedJob{
 			Job: sj, IndexURL: t.Payload.Chunks.IndexURL, Expect: verify.Expect(&t.Payload),
-			Offer: t.Key(), StateDir: in.stateDir, BootedImage: job.Booted.SHA256, Log: in.log,
+			Offer: t.Key(), StateDir: in.stateDir, StateFS: in.stateFS, CheckpointBytes: in.checkpoint, BootedImage: job.Booted.SHA256, Log: in.log,
 		})
 	} else {
 		err = slots.Write(ctx, sj)

@@ -13,6 +13,7 @@ import (
 	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/durable"
 	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
@@ -120,10 +121,15 @@ type Storage struct {
 	// Slots are where each slot's images go (a slots.File per [slots]
 	// device).
 	Slots map[ota.Slot]slots.Target
-	// StateDir keeps the chunked install's checkpoint and kept indexes.
+	// StateDir keeps the chunked install's checkpoint and kept indexes,
+	// replaced on StateFS (nil: the operating system's).
 	StateDir string
-	Client   *http.Client
-	Keys     *Keys
+	StateFS  durable.FS
+	// CheckpointBytes is a chunked install's checkpoint interval (0: the
+	// default; slots.ChunkedJob).
+	CheckpointBytes int64
+	Client          *http.Client
+	Keys            *Keys
 }
 
 // NewParts makes the parts on st with the policy of cfg (download, trust,
@@ -135,7 +141,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 		Deps: agent.Deps{
 			Store:      st.Journal,
 			Bootloader: orderedBootloader{st.Boot},
-			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, readback: *cfg.Slots.Readback,
+			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, stateFS: st.StateFS, checkpoint: st.CheckpointBytes, readback: *cfg.Slots.Readback,
 				retry:  backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
 				client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger()},
 			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),

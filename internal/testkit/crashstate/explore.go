@@ -214,8 +214,8 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 		e.rigs <- r
 	}
 	// The first level: a power cut at each point of the update.
-	opt.Model.Walk(initial, ops, e.seed, func(s State, img *Image) bool {
-		return e.dispatch(ctx, job{s: s, img: img, ops: ops, deep: opt.Depth > 1})
+	opt.Model.Walk(initial, ops, e.seed, func(s State, build func() *Image) bool {
+		return e.dispatch(ctx, job{s: s, img: build(), ops: ops, deep: opt.Depth > 1})
 	})
 	e.wg.Wait()
 	// The second: a power cut at each point of the recovery from each state
@@ -234,7 +234,7 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 	}
 	for _, rc := range e.deep {
 		more := true
-		opt.Model.Walk(rc.base, rc.ops, e.seed, func(s State, img *Image) bool {
+		opt.Model.Walk(rc.base, rc.ops, e.seed, func(s State, build func() *Image) bool {
 			if opt.Sample > 0 && e.explored() >= opt.Sample {
 				more = false
 				return false
@@ -242,7 +242,7 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 			if chance < 1 && r.Float64() >= chance {
 				return true
 			}
-			more = e.dispatch(ctx, job{s: s, img: img, ops: rc.ops, prior: rc.prior})
+			more = e.dispatch(ctx, job{s: s, img: build(), ops: rc.ops, prior: rc.prior})
 			return more
 		})
 		if !more {

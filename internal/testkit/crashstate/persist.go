@@ -190,7 +190,8 @@ func tearPoints(n, limit int) []int {
 }
 
 // Walk builds every state of the model at every point of ops, in order of
-// points, and hands each with its image to yield until it returns false.
+// points, and hands each to yield with what builds its image (a sample
+// builds only the states it takes) until yield returns false.
 //
 // The operations durable at a point are applied to one image kept from
 // point to point: an operation, once durable, stays so, and one that
@@ -199,7 +200,7 @@ func tearPoints(n, limit int) []int {
 // it too), so applying them in the order they become durable builds what
 // replaying the trace in order builds. A state's pending operations come
 // after all of those for the same reason.
-func (m Model) Walk(initial *Image, ops []Op, seed maphash.Seed, yield func(State, *Image) bool) {
+func (m Model) Walk(initial *Image, ops []Op, seed maphash.Seed, yield func(State, func() *Image) bool) {
 	cov := cover(ops)
 	base := initial.clone()
 	for k := 0; k <= len(ops); k++ {
@@ -213,7 +214,7 @@ func (m Model) Walk(initial *Image, ops []Op, seed maphash.Seed, yield func(Stat
 		}
 		base.hashes(seed) // once here, not in each state's clone
 		for _, s := range m.at(ops, cov, k) {
-			if !yield(s, s.build(base, ops)) {
+			if !yield(s, func() *Image { return s.build(base, ops) }) {
 				return
 			}
 		}

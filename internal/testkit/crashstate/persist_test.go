@@ -58,7 +58,8 @@ func TestWalkIsReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		Model{Subsets: 4, Tears: 8, Seed: 3}.Walk(initial, ops, maphash.MakeSeed(), func(s State, img *Image) bool {
+		Model{Subsets: 4, Tears: 8, Seed: 3}.Walk(initial, ops, maphash.MakeSeed(), func(s State, build func() *Image) bool {
+			img := build()
 			n++
 			if !sameFiles(img, replay(s, initial, ops)) {
 				t.Fatalf("%s: %s: the walk and the replay differ", sc, s)
@@ -89,7 +90,8 @@ func TestModelStates(t *testing.T) {
 		t.Fatalf("pending before the dir sync: %v", got)
 	}
 	journals := map[string]bool{}
-	Model{Subsets: 4, Tears: 8}.Walk(initial, ops, maphash.MakeSeed(), func(s State, img *Image) bool {
+	Model{Subsets: 4, Tears: 8}.Walk(initial, ops, maphash.MakeSeed(), func(s State, build func() *Image) bool {
+		img := build()
 		j := string(img.File("state/j"))
 		if j != "old" && j != string(ops[1].Data) {
 			t.Errorf("%s: the journal holds %d bytes of neither version", s, len(j))

@@ -138,7 +138,10 @@ type slotTarget struct {
 	slot ota.Slot
 }
 
-var _ slots.Target = slotTarget{}
+var (
+	_ slots.Target = slotTarget{}
+	_ slots.Syncer = (*slotWriter)(nil)
+)
 
 func (t slotTarget) Name() string { return "slot " + string(t.slot) }
 
@@ -190,7 +193,10 @@ func (w *slotWriter) ReadAt(b []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (w *slotWriter) Commit(string) error {
+func (w *slotWriter) Commit(string) error { return w.Sync() }
+
+// Sync makes what was written durable (a chunked install's checkpoints).
+func (w *slotWriter) Sync() error {
 	w.t.s.trace.sync(w.inode)
 	return nil
 }

@@ -167,7 +167,7 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	p := node.NewParts(r.cfg, node.Options{Logger: discard(), Publishers: []agent.Publisher{pub}, Clock: clock}, node.Storage{
 		Journal: agent.Journal{Dir: filepath.Join(r.root, "state"), FS: fs}, Boot: bl, Booted: slot,
 		BootID: fmt.Sprintf("boot-%d", bootSeq.Add(1)), Reboot: rb, Slots: targets,
-		StateDir: filepath.Join(r.root, "state"), Client: r.client, Keys: r.keys,
+		StateDir: filepath.Join(r.root, "state"), StateFS: fs, CheckpointBytes: CheckpointBytes, Client: r.client, Keys: r.keys,
 	})
 	unhealthy := r.sc.End == Rollback && st.slots[slot].sha256(ImageSize) == r.fx.NewSHA
 	p.Deps.Health = health(!unhealthy)
@@ -227,6 +227,10 @@ func (r *Rig) disk(st *storage) bootctl.Disk {
 	}
 	return d
 }
+
+// CheckpointBytes is the chunked install's checkpoint interval: a few
+// checkpoints in the fixture's image, so that states resume from each.
+const CheckpointBytes = 48 << 10
 
 // BootTime is how long the device's clock runs from one power-on to the
 // next: a state is explored long after the update was recorded, and the

@@ -46,7 +46,7 @@ type Scenario struct {
 func (s Scenario) String() string { return fmt.Sprintf("%s/%s/%s", s.Mode, s.Boot, s.End) }
 
 // Modes are the modes explored.
-func Modes() []Mode { return []Mode{Stream} }
+func Modes() []Mode { return []Mode{Stream, Chunked} }
 
 // Scenarios are every mode on every bootloader, to a commit and to a rollback.
 func Scenarios(modes ...Mode) []Scenario {
