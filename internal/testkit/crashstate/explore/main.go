@@ -1,8 +1,10 @@
-// Command explore runs the crash-state explorer in full (make crash): every
-// state the persistence model gives at every point of a whole update, and
-// at every point of the recovery from each of those, in every scenario
-// (docs/design.md "The journal and crash safety"). It prints each
-// scenario's figures, the violations found, and ends with one line:
+// Command explore runs the crash-state explorer (make crash): every state
+// the persistence model gives at every point of a whole update, in every
+// scenario, and a seeded sample of the states at every point of the
+// recovery from each of those, up to -sample states a scenario (-sample 0:
+// all of them, millions) (docs/design.md "The journal and crash safety").
+// It prints each scenario's figures, the violations found, and ends with
+// one line:
 //
 //	crash: N states explored in S scenarios, V violations
 //
@@ -24,7 +26,7 @@ import (
 func main() {
 	workers := flag.Int("workers", runtime.GOMAXPROCS(0), "states explored at once")
 	depth := flag.Int("depth", 2, "power cuts in a row: 1, or 2 (a second one during the recovery from the first)")
-	sample := flag.Int("sample", 0, "explore a seeded sample of this many states a scenario (0: all)")
+	sample := flag.Int("sample", 12000, "states a scenario: the first power cut's in full, then the second's in a seeded sample (0: all)")
 	only := flag.String("scenarios", "", "explore only the scenarios whose name contains this (e.g. stream/grub)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
