@@ -188,7 +188,10 @@ type explorer struct {
 	verdict map[[2]uint64]*Outcome // by what the agent and the bootloader can see
 	sr      *ScenarioResult
 	points  map[string]bool
-	deep    []recovery
+	deep    []recovery // a reservoir of the first level's recoveries
+	// recorded counts the recoveries offered to it; pick draws their places.
+	recorded int
+	pick     *rand.Rand
 }
 
 func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (ScenarioResult, error) {
@@ -199,7 +202,8 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 		return sr, err
 	}
 	e := &explorer{opt: opt, offer: fx.offers[sc.Mode], seed: maphash.MakeSeed(), rigs: make(chan *Rig, opt.Workers),
-		seen: map[[2]uint64]bool{}, verdict: map[[2]uint64]*Outcome{}, sr: &sr, points: map[string]bool{}}
+		seen: map[[2]uint64]bool{}, verdict: map[[2]uint64]*Outcome{}, sr: &sr, points: map[string]bool{},
+		pick: rand.New(rand.NewPCG(opt.Model.Seed, 22))}
 	initial, ops, err := record(ctx, r0, e.offer)
 	if err != nil {
 		return sr, err
@@ -307,6 +311,9 @@ func (e *explorer) explore(ctx context.Context, r *Rig, j job) {
 	vs, end := r.judge(out, prior)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// The verdict is kept for the states that share it; the storage it
+	// ended on (the slots' bytes) is not needed again.
+	out.State = nil
 	e.verdict[agentKey] = out
 	e.sr.States++
 	e.points[fmt.Sprint(len(j.prior), j.s.K)] = true
@@ -324,8 +331,25 @@ func (e *explorer) explore(ctx context.Context, r *Rig, j job) {
 	if !shared {
 		e.sr.Runs++
 		if tr != nil && len(vs) == 0 {
-			e.deep = append(e.deep, recovery{base: img, ops: tr.Ops(), prior: prior})
+			e.keepRecovery(recovery{base: img, ops: tr.Ops(), prior: prior})
 		}
+	}
+}
+
+// maxRecoveries bounds the recoveries kept for the second level: a
+// seeded reservoir of them, not every one (a chunked scenario records
+// over 10,000, a few hundred KiB each).
+const maxRecoveries = 2000
+
+// keepRecovery adds rc to the reservoir (e.mu held).
+func (e *explorer) keepRecovery(rc recovery) {
+	e.recorded++
+	if len(e.deep) < maxRecoveries {
+		e.deep = append(e.deep, rc)
+		return
+	}
+	if i := e.pick.IntN(e.recorded); i < maxRecoveries {
+		e.deep[i] = rc
 	}
 }
 
