@@ -1,7 +1,11 @@
 package mqtt
 
 import (
+	"context"
+	"log/slog"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/otad/otad/backoff"
 )
@@ -35,4 +39,41 @@ func (b Backoff) policy() backoff.Policy {
 		b.Max = max(b.First, defaultReconnectMax)
 	}
 	return backoff.Policy{Base: b.First, Max: b.Max}
+}
+
+// redial connects c at once (or, when up, after its live connection is
+// lost), and again after every lost connection (one value on lost for
+// each), waiting a draw from b before each attempt but the very first,
+// until ctx ends. paho tries the config's brokers in order on each
+// attempt, so a lost node is failed over from.
+func redial(ctx context.Context, c paho.Client, b Backoff, timeout time.Duration, lost <-chan struct{}, log *slog.Logger, up bool) {
+	p := b.policy()
+	failures := -1 // the first attempt does not wait
+	for {
+		if up {
+			select {
+			case <-ctx.Done():
+				return
+			case <-lost:
+			}
+			failures, up = 0, false
+		}
+		if failures >= 0 {
+			sleep := p.Draw(failures)
+			log.Info("mqtt: connecting", "in", sleep.Round(time.Millisecond), "failed_attempts", failures)
+			if p.Pause(ctx, sleep) != nil {
+				return
+			}
+		}
+		err := waitToken(ctx, c.Connect(), timeout)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			log.Warn("mqtt: connect failed", "err", err)
+			continue
+		}
+		up = true
+	}
 }

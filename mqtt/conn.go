@@ -52,9 +52,10 @@ type Conn struct {
 	events        [][]byte
 	progress      []byte
 	progressAt    time.Time // when progress was last handed to paho
-	dropped       []string  // topics of oversized messages paho still has to hand over, emptied
 	answers       answerPolicy
 	answerTimer   *time.Timer // the pending answer to a report request
+
+	dropped drops // oversized messages paho still has to hand over, emptied
 }
 
 // Dial returns at once: it connects (and reconnects, forever, with backoff) in the
@@ -87,7 +88,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		topics:  t,
 		desired: map[string]bool{t.Desired(): true},
 		reports: map[string]bool{t.FleetReport(): true},
-		log:     cfg.logger().With("broker", cfg.Broker, "client_id", cfg.DeviceID),
+		log:     cfg.logger().With("broker", cfg.Describe(), "client_id", cfg.DeviceID),
 		onOffer: onOffer,
 		wake:    make(chan struct{}, 1),
 		lost:    make(chan struct{}, 1),
@@ -108,7 +109,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		SetBinaryWill(t.Online(), offlinePayload, 1, true).
 		// Also the handler for queued messages the broker sends before we resubscribe.
 		SetDefaultPublishHandler(d.handle).
-		SetCustomOpenConnectionFn(openLimited(d.oversized)).
+		SetCustomOpenConnectionFn(openLimited(ota.MaxEnvelopeSize, d.oversized)).
 		SetOnConnectHandler(d.onConnect).
 		SetConnectionLostHandler(d.onConnectionLost)
 	d.client = paho.NewClient(opts)
@@ -122,42 +123,20 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 // Topics returns the device's topic names.
 func (d *Conn) Topics() Topics { return d.topics }
 
-// maxDropsPending bounds the record of dropped messages not yet handled.
-const maxDropsPending = 64
-
 // oversized runs on paho's reading goroutine when a message over ota.MaxEnvelopeSize
 // was dropped unread: paho gets it with an empty payload, which handle must
 // not take for a cleared offer.
 func (d *Conn) oversized(topic string, _ byte, size int) {
 	d.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", ota.MaxEnvelopeSize)
-	d.mu.Lock()
-	if len(d.dropped) >= maxDropsPending {
-		d.dropped = d.dropped[1:]
-	}
-	d.dropped = append(d.dropped, topic)
-	d.mu.Unlock()
+	d.dropped.add(topic, size)
 	if d.cfg.OnOversized != nil && d.desired[topic] {
 		d.cfg.OnOversized(topic, size)
 	}
 }
 
-// wasDropped reports (once) that an empty message stands for a dropped one.
-func (d *Conn) wasDropped(topic string, payload []byte) bool {
-	if len(payload) != 0 {
-		return false
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.dropped) > 0 && d.dropped[0] == topic {
-		d.dropped = d.dropped[1:]
-		return true
-	}
-	return false
-}
-
 // handle runs on paho's goroutine; it only passes desired-topic messages on.
 func (d *Conn) handle(_ paho.Client, m paho.Message) {
-	if d.wasDropped(m.Topic(), m.Payload()) {
+	if d.dropped.take(m.Topic(), m.Payload()) > 0 {
 		return
 	}
 	if d.reports[m.Topic()] {
@@ -171,38 +150,12 @@ func (d *Conn) handle(_ paho.Client, m paho.Message) {
 	d.onOffer(m.Topic(), m.Payload())
 }
 
-// connectLoop connects at once, and again after every lost connection,
-// waiting a jittered backoff (cfg.Reconnect) before each attempt but the
-// very first. paho resends the QoS 1 messages in flight from its store on
+// connectLoop connects at once, and again after every lost connection
+// (redial). paho resends the QoS 1 messages in flight from its store on
 // each new connection of the persistent session.
 func (d *Conn) connectLoop() {
 	defer d.loopsDone.Done()
-	b := d.cfg.Reconnect.policy()
-	failures := -1 // the first attempt does not wait
-	for {
-		if failures >= 0 {
-			sleep := b.Draw(failures)
-			d.log.Info("mqtt: connecting", "in", sleep.Round(time.Millisecond), "failed_attempts", failures)
-			if b.Pause(d.ctx, sleep) != nil {
-				return
-			}
-		}
-		err := waitToken(d.ctx, d.client.Connect(), d.cfg.connectTimeout()+5*time.Second)
-		if d.ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			failures++
-			d.log.Warn("mqtt: connect failed", "err", err)
-			continue
-		}
-		failures = 0
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-d.lost:
-		}
-	}
+	redial(d.ctx, d.client, d.cfg.Reconnect, d.cfg.attemptTimeout(), d.lost, d.log, false)
 }
 
 // onConnect runs (in its own goroutine) after every connect: renew the subscriptions

@@ -77,7 +77,7 @@ func TestBrokerURL(t *testing.T) {
 		{"TLS://[::1]:8883", "ssl://[::1]:8883", true},
 	}
 	for _, tt := range tests {
-		server, useTLS, _, err := brokerURL(tt.in)
+		server, useTLS, _, err := brokerURL("mqtt.broker", tt.in)
 		if err != nil || server != tt.server || useTLS != tt.tls {
 			t.Errorf("brokerURL(%q) = %q, %v, %v; want %q, %v", tt.in, server, useTLS, err, tt.server, tt.tls)
 		}

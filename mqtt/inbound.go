@@ -9,10 +9,9 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-
-	"github.com/otad/otad/ota"
 )
 
 // maxControlPacket bounds every other packet the broker sends (CONNACK,
@@ -29,16 +28,24 @@ var errOversized = errors.New("mqtt: oversized control packet from the broker")
 // dropFunc is told of each inbound PUBLISH dropped for its size.
 type dropFunc func(topic string, qos byte, payloadLen int)
 
-// openLimited dials like paho would (tcp, or TLS for ssl://) and wraps the
-// connection in a limitConn: paho reads a whole packet (up to 256 MiB) into
-// memory before any handler sees it, so the limit is enforced below it.
-func openLimited(drop dropFunc) paho.OpenConnectionFunc {
+// openLimited dials like paho would (tcp, or TLS for ssl:// with the
+// broker's host as the server name) and wraps the connection in a
+// limitConn: paho reads a whole packet (up to 256 MiB) into memory before
+// any handler sees it, so the limit is enforced below it.
+func openLimited(limit int, drop dropFunc) paho.OpenConnectionFunc {
 	return func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 		var conn net.Conn
 		var err error
 		switch uri.Scheme {
 		case "ssl", "tls", "mqtts":
-			conn, err = (&tls.Dialer{NetDialer: o.Dialer, Config: o.TLSConfig}).Dial("tcp", uri.Host)
+			tc := o.TLSConfig.Clone()
+			if tc == nil {
+				tc = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			if tc.ServerName == "" {
+				tc.ServerName = uri.Hostname()
+			}
+			conn, err = (&tls.Dialer{NetDialer: o.Dialer, Config: tc}).Dial("tcp", uri.Host)
 		case "tcp", "mqtt":
 			conn, err = o.Dialer.Dial("tcp", uri.Host)
 		default:
@@ -47,7 +54,7 @@ func openLimited(drop dropFunc) paho.OpenConnectionFunc {
 		if err != nil {
 			return nil, err
 		}
-		return newLimitConn(conn, ota.MaxEnvelopeSize, drop), nil
+		return newLimitConn(conn, limit, drop), nil
 	}
 }
 
@@ -179,4 +186,45 @@ func remainingLength(n int) []byte {
 			return b
 		}
 	}
+}
+
+// drops remembers the messages a limitConn dropped until paho hands over
+// their empty stand-ins, so that a handler can tell a dropped message from
+// an empty one (a cleared retained message).
+type drops struct {
+	mu   sync.Mutex
+	list []drop
+}
+
+type drop struct {
+	topic string
+	size  int
+}
+
+// maxDropsPending bounds the record of dropped messages not yet handled.
+const maxDropsPending = 64
+
+func (d *drops) add(topic string, size int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.list) >= maxDropsPending {
+		d.list = d.list[1:]
+	}
+	d.list = append(d.list, drop{topic, size})
+}
+
+// take reports (once) the size of the message an empty payload on topic
+// stands for, or 0 when it is a real empty message.
+func (d *drops) take(topic string, payload []byte) int {
+	if len(payload) != 0 {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.list) > 0 && d.list[0].topic == topic {
+		size := d.list[0].size
+		d.list = d.list[1:]
+		return size
+	}
+	return 0
 }

@@ -42,13 +42,13 @@ func (c *pipeConn) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-type drops struct {
+type dropLog struct {
 	mu     sync.Mutex
 	topics []string
 	sizes  []int
 }
 
-func (d *drops) add(topic string, _ byte, n int) {
+func (d *dropLog) add(topic string, _ byte, n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.topics = append(d.topics, topic)
@@ -64,7 +64,7 @@ func TestLimitConnDropsOversizedPublish(t *testing.T) {
 	stream.Write(publishPacket("ota/groups/g/desired", 0, 0, big[:ota.MaxEnvelopeSize+1]))
 	stream.Write(publishPacket("ota/groups/g/desired", 1, 9, big[:ota.MaxEnvelopeSize])) // at the limit: kept
 	pc := &pipeConn{r: &stream}
-	var d drops
+	var d dropLog
 	c := newLimitConn(pc, ota.MaxEnvelopeSize, d.add)
 	read := func() packets.ControlPacket {
 		t.Helper()
@@ -140,7 +140,7 @@ func TestOversizedMessagesOverMosquitto(t *testing.T) {
 		t.Fatal(err)
 	}
 	mosquittoPub(t, b, "-q", "1", "-r", "-t", "ota/groups/g1/desired", "-f", bigFile)
-	var d drops
+	var d dropLog
 	cfg := Config{Broker: b.URL, DeviceID: "dev-1", Groups: []string{"g1"},
 		OnOversized: func(topic string, n int) { d.add(topic, 0, n) }}
 	o := newOffers()

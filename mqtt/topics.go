@@ -64,3 +64,14 @@ func (t Topics) RolloutState(name string) string { return t.prefix() + "/rollout
 func (t Topics) RolloutControl(name string) string {
 	return t.prefix() + "/rollouts/" + name + "/control"
 }
+
+// RolloutDevice is the retained record a rollout keeps of one device
+// (docs/contract/rollouts.md, per-device records).
+func (t Topics) RolloutDevice(name, device string) string {
+	return t.prefix() + "/rollouts/" + name + "/devices/" + device
+}
+
+// RolloutDevices is the wildcard filter of a rollout's per-device records.
+func (t Topics) RolloutDevices(name string) string {
+	return t.prefix() + "/rollouts/" + name + "/devices/+"
+}

@@ -2,10 +2,12 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // commands is the subcommand table; a new subcommand is one more entry.
@@ -21,15 +23,19 @@ func commands() map[string]cli.Command {
 }
 
 // program is otactl: its commands and its exit codes (docs/contract/commands.md), where a
-// coded error is a refused offer. otactl takes no state lock, so never 4.
+// coded error is a refused offer and 4 (busy) is a rollout another
+// controller holds or took over.
 func program() cli.Program {
 	return cli.Program{
 		Name:     "otactl",
 		Commands: commands(),
-		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused."},
+		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused, 4 rollout held by another controller."},
 		Code: func(err error) int {
-			if ota.CodeOf(err) != "" {
+			switch {
+			case ota.CodeOf(err) != "":
 				return ota.ExitRefused
+			case errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost):
+				return ota.ExitBusy
 			}
 			return ota.ExitFailure
 		},

@@ -17,12 +17,13 @@ const passwordEnv = "OTACTL_MQTT_PASSWORD"
 
 // brokerFlags are the connection flags publish and status share.
 type brokerFlags struct {
-	broker, prefix, ca, cert, key, username, password string
+	brokers                                   stringList
+	prefix, ca, cert, key, username, password string
 }
 
 func addBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	b := &brokerFlags{}
-	fs.StringVar(&b.broker, "broker", "", "broker URL: mqtt://host:port or mqtts://host:port (required)")
+	fs.Var(&b.brokers, "broker", "broker URL: mqtt://host:port or mqtts://host:port (required; again for each node of a cluster: start at a random one, fail over to the others)")
 	fs.StringVar(&b.prefix, "prefix", mqtt.DefaultTopicPrefix, "topic prefix")
 	fs.StringVar(&b.ca, "ca", "", "mqtts: CA certificate file to trust (default: system roots)")
 	fs.StringVar(&b.cert, "cert", "", "mqtts: client certificate file (mTLS)")
@@ -33,7 +34,7 @@ func addBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 }
 
 func (b *brokerFlags) config() (mqtt.Config, error) {
-	if b.broker == "" {
+	if len(b.brokers) == 0 {
 		return mqtt.Config{}, usagef("missing --broker")
 	}
 	if err := checkName("prefix", b.prefix); err != nil {
@@ -43,11 +44,14 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 	if pw == "" {
 		pw = os.Getenv(passwordEnv)
 	}
-	return mqtt.Config{
-		Broker: b.broker, TopicPrefix: b.prefix,
-		CAFile: b.ca, CertFile: b.cert, KeyFile: b.key,
-		Username: b.username, Password: pw,
-	}, nil
+	cfg := mqtt.Config{Broker: b.brokers[0]}
+	if len(b.brokers) > 1 {
+		cfg = mqtt.Config{Brokers: b.brokers}
+	}
+	cfg.TopicPrefix = b.prefix
+	cfg.CAFile, cfg.CertFile, cfg.KeyFile = b.ca, b.cert, b.key
+	cfg.Username, cfg.Password = b.username, pw
+	return cfg, nil
 }
 
 // checkName refuses a device, group or prefix that devices could not

@@ -5,18 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
-	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
 )
 
 // rolloutUsage lists the rollout subcommands.
-const rolloutUsage = `usage: otactl rollout start --broker URL [flags] PLAN
+const rolloutUsage = `usage: otactl rollout start --broker URL [--lease 30s] [flags] PLAN
        otactl rollout status --broker URL [--json | --watch] NAME
        otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME`
 
@@ -37,66 +35,6 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usagef("unknown subcommand %q\n%s", sub, rolloutUsage)
 	}
-}
-
-// rolloutStart runs the controller in the foreground (docs/contract/rollouts.md): it goes on
-// from the retained state when there is one, and ends when the rollout
-// finishes (exit 0), halts or is aborted (exit 1).
-func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("rollout start", "--broker URL [flags] PLAN", stderr)
-	bf := addBrokerFlags(fs)
-	settle := fs.Duration("settle", 3*time.Second, "ask the group's devices to report within this long, and collect statuses at least this long (and until they stop arriving) before judging anything")
-	tick := fs.Duration("tick", time.Second, "how often the controller looks at the fleet")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("want exactly one PLAN file, got %d arguments", len(pos))
-	}
-	cfg, err := bf.config()
-	if err != nil {
-		return err
-	}
-	if *settle <= 0 || *tick <= 0 {
-		return usagef("--settle and --tick must be positive")
-	}
-	plan, err := rollout.LoadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
-	fv := fleetview.New(cfg.TopicPrefix)
-	fleet := rollout.NewObserver(fv, *settle, nil)
-	fleet.OnReady = func() { log.Info("rollout: fleet view ready", "coverage", fv.Coverage()) }
-	inbox := rollout.NewInbox(topics, plan.Name, log)
-	// The fleet view asks the group's devices to report within --settle:
-	// brokers deliver few (Mosquitto, QoS 1) or no (RabbitMQ) retained
-	// statuses to a wildcard subscription.
-	sess, err := fv.Follow(ctx, cfg, fleetview.FollowOptions{Window: *settle, Group: plan.Group, Extra: inbox.Topics(), Other: inbox.Receive})
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	if err := sess.Sync(ctx); err != nil {
-		return fmt.Errorf("reading the retained state of rollout %s: %w", plan.Name, err)
-	}
-	live := newLiveTable(stdout)
-	d := &rollout.Driver{Plan: plan, Topics: topics, Pub: sess, Fleet: fleet.View, Commands: inbox.Commands(), Tick: *tick, OnState: live.show, Log: log}
-	s, resumed, err := d.Start(ctx, inbox.Retained())
-	if err != nil {
-		return err
-	}
-	if resumed {
-		fmt.Fprintf(stderr, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
-	} else {
-		fmt.Fprintf(stderr, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
-	}
-	live.show(s)
-	final, err := d.Run(ctx, s)
-	live.done(final)
-	return err
 }
 
 // rolloutStatus prints a rollout's retained state, or follows it (--watch).
@@ -170,7 +108,7 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 		return err
 	}
 	topic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutControl(name)
-	if err := rs.sess.PublishRetained(ctx, b, topic); err != nil {
+	if err := publishEverywhere(ctx, cfg, rs.sess, b, topic); err != nil {
 		return err
 	}
 	deadline := time.After(*wait)

@@ -111,12 +111,8 @@ func TestRolloutWithRealAgents(t *testing.T) {
 	}
 	// The waves, as the controller will choose them (a stable hash).
 	p := &rollout.Plan{Name: "agents", Waves: []rollout.Wave{{Devices: []string{"gw-01", "gw-02"}}, {Percent: 30}, {Percent: 100}}}
-	taken := map[string]bool{"gw-01": true, "gw-02": true}
-	wave2 := rollout.Members(p, 1, ids, taken)
-	for _, d := range wave2 {
-		taken[d] = true
-	}
-	wave3 := rollout.Members(p, 2, ids, taken)
+	ws := rollout.Assign(p, ids)
+	wave2, wave3 := ws[1], ws[2]
 	if len(wave2) != 4 || len(wave3) != 14 {
 		t.Fatalf("waves of %d and %d devices", len(wave2), len(wave3))
 	}

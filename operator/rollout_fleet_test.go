@@ -135,11 +135,19 @@ func (r *fleetRun) controller(ctx context.Context) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
-// members are the devices of each wave in the state.
-func members(s rollout.State) [][]string {
-	var out [][]string
-	for _, w := range s.Waves {
-		out = append(out, slices.Sorted(maps.Keys(w.Devices)))
+// members are the devices of each wave in the state, among the fleet's.
+func (r *fleetRun) members(s rollout.State) [][]string {
+	p, err := rollout.LoadPlan(r.plan)
+	if err != nil {
+		panic(err)
+	}
+	ids := make([]string, len(r.fleet.Devices))
+	for i, d := range r.fleet.Devices {
+		ids[i] = d.ID
+	}
+	out := rollout.WaveMembers(p, s, ids)
+	for _, w := range out {
+		slices.Sort(w)
 	}
 	return out
 }
@@ -169,10 +177,10 @@ func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	if res.code != ota.ExitFailure || s.Phase != rollout.PhaseHalted || s.Wave != 2 {
 		t.Fatalf("exit %d, %s in wave %d, want halted in wave 2\n%s\n%s", res.code, s.Phase, s.Wave, res.stdout, res.stderr)
 	}
-	if got, want := members(s), members(mid); !slices.EqualFunc(got, want, slices.Equal) || len(got[1]) != 48 {
+	if got, want := r.members(s), r.members(mid); !slices.EqualFunc(got, want, slices.Equal) || len(got[1]) != 48 {
 		t.Fatalf("waves after the restart %v, before %v (want 2 and 48 devices)", got, want)
 	}
-	offered := slices.Concat(members(s)...)
+	offered := slices.Concat(r.members(s)...)
 	// The offered devices finish on their own; then count.
 	waitFleet(t, fleetStatuses(t, r.broker.URL), "the offered devices' outcomes", offered, func(st ota.Status) bool {
 		return rollout.OutcomeOf(st, s.Offer).Ended() && st.State == ota.Idle

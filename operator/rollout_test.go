@@ -123,13 +123,18 @@ func retainedState(t *testing.T, broker, name string) rollout.State {
 	return s
 }
 
-func waveMembers(s rollout.State) []string {
-	var out []string
-	for _, w := range s.Waves {
-		for d := range w.Devices {
-			out = append(out, d)
-		}
+// waveMembers are the devices the state's waves hold, among protoFleet's n.
+func waveMembers(t *testing.T, plan string, s rollout.State, n int) []string {
+	t.Helper()
+	p, err := rollout.LoadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = devName(i)
+	}
+	out := slices.Concat(rollout.WaveMembers(p, s, ids)...)
 	slices.Sort(out)
 	return out
 }
@@ -152,7 +157,7 @@ func TestRolloutHaltsInTheTenPercentWave(t *testing.T) {
 	if s.Phase != rollout.PhaseHalted || s.Wave != 2 || s.Counts.Devices != 10 {
 		t.Fatalf("state %s in wave %d with %d devices, want halted in wave 2 with 10", s.Phase, s.Wave, s.Counts.Devices)
 	}
-	if got, want := keys(f.offered()), waveMembers(s); !slices.Equal(got, want) {
+	if got, want := keys(f.offered()), waveMembers(t, plan, s, 100); !slices.Equal(got, want) {
 		t.Errorf("offered %v, the waves hold %v", got, want)
 	}
 	if !strings.Contains(r.stdout, "halted in wave 2") || !strings.Contains(r.stdout, "not started") {

@@ -39,46 +39,61 @@ type rolloutSession struct {
 	updates chan rollout.State // states published after the first, newest kept
 }
 
-// openRollout reads a rollout's retained state; no state is an error.
+// openRollout reads a rollout's retained state (the newest copy of every
+// broker's) and follows it; no state is an error, and so is a state that
+// cannot be read (over the limit: never taken for none).
 func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSession, error) {
+	raw, s, err := rollout.ReadState(ctx, cfg, name)
+	if err != nil {
+		return nil, err
+	}
 	topic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(name)
-	rs := &rolloutSession{updates: make(chan rollout.State, 1)}
-	var (
-		mu    sync.Mutex
-		first = true
-	)
+	rs := &rolloutSession{raw: raw, state: s, updates: make(chan rollout.State, 1)}
+	var mu sync.Mutex
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{topic: 1}, func(m mqtt.Message) {
-		s, err := rollout.DecodeState(m.Payload)
-		if err != nil {
+		next, err := rollout.DecodeState(m.Payload)
+		if err != nil || m.Oversized > 0 {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if first {
-			rs.raw, rs.state, first = m.Payload, s, false
-			return
+		if !next.Newer(s) {
+			return // the retained copy delivered on subscribing, or an older node's
 		}
+		s = next
 		select { // keep only the newest
 		case <-rs.updates:
 		default:
 		}
-		rs.updates <- s
+		rs.updates <- next
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := sess.Sync(ctx); err != nil {
-		sess.Close()
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if first {
-		sess.Close()
-		return nil, fmt.Errorf("no rollout %q: nothing retained on %s", name, topic)
-	}
 	rs.sess = sess
 	return rs, nil
+}
+
+// publishEverywhere publishes a retained message through sess and, when
+// there are several brokers, through each of them: a broker that keeps
+// retained messages per node (RabbitMQ) then has it on every node, for a
+// controller started on any of them. One broker taking it is enough.
+func publishEverywhere(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session, payload []byte, topic string) error {
+	err := sess.PublishRetained(ctx, payload, topic)
+	if brokers := cfg.BrokerList(); len(brokers) > 1 {
+		ok := err == nil
+		for _, b := range brokers {
+			if perr := mqtt.PublishRetained(ctx, cfg.Named(b), topic, payload); perr == nil {
+				ok = true
+			} else if cfg.Logger != nil {
+				cfg.Logger.Warn("broker node did not take the message", "broker", b, "err", perr)
+			}
+		}
+		if ok {
+			return nil
+		}
+	}
+	return err
 }
 
 // liveTable shows a rollout's state as it changes: redrawn in place on a

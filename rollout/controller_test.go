@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -83,36 +82,44 @@ func (r *retain) PublishRetained(_ context.Context, payload []byte, topics ...st
 }
 
 // A controller starts from the retained state of its own plan, refuses
-// another plan's or a state no controller wrote, and otherwise records a
-// new state before anything else.
+// another plan's, a state no controller wrote, or one whose lease another
+// live controller holds; otherwise it takes the lease and publishes the
+// state before anything else.
 func TestDriverStart(t *testing.T) {
 	p := testPlan(5, 1, named(0, "d1"), Wave{Percent: 100})
 	const topic = "ota/rollouts/r1/state"
-	running, _ := Step(NewState(p, t0), p, Observe{View: view("d1")}, t0)
-	enc := func(s State) []byte { b, _ := json.Marshal(s); return b }
+	running, _ := run(t, p, obs(0, "d1"))
+	enc := func(s State) []byte { b, _ := s.Encode(); return b }
 	otherPlan := running
 	otherPlan.PlanHash = "h2"
 	tooFar := running
 	tooFar.Wave = 3
+	held := running
+	held.Lease = &Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-10 * time.Second), TTLMS: 30000}
+	expired := held
+	expired.Lease = &Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-31 * time.Second), TTLMS: 30000}
 	tests := []struct {
 		name     string
 		retained []byte
 		resumed  bool
+		epoch    uint64
 		err      string
 	}{
-		{"none retained: a new state, published", nil, false, ""},
-		{"its own", enc(running), true, ""},
-		{"another plan's", enc(otherPlan), false, "rollout r1 already exists with another plan (hash h2, this plan's h1): a changed plan needs a new name"},
-		{"not JSON", []byte("{"), false, "retained state of rollout r1 on " + topic + ": unexpected end of JSON input"},
-		{"waves no controller wrote", enc(tooFar), false, "retained state of rollout r1 on " + topic + `: rollout "r1" in wave 3 of 2 with 1 waves recorded`},
+		{"none retained: a new state, published", nil, false, 1, ""},
+		{"its own", enc(running), true, 1, ""},
+		{"another plan's", enc(otherPlan), false, 0, "rollout r1 already exists with another plan (hash h2, this plan's h1): a changed plan needs a new name"},
+		{"not JSON", []byte("{"), false, 0, "retained state of rollout r1 on " + topic + ": unexpected end of JSON input"},
+		{"waves no controller wrote", enc(tooFar), false, 0, "retained state of rollout r1 on " + topic + `: rollout "r1" in wave 3 of 2 with 1 waves recorded`},
+		{"held by a live controller", enc(held), true, 0, "rollout held by another controller: rollout r1 is held by ctl-a (epoch 4) since 2026-11-29T09:00:00Z, renewed 2026-11-29T09:59:50Z; it expires at 2026-11-29T10:00:20Z unless renewed"},
+		{"a lease expired: taken over", enc(expired), true, 5, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pub := &retain{msgs: map[string][]byte{}}
-			d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Now: func() time.Time { return t0 }}
+			d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Holder: "ctl-b", Now: func() time.Time { return t0 }}
 			s, resumed, err := d.Start(context.Background(), tc.retained)
 			if tc.err != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tc.err) || resumed {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
 					t.Fatalf("%v (resumed %v), want %q", err, resumed, tc.err)
 				}
 				if len(pub.msgs) != 0 {
@@ -123,20 +130,17 @@ func TestDriverStart(t *testing.T) {
 			if err != nil || resumed != tc.resumed {
 				t.Fatalf("%v, resumed %v", err, resumed)
 			}
-			if resumed {
-				if s.Wave != 1 || s.Updated != running.Updated || len(pub.msgs) != 0 {
-					t.Fatalf("resumed %+v, published %d", s, len(pub.msgs))
-				}
-				return
-			}
 			got, err := DecodeState(pub.msgs[topic])
-			if err != nil || got.PlanHash != "h1" || got.Phase != PhaseWaiting || s.PlanHash != "h1" {
+			if err != nil || got.PlanHash != "h1" || got.Lease == nil || got.Lease.Holder != "ctl-b" || got.Lease.Epoch != tc.epoch || s.Lease.Epoch != tc.epoch {
 				t.Fatalf("published %+v (%v)", got, err)
+			}
+			if resumed && got.Wave != 1 {
+				t.Fatalf("resumed in wave %d", got.Wave)
 			}
 		})
 	}
 	pub := &retain{msgs: map[string][]byte{}, fail: errors.New("connection lost")}
-	d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub}
+	d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Holder: "ctl-b"}
 	if _, _, err := d.Start(context.Background(), nil); err == nil {
 		t.Fatal("a new state that was not published was taken")
 	}
@@ -145,41 +149,57 @@ func TestDriverStart(t *testing.T) {
 // A retained state comes from the broker: whatever Start accepts, Step can
 // go on from without failing.
 func FuzzStart(f *testing.F) {
-	p := testPlan(5, 1, named(0, "d1"), Wave{Percent: 100})
+	p := testPlan(5, 1, named(0, "d1"), Wave{Percent: 10}, Wave{Percent: 100})
 	s, _ := Step(NewState(p, t0), p, Observe{View: view("d1")}, t0)
-	b, _ := json.Marshal(s)
+	b, _ := s.Encode()
 	f.Add(b)
-	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":2,"wave":1,"waves":[{}]}`))
-	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":2,"wave":2,"waves":[{"devices":{"d1":"timed_out"}},{"ended":"2026-11-29T10:00:00Z"}]}`))
-	// A wave past the plan's: Step would index the plan's waves with it.
-	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":2,"wave":3,"waves":[{},{},{"ended":"2026-11-29T10:00:00Z"}],"halted":{}}`))
+	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":1,"waves":[{"kind":"devices"}]}`))
+	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":2,"waves":[{"kind":"devices","cursor":"ffffffffffffffff"},{"kind":"percent","through":"0000000000000001","ended":"2026-11-29T10:00:00Z"}]}`))
+	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":3,"waves":[{"kind":"devices"},{"kind":"percent","chosen":0},{"kind":"percent","through":"ffffffffffffffff","next":"0000000000000000","pace":{"per_minute":-1,"tokens":1e308}}],"halted":{},"lease":{"holder":"x","epoch":18446744073709551615,"ttl_ms":-5}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: &retain{msgs: map[string][]byte{}}, Now: func() time.Time { return t0 }}
+		d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: &retain{msgs: map[string][]byte{}}, Holder: "me", Now: func() time.Time { return t0 }}
 		s, _, err := d.Start(context.Background(), b)
 		if err != nil {
 			return
 		}
 		for i, in := range []Input{Observe{View: view("d1", "d2=failed", "d3=success")}, Offered{Wave: s.Wave}, Command{ID: "x", Op: OpResume}, Observe{View: view("d2")}} {
-			s, _ = Step(s, p, in, t0.Add(time.Duration(i)*time.Hour))
+			s, _ = Step(s, p, in, t0.Add(time.Duration(i)*time.Second))
+		}
+		if _, err := s.Encode(); err != nil {
+			t.Fatalf("a state stepped from %q cannot be published: %v", b, err)
 		}
 	})
 }
 
 func TestInbox(t *testing.T) {
 	in := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", nil)
-	if got := fmt.Sprint(in.Topics()); got != "map[ota/rollouts/r1/control:1 ota/rollouts/r1/state:1]" {
+	if got := fmt.Sprint(in.Topics()); got != "map[ota/rollouts/r1/control:1 ota/rollouts/r1/devices/+:0 ota/rollouts/r1/state:1]" {
 		t.Fatalf("topics %s", got)
 	}
-	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte("retained")})
+	retained := `{"name":"r1","seq":3,"lease":{"holder":"a","epoch":2}}`
+	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte(retained)})
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: []byte(`{"id":"c1","op":"pause"}`)})
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: []byte(`{"op":"pause"}`)}) // no id: dropped
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r2/control", Payload: []byte(`{"id":"c9","op":"abort"}`)})
-	if got := string(in.Retained()); got != "retained" {
-		t.Fatalf("retained %q", got)
+	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/devices/d1", Payload: []byte(`{"device":"d1","wave":1,"accepted":"failed"}`)})
+	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/devices/d2", Payload: []byte(`{"device":"d9","wave":1}`)}) // another's: dropped
+	if got, err := in.Retained(); string(got) != retained || err != nil {
+		t.Fatalf("retained %q %v", got, err)
 	}
-	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte("our own publish")})
-	if got := string(in.Retained()); got != "retained" {
+	if r := in.Records(); len(r) != 1 || r["d1"].Accepted != ota.ResultFailed {
+		t.Fatalf("records %+v", r)
+	}
+	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte(`{"name":"r1","seq":4,"lease":{"holder":"a","epoch":2}}`)})
+	if got, _ := in.Retained(); string(got) != retained {
 		t.Fatalf("after starting, an echo replaced the retained state: %q", got)
+	}
+	if s := <-in.Seen(); s.Seq != 4 {
+		t.Fatalf("seen %+v", s)
+	}
+	over := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", nil)
+	over.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Oversized: 270000})
+	if got, err := over.Retained(); got != nil || err == nil || err.Error() != "state of rollout r1 is 270000 bytes, over the limit of 131072" {
+		t.Fatalf("an oversized state read as %q, %v", got, err)
 	}
 	for i := range commandQueue + 5 { // a flood beyond the queue is dropped, not held
 		in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: fmt.Appendf(nil, `{"id":"f%d","op":"resume"}`, i)})
@@ -192,19 +212,14 @@ func TestInbox(t *testing.T) {
 	}
 }
 
-// fakeFleet is a Fleet whose devices and report deadline a test sets.
+// fakeFleet is a Fleet whose size and report deadline a test sets.
 type fakeFleet struct {
-	devices map[string]ota.Status
-	due     time.Time
+	n   int
+	due time.Time
 }
 
-func (f *fakeFleet) Len() int              { return len(f.devices) }
+func (f *fakeFleet) Len() int              { return f.n }
 func (f *fakeFleet) AnswersDue() time.Time { return f.due }
-func (f *fakeFleet) Each(fn func(string, ota.Status)) {
-	for id, st := range f.devices {
-		fn(id, st)
-	}
-}
 
 // The view is ready once the answers are due and statuses have had settle
 // to arrive and have stopped arriving for a third of it; then it stays so.
@@ -227,24 +242,23 @@ func TestObserverReady(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0
-			f := &fakeFleet{devices: map[string]ota.Status{}, due: t0.Add(tc.due)}
+			f := &fakeFleet{due: t0.Add(tc.due)}
 			o := NewObserver(f, settle, func() time.Time { return now })
 			ready := 0
 			o.OnReady = func() { ready++ }
-			for i, at := range tc.adds {
+			for _, at := range tc.adds {
 				now = t0.Add(at)
-				f.devices[fmt.Sprint("d", i)] = ota.Status{}
-				o.View()
+				f.n++
+				o.Ready()
 			}
 			now = t0.Add(tc.at)
-			v := o.View()
-			if v.Ready != tc.want || len(v.Devices) != len(tc.adds) || ready != map[bool]int{true: 1}[tc.want] {
-				t.Fatalf("ready %v with %d devices (OnReady %d times), want %v", v.Ready, len(v.Devices), ready, tc.want)
+			if got := o.Ready(); got != tc.want || ready != map[bool]int{true: 1}[tc.want] {
+				t.Fatalf("ready %v (OnReady %d times), want %v", got, ready, tc.want)
 			}
 			if tc.want {
-				f.devices["late"] = ota.Status{}
-				if v := o.View(); !v.Ready || ready != 1 {
-					t.Fatalf("a ready view went back (%v) or OnReady ran again (%d)", v.Ready, ready)
+				f.n++
+				if !o.Ready() || ready != 1 {
+					t.Fatalf("a ready view went back or OnReady ran again (%d)", ready)
 				}
 			}
 		})

@@ -12,7 +12,7 @@ import (
 )
 
 // Publisher publishes retained with QoS 1 and returns once the broker has
-// every message (mqtt.Session does).
+// every message (mqtt.Session does; Replicas publishes through several).
 type Publisher interface {
 	PublishRetained(ctx context.Context, payload []byte, topics ...string) error
 }
@@ -24,17 +24,30 @@ var (
 )
 
 // Driver runs Step against the world: it feeds it the fleet as seen, the
-// operator's commands and a clock, and carries out its actions. A state is
-// adopted only once it is published, so a controller that cannot publish,
-// or is killed, leaves the retained state it will go on from.
+// operator's commands, the states the broker delivers and a clock, and
+// carries out its actions. A state is adopted only once it is published,
+// so a controller that cannot publish, or is killed, leaves the retained
+// state it will go on from; and it publishes nothing once its lease has
+// ended by its own clock.
 type Driver struct {
 	Plan   *Plan
 	Topics mqtt.Topics // the prefix; Device is ignored
-	Pub    Publisher
-	// Fleet returns the fleet as seen now.
-	Fleet func() View
-	// Commands carries the operator's commands (the control topic).
+	// Pub publishes the state and the per-device records; Offers the
+	// offers (nil: Pub).
+	Pub, Offers Publisher
+	// Fleet calls fn with the fleet as seen now; fn must not keep it.
+	Fleet func(fn func(View))
+	// Records are the per-device records read back at start; the driver
+	// adds every record it writes.
+	Records map[string]Record
+	// Holder names this controller in the lease; TTL is the lease's
+	// (default DefaultLease).
+	Holder string
+	TTL    time.Duration
+	// Commands carries the operator's commands (the control topic); Seen
+	// the rollout's state as delivered after a reconnect.
 	Commands <-chan Command
+	Seen     <-chan State
 	// Changed, if set, asks for a step now (the fleet changed); otherwise
 	// Tick paces the steps. Both are needed: timeouts and soaks end
 	// without any message.
@@ -47,11 +60,16 @@ type Driver struct {
 }
 
 // Run drives the rollout from s until it finishes (nil), halts (ErrHalted),
-// is aborted (ErrAborted) or ctx ends; it returns the last published state.
-// A halted rollout given to Run ends at once unless a pending command
-// resumes it.
-func (d *Driver) Run(ctx context.Context, s State) (State, error) {
+// is aborted (ErrAborted), loses its lease (ErrLeaseLost) or ctx ends; it
+// returns the last published state. A halted rollout given to Run ends at
+// once unless a pending command resumes it.
+func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 	d.defaults()
+	defer func() {
+		if !errors.Is(err, ErrLeaseLost) {
+			last = d.release(ctx, last)
+		}
+	}()
 	tick := d.Tick
 	if tick <= 0 {
 		tick = time.Second
@@ -80,13 +98,18 @@ func (d *Driver) Run(ctx context.Context, s State) (State, error) {
 			return s, ctx.Err()
 		case c := <-d.Commands:
 			in = c
+		case seen := <-d.Seen:
+			in = Seen{State: seen}
 		case <-d.Changed:
-			in = Observe{View: d.Fleet()}
 		case <-t.C:
-			in = Observe{View: d.Fleet()}
 		}
 		var err error
-		if s, err = d.step(ctx, s, in); err != nil {
+		if in != nil {
+			s, err = d.step(ctx, s, in)
+		} else {
+			s, err = d.observe(ctx, s)
+		}
+		if err != nil {
 			return s, finished(err)
 		}
 	}
@@ -99,13 +122,23 @@ func (d *Driver) defaults() {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
+	if d.Offers == nil {
+		d.Offers = d.Pub
+	}
+	if d.TTL <= 0 {
+		d.TTL = DefaultLease
+	}
+	if d.Records == nil {
+		d.Records = map[string]Record{}
+	}
 }
 
 // Start is the state a controller starts from (docs/contract/rollouts.md):
 // the rollout's retained state (raw, as its state topic delivered it; empty
-// when there is none), refused when another plan made it, else a new state,
-// published at once so the plan's hash is on record. It reports whether it
-// resumed a retained state.
+// when there is none), refused when another plan made it or another live
+// controller holds its lease, else a new state; either way it claims the
+// lease and publishes the state at once. It reports whether it resumed a
+// retained state.
 func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed bool, err error) {
 	d.defaults()
 	topic := d.Topics.RolloutState(d.Plan.Name)
@@ -122,14 +155,34 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed b
 		if err := s.consistent(d.Plan); err != nil {
 			return s, false, fmt.Errorf("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
-		return s, true, nil
+		resumed = true
+	} else {
+		s = NewState(d.Plan, d.Now())
 	}
-	s = NewState(d.Plan, d.Now())
-	b, err := json.Marshal(s)
-	if err != nil {
-		return s, false, fmt.Errorf("encode state: %w", err)
+	next, acts := Step(s, d.Plan, Claim{Holder: d.Holder, TTL: d.TTL}, d.Now())
+	for _, a := range acts {
+		if r, ok := a.(Refused); ok {
+			return s, resumed, fmt.Errorf("%w: rollout %s is held by %s; it expires at %s unless renewed",
+				ErrLeaseHeld, d.Plan.Name, r.Lease.String(), r.Lease.Expires().UTC().Format(time.RFC3339))
+		}
 	}
-	return s, false, d.Pub.PublishRetained(ctx, b, topic)
+	if err := d.publishState(ctx, next); err != nil {
+		return s, resumed, err
+	}
+	return next, resumed, nil
+}
+
+// release gives the lease up as the controller stops, so the next one
+// need not wait for it to expire; it tries for a few seconds, even after
+// ctx ended (an interrupt).
+func (d *Driver) release(ctx context.Context, s State) State {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	next, err := d.step(ctx, s, Release{})
+	if err != nil || next.Lease == nil || next.Lease.Released.IsZero() {
+		d.Log.Warn("rollout: lease not released; the next controller waits for it to expire", "rollout", s.Name, "err", err)
+	}
+	return next
 }
 
 // finished maps the end of a finished rollout to nil.
@@ -156,29 +209,71 @@ func endOf(s State) error {
 // errFinished ends Run's loop; Run returns nil for it.
 var errFinished = errors.New("finished")
 
-// step runs one input and its actions. It returns the state to go on from:
-// the new one if it was published, else the old one (Step is pure: the same
-// input decides the same again on the next try).
+// observe steps on the fleet as seen now, and again at once while a batch
+// of offers went out and more wait (an unpaced wave goes out batch after
+// batch, not a batch a tick). Step runs under the fleet's lock; the actions
+// after it, so the fleet goes on taking messages while they publish.
+func (d *Driver) observe(ctx context.Context, s State) (State, error) {
+	for {
+		var (
+			next State
+			acts []Action
+		)
+		d.Fleet(func(v View) {
+			v.Records = d.Records
+			next, acts = Step(s, d.Plan, Observe{View: v}, d.Now())
+		})
+		var more bool
+		var err error
+		s, more, err = d.carry(ctx, s, next, acts)
+		if err != nil || !more {
+			return s, err
+		}
+	}
+}
+
+// step runs one input that needs no view.
 func (d *Driver) step(ctx context.Context, s State, in Input) (State, error) {
-	_, acts := Step(s, d.Plan, in, d.Now())
+	next, acts := Step(s, d.Plan, in, d.Now())
+	s, _, err := d.carry(ctx, s, next, acts)
+	return s, err
+}
+
+// carry carries out a step's actions. It returns the state to go on from:
+// next if it was published, else s (Step is pure: the same input decides
+// the same again on the next try); more is set when offers went out.
+func (d *Driver) carry(ctx context.Context, s, next State, acts []Action) (State, bool, error) {
 	var end error
+	more := false
 	for _, a := range acts {
 		switch a := a.(type) {
+		case LeaseLost:
+			d.Log.Error("rollout: lease lost; stopping without publishing", "rollout", s.Name, "reason", a.Reason)
+			return s, false, fmt.Errorf("%w: %s", ErrLeaseLost, a.Reason)
+		case PublishRecord:
+			if err := d.publishRecord(ctx, next, a.Record); err != nil {
+				d.Log.Error("rollout: record not published; trying again", "rollout", s.Name, "device", a.Record.Device, "err", err)
+				return s, false, leaseOr(ctx, err)
+			}
 		case PublishState:
 			if err := d.publishState(ctx, a.State); err != nil {
 				d.Log.Error("rollout: state not published; trying again", "rollout", s.Name, "err", err)
-				return s, ctx.Err()
+				return s, false, leaseOr(ctx, err)
 			}
-			s = a.State
 		case Offer:
-			if err := d.offer(ctx, a); err != nil {
+			if err := d.offer(ctx, next, a); err != nil {
 				d.Log.Error("rollout: offers not all published; trying again", "rollout", s.Name, "wave", a.Wave, "err", err)
-				return s, ctx.Err()
+				return next, false, leaseOr(ctx, err)
+			}
+			var in Input = Offered{Wave: a.Wave, Through: a.Through}
+			if a.CatchUp {
+				in = CaughtUp{N: len(a.Devices)}
 			}
 			var err error
-			if s, err = d.step(ctx, s, Offered{Wave: a.Wave}); err != nil {
-				return s, err
+			if next, err = d.step(ctx, next, in); err != nil {
+				return next, false, err
 			}
+			more = true
 		case Halt:
 			d.Log.Warn("rollout halted", "rollout", s.Name, "reason", a.Reason)
 			end = fmt.Errorf("%w: %s", ErrHalted, a.Reason)
@@ -190,13 +285,39 @@ func (d *Driver) step(ctx context.Context, s State, in Input) (State, error) {
 			end = errFinished
 		}
 	}
-	return s, end
+	return next, more && end == nil, end
+}
+
+// leaseOr is ErrLeaseLost or the end of ctx when err says so, else nil:
+// a failed publish is tried again on the next step.
+func leaseOr(ctx context.Context, err error) error {
+	if errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// leaseLeft is nil while s's lease, held by this process, has not expired
+// by its own clock: checked before every publish, so a controller frozen
+// past its lease publishes nothing when it wakes.
+func (d *Driver) leaseLeft(s State) error {
+	l := s.Lease
+	if l == nil || s.run.renewed.IsZero() {
+		return nil
+	}
+	if age := d.Now().Sub(s.run.renewed); age >= l.TTL() {
+		return fmt.Errorf("%w: not renewed for %v, past its %v", ErrLeaseLost, age.Round(time.Millisecond), l.TTL())
+	}
+	return nil
 }
 
 func (d *Driver) publishState(ctx context.Context, s State) error {
-	b, err := json.Marshal(s)
+	if err := d.leaseLeft(s); err != nil {
+		return err
+	}
+	b, err := s.Encode()
 	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
+		return err
 	}
 	if err := d.Pub.PublishRetained(ctx, b, d.Topics.RolloutState(s.Name)); err != nil {
 		return err
@@ -207,12 +328,43 @@ func (d *Driver) publishState(ctx context.Context, s State) error {
 	return nil
 }
 
-// offer publishes the plan's envelope retained on each device's desired topic.
-func (d *Driver) offer(ctx context.Context, o Offer) error {
-	topics := make([]string, len(o.Devices))
-	for i, dev := range o.Devices {
-		topics[i] = mqtt.Topics{Prefix: d.Topics.Prefix, Device: dev}.Desired()
+func (d *Driver) publishRecord(ctx context.Context, s State, r Record) error {
+	if err := d.leaseLeft(s); err != nil {
+		return err
 	}
-	d.Log.Info("rollout: offering", "wave", o.Wave, "devices", len(o.Devices))
-	return d.Pub.PublishRetained(ctx, d.Plan.Offer.Envelope, topics...)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode record: %w", err)
+	}
+	if err := d.Pub.PublishRetained(ctx, b, d.Topics.RolloutDevice(s.Name, r.Device)); err != nil {
+		return err
+	}
+	d.Records[r.Device] = r
+	return nil
+}
+
+// offerChunk bounds the offers published between two checks of the lease.
+const offerChunk = 1000
+
+// offer publishes the plan's envelope retained on each device's desired topic.
+func (d *Driver) offer(ctx context.Context, s State, o Offer) error {
+	what := "offering"
+	if o.CatchUp {
+		what = "offering again (catch-up)"
+	}
+	d.Log.Info("rollout: "+what, "wave", o.Wave, "devices", len(o.Devices))
+	for start := 0; start < len(o.Devices); start += offerChunk {
+		if err := d.leaseLeft(s); err != nil {
+			return err
+		}
+		chunk := o.Devices[start:min(start+offerChunk, len(o.Devices))]
+		topics := make([]string, len(chunk))
+		for i, dev := range chunk {
+			topics[i] = mqtt.Topics{Prefix: d.Topics.Prefix, Device: dev}.Desired()
+		}
+		if err := d.Offers.PublishRetained(ctx, d.Plan.Offer.Envelope, topics...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

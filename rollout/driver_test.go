@@ -21,10 +21,27 @@ type broker struct {
 	fleet    *simFleet
 	now      func() time.Time
 	failNext int // publishes to refuse (a broker gone away)
-	// recorded: the devices the retained state names; an offer to any
-	// other is an offer the state does not know of.
-	recorded   map[string]bool
+	// state: the retained state; an offer to a device whose place no
+	// started wave's cursor (or batch in flight) covers is one the state
+	// does not know of.
+	state      *State
 	unrecorded []string
+}
+
+// covers reports whether the state has the offer to d on record.
+func (b *broker) covers(p *Plan, d string) bool {
+	if b.state == nil {
+		return false
+	}
+	place := PlaceOf(p.Name, d)
+	for _, w := range b.state.Waves {
+		for _, c := range []*Place{w.Cursor, w.Next} {
+			if c != nil && place <= *c {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...string) error {
@@ -41,15 +58,10 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 			if err := json.Unmarshal(payload, &s); err != nil {
 				return err
 			}
-			b.recorded = map[string]bool{}
-			for _, w := range s.Waves {
-				for d := range w.Devices {
-					b.recorded[d] = true
-				}
-			}
+			b.state = &s
 		}
 		if dev, leaf, ok := mqtt.DeviceOf("ota", t); ok && leaf == "desired" {
-			if !b.recorded[dev] {
+			if !b.covers(driverPlan, dev) {
 				b.unrecorded = append(b.unrecorded, dev)
 			}
 			if _, done := b.fleet.offered[dev]; !done {
@@ -61,13 +73,14 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 	return nil
 }
 
-func (b *broker) view() View {
+func (b *broker) view(fn func(View)) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fleet.view(b.now())
+	v := b.fleet.view(driverPlan, b.now(), false)
+	b.mu.Unlock()
+	fn(v)
 }
 
-func (b *broker) state(t *testing.T, name string) State {
+func (b *broker) retainedState(t *testing.T, name string) State {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -105,7 +118,7 @@ func newWorld(badEvery int) (*broker, *fakeClock) {
 }
 
 func driver(p *Plan, b *broker, clk *fakeClock, cmds chan Command) *Driver {
-	return &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: b, Fleet: b.view, Commands: cmds, Tick: time.Millisecond, Now: clk.now}
+	return &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: b, Fleet: b.view, Commands: cmds, Tick: time.Millisecond, Now: clk.now, Holder: "test"}
 }
 
 var driverPlan = testPlan(5, 10, named(30*time.Minute, "gw-0001", "gw-0002"), Wave{Percent: 10, Soak: time.Hour}, Wave{Percent: 100})
@@ -118,7 +131,7 @@ func TestDriverFinishes(t *testing.T) {
 	if err != nil || s.Phase != PhaseFinished || s.Counts.Success != 200 {
 		t.Fatalf("run: %v, %s %+v", err, s.Phase, s.Counts)
 	}
-	if got := b.state(t, "r1"); got.Phase != PhaseFinished || got.Updated != s.Updated {
+	if got := b.retainedState(t, "r1"); got.Phase != PhaseFinished || got.Updated != s.Updated {
 		t.Errorf("retained state %s, returned %s", got.Phase, s.Phase)
 	}
 	if !bytes.Equal(b.retained["ota/devices/gw-0150/desired"], driverPlan.Offer.Envelope) {
@@ -138,7 +151,7 @@ func TestDriverHalts(t *testing.T) {
 		t.Fatalf("run: %v in wave %d, %d devices offered; want halted in wave 2 with 20", err, s.Wave, len(b.fleet.offered))
 	}
 	// Started again from the retained state alone it stays halted...
-	again, err := driver(driverPlan, b, clk, nil).Run(context.Background(), b.state(t, "r1"))
+	again, err := driver(driverPlan, b, clk, nil).Run(context.Background(), b.retainedState(t, "r1"))
 	if !errors.Is(err, ErrHalted) || len(b.fleet.offered) != 20 {
 		t.Fatalf("restart: %v, %d offered", err, len(b.fleet.offered))
 	}
@@ -148,8 +161,8 @@ func TestDriverHalts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err = driver(driverPlan, b, clk, cmds).Run(ctx, again)
-	if !errors.Is(err, ErrHalted) || s.Wave != 3 || s.AcceptedBad == 0 || len(b.fleet.offered) != 200 {
-		t.Fatalf("after resume: %v in wave %d (accepted %d), %d offered; want wave 3 offered, halted again", err, s.Wave, s.AcceptedBad, len(b.fleet.offered))
+	if !errors.Is(err, ErrHalted) || s.Wave != 3 || s.Accepted == 0 || len(b.fleet.offered) != 200 {
+		t.Fatalf("after resume: %v in wave %d (accepted %d), %d offered; want wave 3 offered, halted again", err, s.Wave, s.Accepted, len(b.fleet.offered))
 	}
 }
 
@@ -169,12 +182,12 @@ func TestDriverKilledAndRestarted(t *testing.T) {
 				break
 			}
 			if _, ok := b.retained["ota/rollouts/r1/state"]; ok {
-				s = b.state(t, "r1") // the retained state alone
+				s = b.retainedState(t, "r1") // the retained state alone
 			}
 		}
 		ref, refClk := newWorld(bad)
 		want, wantErr := driver(driverPlan, ref, refClk, nil).Run(context.Background(), NewState(driverPlan, t0))
-		got := b.state(t, "r1")
+		got := b.retainedState(t, "r1")
 		if (err == nil) != (wantErr == nil) || got.Phase != want.Phase || got.Wave != want.Wave || got.Counts != want.Counts {
 			t.Errorf("bad every %d: killed %s wave %d %+v (%v); straight %s wave %d %+v (%v)", bad,
 				got.Phase, got.Wave, got.Counts, err, want.Phase, want.Wave, want.Counts, wantErr)

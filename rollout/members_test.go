@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/otad/otad/ota"
 )
 
 func ids(n int) []string {
@@ -42,18 +40,7 @@ func TestOrderIsStable(t *testing.T) {
 var pinnedOrder = []string{"gw-0003", "gw-0004", "gw-0001", "gw-0002"}
 
 // waves computes every wave's members the way Step does, wave after wave.
-func waves(p *Plan, group []string) [][]string {
-	taken := map[string]bool{}
-	var out [][]string
-	for i := range p.Waves {
-		ms := Members(p, i, group, taken)
-		for _, d := range ms {
-			taken[d] = true
-		}
-		out = append(out, ms)
-	}
-	return out
-}
+func waves(p *Plan, group []string) [][]string { return Assign(p, group) }
 
 func TestMembers(t *testing.T) {
 	group := ids(500)
@@ -106,25 +93,44 @@ func TestMembers(t *testing.T) {
 			t.Error("wave 2 is not the first 48 of the stable order")
 		}
 	})
-	t.Run("devices seen later join the next percent wave in stable order", func(t *testing.T) {
+	t.Run("devices seen later belong to the wave whose range holds their place", func(t *testing.T) {
 		p := testPlan(5, 1, Wave{Percent: 10}, Wave{Percent: 100})
-		first := Members(p, 0, ids(100), map[string]bool{})
-		taken := map[string]bool{}
-		for _, d := range first {
-			taken[d] = true
+		first := DeviceMap{}
+		for _, id := range ids(100) {
+			first[id] = Device{Place: PlaceOf(p.Name, id), InGroup: true}
 		}
-		rest := Members(p, 1, ids(120), taken)
-		if len(first) != 10 || len(rest) != 110 {
-			t.Errorf("waves of %d and %d, want 10 and 110", len(first), len(rest))
+		ws := []WaveState{startWave(p, nil, 0, first)}
+		if ws[0].Chosen != 10 || len(members(p, ws, 0, first)) != 10 {
+			t.Fatalf("wave 1 chose %d", ws[0].Chosen)
+		}
+		later := DeviceMap{}
+		for _, id := range ids(120) {
+			later[id] = Device{Place: PlaceOf(p.Name, id), InGroup: true}
+		}
+		ws = append(ws, startWave(p, ws, 1, later))
+		a, b := members(p, ws, 0, later), members(p, ws, 1, later)
+		if len(a) < 10 || len(a)+len(b) != 120 || ws[1].Chosen != len(b) {
+			t.Errorf("waves of %d and %d (chosen %d), want 10 or more and all 120", len(a), len(b), ws[1].Chosen)
+		}
+		for _, d := range a {
+			if later[d].Place > *ws[0].Through {
+				t.Errorf("%s past wave 1's range", d)
+			}
 		}
 	})
 }
 
-func TestGroupDevices(t *testing.T) {
-	v := View{Ready: true, Devices: map[string]ota.Status{
-		"b": {Groups: []string{"x", "g"}}, "a": {Groups: []string{"g"}}, "c": {Groups: []string{"x"}}, "d": {},
-	}}
-	if got := GroupDevices(v, "g"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("group g: %v", got)
+// A place is 16 hex digits in the state and reads back the same.
+func TestPlaceText(t *testing.T) {
+	p := PlaceOf("fw-4.2.0", "gw-0001")
+	b, _ := p.MarshalText()
+	var q Place
+	if err := q.UnmarshalText(b); err != nil || q != p || len(b) != 16 {
+		t.Fatalf("%s reads back as %s (%v)", b, q, err)
+	}
+	for _, bad := range []string{"", "123", "zzzzzzzzzzzzzzzz", "00000000000000000"} {
+		if err := q.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("%q read as a place", bad)
+		}
 	}
 }

@@ -29,10 +29,14 @@ type Plan struct {
 	OfferFile string // as written: relative to the plan's directory
 	Waves     []Wave
 	Halt      HaltRule
-	Offer     PlanOffer
+	// Rate paces the offers; nil offers each wave's devices at once.
+	Rate  *Rate
+	Offer PlanOffer
 	// Hash identifies the plan and its offer: a changed plan under the same
 	// name has a different hash. Set by AttachOffer.
 	Hash string
+
+	namedWave map[string]int // device → the wave naming it (from 1); set by ParsePlan
 }
 
 // Wave is one step of a plan: named devices, or a cumulative percentage
@@ -50,6 +54,15 @@ type HaltRule struct {
 	DeviceTimeout    time.Duration
 }
 
+// Rate is a plan's [rate]: offers per minute, starting at Start at each
+// wave's first offer and multiplied by Increase every minute of offering,
+// never above Max (docs/contract/rollouts.md, pacing).
+type Rate struct {
+	Start    float64 // offers_per_minute
+	Increase float64 // factor per minute, ≥ 1
+	Max      float64 // max_per_minute, ≥ Start
+}
+
 // PlanOffer is the signed envelope a plan releases and what identifies it in
 // device statuses.
 type PlanOffer struct {
@@ -62,7 +75,9 @@ type PlanOffer struct {
 // Plan limits: a plan is written by people; these bound what a fuzzer or a
 // typo can make the controller hold.
 const (
-	maxWaves   = 100
+	// maxWaves keeps the retained state under MaxStateSize: each wave
+	// started takes a line of it.
+	maxWaves   = 32
 	maxNamed   = 10000
 	maxNameLen = 64
 	// DefaultDeviceTimeout applies when [halt] device_timeout is not set.
@@ -94,6 +109,13 @@ type planFile struct {
 	Group string     `toml:"group"`
 	Wave  []waveFile `toml:"wave"`
 	Halt  haltFile   `toml:"halt"`
+	Rate  *rateFile  `toml:"rate"`
+}
+
+type rateFile struct {
+	OffersPerMinute *float64 `toml:"offers_per_minute"`
+	Increase        *float64 `toml:"increase"`
+	MaxPerMinute    *float64 `toml:"max_per_minute"`
 }
 
 type waveFile struct {
@@ -225,7 +247,57 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 		}
 		p.Halt.DeviceTimeout = d
 	}
+	p.namedWave = named
+	if f.Rate != nil {
+		r, err := checkRate(*f.Rate)
+		if err != nil {
+			return nil, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err}
+		}
+		p.Rate = r
+	}
 	return p, nil
+}
+
+// rateError names the [rate] key at fault.
+type rateError struct {
+	key string
+	err error
+}
+
+// maxRate bounds every rate: a million offers a minute is more than one
+// controller publishes (bench/rollout), and keeps the arithmetic finite.
+const maxRate = 1e6
+
+func checkRate(f rateFile) (*Rate, *rateError) {
+	bad := func(key, format string, args ...any) (*Rate, *rateError) {
+		return nil, &rateError{key, fmt.Errorf(format, args...)}
+	}
+	inRange := func(v float64) bool { return v > 0 && v <= maxRate }
+	if f.OffersPerMinute == nil {
+		return bad("offers_per_minute", "missing: [rate] needs the starting pace")
+	}
+	r := &Rate{Start: *f.OffersPerMinute, Increase: 1}
+	if !inRange(r.Start) {
+		return bad("offers_per_minute", "%v is not in (0, %v]", r.Start, float64(maxRate))
+	}
+	if f.Increase != nil {
+		r.Increase = *f.Increase
+		if !(r.Increase >= 1 && r.Increase <= 100) {
+			return bad("increase", "%v is not in [1, 100]: a factor per minute (1 keeps the pace)", r.Increase)
+		}
+	}
+	switch {
+	case f.MaxPerMinute != nil:
+		r.Max = *f.MaxPerMinute
+		if !inRange(r.Max) || r.Max < r.Start {
+			return bad("max_per_minute", "%v is not in [offers_per_minute %v, %v]", r.Max, r.Start, float64(maxRate))
+		}
+	case r.Increase > 1:
+		return bad("max_per_minute", "missing: a pace that increases needs a ceiling")
+	default:
+		r.Max = r.Start
+	}
+	return r, nil
 }
 
 // decodeError turns a TOML decoding error into a PlanError naming the key.
@@ -309,8 +381,12 @@ func (p *Plan) hash() string {
 		}
 		fmt.Fprintf(&b, " soak %d\n", w.Soak)
 	}
-	fmt.Fprintf(&b, "halt %s %d %d\noffer %d\n", strconv.FormatFloat(p.Halt.MaxFailedPercent, 'g', -1, 64),
-		p.Halt.MinOutcomes, p.Halt.DeviceTimeout, len(p.Offer.Envelope))
+	fmt.Fprintf(&b, "halt %s %d %d\n", strconv.FormatFloat(p.Halt.MaxFailedPercent, 'g', -1, 64), p.Halt.MinOutcomes, p.Halt.DeviceTimeout)
+	if r := p.Rate; r != nil {
+		g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+		fmt.Fprintf(&b, "rate %s %s %s\n", g(r.Start), g(r.Increase), g(r.Max))
+	}
+	fmt.Fprintf(&b, "offer %d\n", len(p.Offer.Envelope))
 	h := sha256.New()
 	h.Write([]byte(b.String()))
 	h.Write(p.Offer.Envelope)

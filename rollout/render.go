@@ -24,16 +24,27 @@ func Render(w io.Writer, s State, history int) error {
 	}
 	fmt.Fprintf(&b, "\noffer %s (sha256 %s), group %s, plan %s\n", s.Offer.ID, short(s.Offer.SHA256), s.Group, short(s.PlanHash))
 	c := s.Counts
-	fmt.Fprintf(&b, "devices %d: %s\n\n", c.Devices, countsLine(c))
+	fmt.Fprintf(&b, "devices %d: %s", c.Devices, countsLine(c))
+	if s.Accepted > 0 {
+		fmt.Fprintf(&b, " (%d failures accepted by a resume)", s.Accepted)
+	}
+	b.WriteString("\n")
+	if l := s.Lease; l != nil {
+		fmt.Fprintf(&b, "controller %s (epoch %d), since %s, lease renewed %s\n", l.Holder, l.Epoch, clock(l.Since), clock(l.Renewed))
+	}
+	if w := current(s); w != nil && w.Pace != nil && w.Offered.IsZero() {
+		fmt.Fprintf(&b, "pace %.0f offers a minute, %d queued\n", w.Pace.PerMinute, w.Queued)
+	}
+	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WAVE\tDEVICES\tPROGRESS\tOUTCOMES\tSTARTED\tENDED")
+	fmt.Fprintln(tw, "WAVE\tDEVICES\tQUEUED\tPROGRESS\tOUTCOMES\tSTARTED\tENDED")
 	for i := range max(s.WaveCount, len(s.Waves)) {
 		if i >= len(s.Waves) {
-			fmt.Fprintf(tw, "%d\t-\t-\tnot started\t-\t-\n", i+1)
+			fmt.Fprintf(tw, "%d\t-\t-\t-\tnot started\t-\t-\n", i+1)
 			continue
 		}
 		w := s.Waves[i]
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", i+1, w.Counts.Devices, bar(w.Counts), countsLine(w.Counts), clock(w.Started), clock(w.Ended))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i+1, w.Counts.Devices, w.Queued, bar(w.Counts), countsLine(w.Counts), clock(w.Started), clock(w.Ended))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -46,6 +57,13 @@ func Render(w io.Writer, s State, history int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func current(s State) *WaveState {
+	if len(s.Waves) == 0 {
+		return nil
+	}
+	return &s.Waves[len(s.Waves)-1]
 }
 
 func bar(c Counts) string {

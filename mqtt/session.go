@@ -1,0 +1,337 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Session is an operator connection that stays open (a rollout controller,
+// a live view): it publishes, and passes the messages of its subscriptions
+// to one handler, one call at a time, in the order they arrive. It starts
+// at a random broker of the config and fails over to the others, with the
+// jittered backoff of Config.Reconnect, when its connection is lost.
+//
+// paho reads the acknowledgements of what a client publishes on the same
+// goroutine that hands it the messages to deliver, one at a time: a handler
+// working through thousands of retained statuses would hold up the PUBACK
+// of a publish made meanwhile until they are all handled (the rollout
+// controller's report request timed out so at 20,000 devices). So paho's
+// handler only queues the message, and the session's own goroutine calls
+// the handler; the queue is bounded by bytes, beyond which paho waits.
+type Session struct {
+	cfg     Config
+	c       paho.Client
+	log     *slog.Logger
+	filters map[string]byte
+	q       *queue
+	dropped drops
+	lost    chan struct{}
+	ctx     context.Context
+	stop    context.CancelFunc
+	loops   sync.WaitGroup
+
+	mu          sync.Mutex
+	connects    int
+	onReconnect func() // called after each reconnect (OnReconnect)
+	check       func(context.Context) error
+	gate        chan struct{} // closed: publishes may go out
+	gateErr     error         // the check failed: no publish ever again
+}
+
+// Open connects and subscribes to filters (topic filter → QoS), calling fn
+// for each message until Close. It reconnects (to the next broker when
+// there are several) and resubscribes by itself; only the first connect or
+// subscription failing (or ctx ending before then) is an error. Messages
+// over MaxFleetMessage reach fn unread, with Oversized set.
+func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(Message)) (*Session, error) {
+	opts, err := operatorOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, log: cfg.logger().With("broker", cfg.Describe()), filters: filters, q: newQueue(fn),
+		lost: make(chan struct{}, 1), gate: make(chan struct{})}
+	close(s.gate)
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	subscribed := make(chan error, 1)
+	opts.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		s.q.push(item{msg: Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(),
+			Oversized: s.dropped.take(m.Topic(), m.Payload())}})
+	}).
+		SetCustomOpenConnectionFn(openLimited(MaxFleetMessage, func(topic string, _ byte, size int) {
+			s.log.Warn("mqtt: oversized message dropped unread", "topic", topic, "bytes", size, "limit", MaxFleetMessage)
+			s.dropped.add(topic, size)
+		})).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetOnConnectHandler(func(c paho.Client) { s.onConnect(c, subscribed) }).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			s.log.Warn("mqtt session: connection lost", "err", err)
+			s.closeGate()
+			select {
+			case s.lost <- struct{}{}:
+			default:
+			}
+		})
+	s.c = paho.NewClient(opts)
+	s.q.start()
+	if err := connect(ctx, cfg, s.c); err != nil {
+		s.q.close()
+		return nil, err
+	}
+	select {
+	case err = <-subscribed:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.loops.Go(func() { redial(s.ctx, s.c, cfg.Reconnect, cfg.attemptTimeout(), s.lost, s.log, true) })
+	return s, nil
+}
+
+func (s *Session) onConnect(c paho.Client, subscribed chan<- error) {
+	err := subscribe(s.ctx, s.cfg, c, s.filters)
+	s.mu.Lock()
+	s.connects++
+	first := s.connects == 1
+	again, check := s.onReconnect, s.check
+	s.mu.Unlock()
+	if first {
+		subscribed <- err
+		return
+	}
+	if err != nil {
+		s.log.Error("mqtt session: resubscribe failed", "err", err)
+		return
+	}
+	s.log.Info("mqtt session: reconnected")
+	if check != nil {
+		cerr := check(s.ctx)
+		// A check that could not tell is tried again while this connection lasts.
+		for errors.Is(cerr, ErrRetry) && s.ctx.Err() == nil && c.IsConnectionOpen() {
+			time.Sleep(time.Second)
+			cerr = check(s.ctx)
+		}
+		if errors.Is(cerr, ErrRetry) {
+			return // the connection went: the next one checks
+		}
+		s.mu.Lock()
+		if cerr != nil {
+			s.gateErr = cerr
+		} else if s.gateErr == nil {
+			select {
+			case <-s.gate:
+			default:
+				close(s.gate)
+			}
+		}
+		s.mu.Unlock()
+		if cerr != nil {
+			s.log.Error("mqtt session: publishing stopped after the reconnect", "err", cerr)
+			return
+		}
+	}
+	if again != nil {
+		again()
+	}
+}
+
+// OnReconnect has fn called after each reconnect, once the subscriptions are
+// renewed (on paho's goroutine for it; fn may publish): what was published
+// while the connection was down is lost to a clean session, so a fleet view
+// asks the devices to report again.
+func (s *Session) OnReconnect(fn func()) {
+	s.mu.Lock()
+	s.onReconnect = fn
+	s.mu.Unlock()
+}
+
+// ErrRetry marks a gate check that could not tell (its Sync timed out):
+// it is tried again while the connection lasts.
+var ErrRetry = errors.New("gate check: try again")
+
+// Gate has every publish after a reconnect wait until check, run once the
+// subscriptions are renewed, passes; when it fails (but with ErrRetry),
+// every publish fails with its error from then on. A rollout controller checks so that the
+// lease is still its own before it publishes anything on a new connection.
+func (s *Session) Gate(check func(context.Context) error) {
+	s.mu.Lock()
+	s.check = check
+	s.mu.Unlock()
+}
+
+func (s *Session) closeGate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.check == nil {
+		return
+	}
+	select {
+	case <-s.gate:
+		s.gate = make(chan struct{})
+	default:
+	}
+}
+
+// ready waits until publishes may go out: at once without a gate.
+func (s *Session) ready(ctx context.Context) error {
+	s.mu.Lock()
+	gate, err := s.gate, s.gateErr
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.cfg.attemptTimeout()):
+		return fmt.Errorf("no connection to %s: %w", s.cfg.Describe(), errTimeout)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gateErr
+}
+
+// Close disconnects; fn is not called after Close returns. It must not be
+// called from fn.
+func (s *Session) Close() {
+	s.stop()
+	s.c.Disconnect(250)
+	s.loops.Wait()
+	s.q.close()
+}
+
+// publishWindow bounds the QoS 1 publishes in flight at once: thousands of
+// offers go out without a round trip each, and without flooding the broker.
+const publishWindow = 128
+
+// PublishRetained publishes payload retained with QoS 1 to every topic and
+// waits for all the PUBACKs, bounded by ctx. An empty payload clears the
+// topics' retained messages.
+func (s *Session) PublishRetained(ctx context.Context, payload []byte, topics ...string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	window := make([]paho.Token, 0, publishWindow)
+	names := make([]string, 0, publishWindow)
+	drain := func() error {
+		for i, tok := range window {
+			if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+				return fmt.Errorf("publish to %s: %w", names[i], err)
+			}
+		}
+		window, names = window[:0], names[:0]
+		return nil
+	}
+	for _, t := range topics {
+		window = append(window, s.c.Publish(t, 1, true, payload))
+		names = append(names, t)
+		if len(window) == publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+	}
+	return drain()
+}
+
+// Publish publishes payload to topic with QoS 1, not retained, and waits for
+// the PUBACK, bounded by ctx.
+func (s *Session) Publish(ctx context.Context, topic string, payload []byte) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if err := waitToken(ctx, s.c.Publish(topic, 1, false, payload), s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("publish to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Sync returns once every message the broker had for this session's
+// subscriptions when Sync was called has been handed to fn — in particular
+// the retained messages of an exact-topic subscription, so "no retained
+// state" can be told from "not arrived yet". It subscribes to a topic of its
+// own and waits for a message it publishes there: a broker delivers one
+// session's messages in order, and the session hands them to fn in order.
+func (s *Session) Sync(ctx context.Context) error {
+	topic := s.cfg.prefix() + "/sync/" + randomClientID()
+	arrived := make(chan struct{})
+	var once sync.Once
+	tok := s.c.Subscribe(topic, 1, func(paho.Client, paho.Message) {
+		once.Do(func() { s.q.push(item{reached: arrived}) })
+	})
+	if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("subscribe %s: %w", topic, err)
+	}
+	defer s.c.Unsubscribe(topic)
+	if err := waitToken(ctx, s.c.Publish(topic, 1, false, []byte("sync")), s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("publish to %s: %w", topic, err)
+	}
+	select {
+	case <-arrived:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.cfg.connectTimeout() + s.q.backlog()):
+		return fmt.Errorf("sync on %s: %w", topic, errTimeout)
+	}
+}
+
+// Subscribe adds filters to the session's subscriptions (renewed on every
+// reconnect), waiting for the broker's SUBACK.
+func (s *Session) Subscribe(ctx context.Context, filters map[string]byte) error {
+	s.mu.Lock()
+	all := make(map[string]byte, len(s.filters)+len(filters))
+	for f, q := range s.filters {
+		all[f] = q
+	}
+	for f, q := range filters {
+		all[f] = q
+	}
+	s.filters = all
+	s.mu.Unlock()
+	return subscribe(ctx, s.cfg, s.c, filters)
+}
+
+// Unsubscribe drops filters (added by Subscribe) from the session.
+func (s *Session) Unsubscribe(ctx context.Context, filters ...string) error {
+	s.mu.Lock()
+	all := make(map[string]byte, len(s.filters))
+	for f, q := range s.filters {
+		all[f] = q
+	}
+	for _, f := range filters {
+		delete(all, f)
+	}
+	s.filters = all
+	s.mu.Unlock()
+	if err := waitToken(ctx, s.c.Unsubscribe(filters...), s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("unsubscribe: %w", err)
+	}
+	return nil
+}
+
+func subscribe(ctx context.Context, cfg Config, c paho.Client, filters map[string]byte) error {
+	if len(filters) == 0 {
+		return nil // a session that only publishes
+	}
+	tok := c.SubscribeMultiple(filters, nil)
+	if err := waitToken(ctx, tok, cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	for topic, code := range tok.(*paho.SubscribeToken).Result() {
+		if code == 0x80 {
+			return fmt.Errorf("subscribe %s: %w", topic, ErrRefused)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/otad/otad/mqtt"
+)
+
+// ErrNoState: nothing is retained on the rollout's state topic.
+var ErrNoState = errors.New("no rollout")
+
+// ReadState reads rollout name's retained state from each broker of cfg,
+// one short-lived connection each with a random client ID (so a running
+// controller is not disturbed), and returns the newest copy (State.Newer):
+// a broker that keeps retained messages per node (RabbitMQ) may hold an
+// older one on some node. A state that cannot be read (over the limit, not
+// JSON) is an error naming it, never "no rollout"; an unreachable broker is
+// skipped while another answers.
+func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State, error) {
+	var (
+		raw     []byte
+		best    State
+		found   bool
+		reached int
+		lastErr error
+		log     = logOf(cfg)
+		topic   = mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(name)
+		brokers = cfg.BrokerList()
+	)
+	for _, b := range brokers {
+		in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, log)
+		sess, err := mqtt.Open(ctx, cfg.Named(b), map[string]byte{topic: 1}, in.Receive)
+		if err == nil {
+			err = sess.Sync(ctx)
+			sess.Close()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, State{}, ctx.Err()
+			}
+			log.Warn("rollout: broker not read", "broker", b, "err", err)
+			lastErr = err
+			continue
+		}
+		reached++
+		b, rerr := in.Retained()
+		if rerr != nil {
+			return nil, State{}, rerr
+		}
+		if len(b) == 0 {
+			continue
+		}
+		s, err := DecodeState(b)
+		if err != nil {
+			return nil, State{}, fmt.Errorf("state of rollout %s on %s: %w", name, topic, err)
+		}
+		if !found || s.Newer(best) {
+			raw, best, found = b, s, true
+		}
+	}
+	switch {
+	case reached == 0:
+		return nil, State{}, lastErr
+	case !found:
+		return nil, State{}, fmt.Errorf("%w %q: nothing retained on %s", ErrNoState, name, topic)
+	}
+	return raw, best, nil
+}
+
+// ReadRecords reads rollout name's per-device records through sess, which
+// must not be subscribed to them yet: it subscribes to their wildcard (QoS
+// 0), waits until the broker has delivered what it retains, and
+// unsubscribes. A broker that delivers no retained message to a wildcard
+// (RabbitMQ) gives none: compare with the state's Records.
+func ReadRecords(ctx context.Context, sess *mqtt.Session, in *Inbox) (map[string]Record, error) {
+	if err := sess.Subscribe(ctx, map[string]byte{in.records: 0}); err != nil {
+		return nil, err
+	}
+	defer sess.Unsubscribe(context.WithoutCancel(ctx), in.records)
+	if err := sess.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return in.Records(), nil
+}
+
+// ReadRecordsOf reads the records of the given devices by their exact
+// topics (for a broker that gives no retained message to a wildcard), a
+// few hundred topics a subscription.
+func ReadRecordsOf(ctx context.Context, sess *mqtt.Session, in *Inbox, t mqtt.Topics, devices []string) (map[string]Record, error) {
+	const batch = 500
+	for start := 0; start < len(devices); start += batch {
+		filters := map[string]byte{}
+		for _, d := range devices[start:min(start+batch, len(devices))] {
+			filters[t.RolloutDevice(in.name, d)] = 0
+		}
+		if err := sess.Subscribe(ctx, filters); err != nil {
+			return nil, err
+		}
+		err := sess.Sync(ctx)
+		topics := make([]string, 0, len(filters))
+		for f := range filters {
+			topics = append(topics, f)
+		}
+		_ = sess.Unsubscribe(context.WithoutCancel(ctx), topics...)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return in.Records(), nil
+}
+
+func logOf(cfg mqtt.Config) *slog.Logger {
+	if cfg.Logger != nil {
+		return cfg.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Replicas publishes through one session per broker node, for brokers that
+// keep retained messages per node (RabbitMQ): the rollout's state and
+// records are then on every node a reader may connect to. A publish
+// succeeds when at least one node took it; the others catch up with the
+// next state (a lease renewal publishes it every third of the TTL).
+type Replicas struct {
+	Sessions []*mqtt.Session
+	Log      *slog.Logger
+}
+
+// PublishRetained publishes through every session at once.
+func (r Replicas) PublishRetained(ctx context.Context, payload []byte, topics ...string) error {
+	errs := make([]error, len(r.Sessions))
+	var wg sync.WaitGroup
+	for i, s := range r.Sessions {
+		wg.Go(func() { errs[i] = s.PublishRetained(ctx, payload, topics...) })
+	}
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrLeaseLost):
+			return err
+		default:
+			if r.Log != nil {
+				r.Log.Warn("rollout: a broker node did not take the state", "node", i, "err", err)
+			}
+		}
+	}
+	if ok == 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package rollout
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
+)
+
+// Tracker is the fleet as a controller follows it: one small entry per
+// device (its place, whether it lists the group, what its status says of
+// the offer), fed with the devices' status messages. At a million devices
+// it holds about a hundred bytes each, where whole statuses would take
+// gigabytes (bench/rollout measures it).
+type Tracker struct {
+	name, group, prefix string
+	offer               Ref
+	now                 func() time.Time
+
+	mu      sync.RWMutex
+	devices trackedDevices
+	due     time.Time // the report request's answers are due
+}
+
+type tracked struct {
+	Device
+	seq  uint64
+	boot uint32 // FNV-1a of the boot ID: an older snapshot of the same boot is ignored
+}
+
+// NewTracker follows the devices under prefix for plan p (now nil: the
+// wall clock).
+func NewTracker(p *Plan, prefix string, now func() time.Time) *Tracker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Tracker{name: p.Name, group: p.Group, prefix: prefix, offer: Ref{ID: p.Offer.ID, SHA256: p.Offer.SHA256},
+		now: now, devices: trackedDevices{}}
+}
+
+// status is the part of a status snapshot a controller reads: decoding
+// only these keeps a million statuses affordable.
+type statusPart struct {
+	Device      string            `json:"device"`
+	Seq         uint64            `json:"seq"`
+	BootID      string            `json:"boot_id"`
+	Groups      []string          `json:"groups"`
+	Target      *ota.TargetStatus `json:"target"`
+	Pending     *ota.TargetStatus `json:"pending"`
+	LastResult  *ota.Outcome      `json:"last_result"`
+	LastRefusal *ota.Refusal      `json:"last_refusal"`
+}
+
+// Message takes one message of the devices' status topics (others are
+// ignored) and reports whether it changed the fleet. An empty status (the
+// retained one cleared) forgets the device; one that does not decode, is
+// another device's, or is over the read limit is ignored.
+func (t *Tracker) Message(m mqtt.Message) bool {
+	id, leaf, ok := mqtt.DeviceOf(t.prefix, m.Topic)
+	if !ok || leaf != "status" || m.Oversized > 0 {
+		return false
+	}
+	if len(m.Payload) == 0 {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		_, had := t.devices[id]
+		delete(t.devices, id)
+		return had
+	}
+	var st statusPart
+	if json.Unmarshal(m.Payload, &st) != nil || st.Device != id {
+		return false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(st.BootID))
+	boot := h.Sum32()
+	full := ota.Status{Device: st.Device, Groups: st.Groups, Target: st.Target, Pending: st.Pending,
+		LastResult: st.LastResult, LastRefusal: st.LastRefusal}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev := t.devices[id]
+	if prev != nil && prev.boot == boot && st.Seq < prev.seq {
+		return false // an older snapshot of this boot, delivered late
+	}
+	var pd *Device
+	if prev != nil {
+		pd = &prev.Device
+	}
+	d := Observed(t.name, t.group, t.offer, id, full, pd, now)
+	if prev != nil && prev.Device == d && prev.seq == st.Seq {
+		return false
+	}
+	t.devices[id] = &tracked{Device: d, seq: st.Seq, boot: boot}
+	return true
+}
+
+// Asked notes a report request sent at, answered within window.
+func (t *Tracker) Asked(at time.Time, window time.Duration) {
+	t.mu.Lock()
+	t.due = at.Add(window + answerGrace)
+	t.mu.Unlock()
+}
+
+// answerGrace is how long after a request's window answers may still be
+// on their way.
+const answerGrace = time.Second
+
+// AnswersDue is when the report request's answers are due (Fleet).
+func (t *Tracker) AnswersDue() time.Time {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.due
+}
+
+// Len is how many devices have been heard of (Fleet).
+func (t *Tracker) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.devices)
+}
+
+// Counts counts the devices heard of, and those listing the group.
+func (t *Tracker) Counts() (devices, inGroup int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, d := range t.devices {
+		if d.InGroup {
+			inGroup++
+		}
+	}
+	return len(t.devices), inGroup
+}
+
+// Fleet is the Driver's Fleet: the devices as seen, under the tracker's
+// read lock, ready as o says.
+func (t *Tracker) Fleet(o *Observer) func(fn func(View)) {
+	return func(fn func(View)) {
+		ready := o.Ready()
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		fn(View{Ready: ready, Devices: t.devices})
+	}
+}
+
+// trackedDevices is the Devices a Tracker holds.
+type trackedDevices map[string]*tracked
+
+func (m trackedDevices) Each(fn func(string, Device)) {
+	for id, d := range m {
+		fn(id, d.Device)
+	}
+}
+
+func (m trackedDevices) Lookup(id string) (Device, bool) {
+	if d, ok := m[id]; ok {
+		return d.Device, true
+	}
+	return Device{}, false
+}
+
+func (m trackedDevices) Len() int { return len(m) }
