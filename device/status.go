@@ -57,8 +57,8 @@ func cmdStatus(e *env, args []string) int {
 	printStatus(e.stdout, st, cfg.Reboot.Policy == "manual")
 	if offline {
 		fmt.Fprintf(e.stdout, "daemon:      not running (read from %s)\n", cfg.StateDir)
-		if cfg.MQTT.Broker != "" {
-			fmt.Fprintf(e.stdout, "broker:      %s (not connected: otad is not running)\n", cfg.MQTT.Broker)
+		if cfg.MQTT.Enabled() {
+			fmt.Fprintf(e.stdout, "broker:      %s (not connected: otad is not running)\n", daemon.Brokers(cfg.MQTT))
 		}
 	}
 	return ota.ExitOK

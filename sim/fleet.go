@@ -15,7 +15,8 @@ import (
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o fleet.Options
 	fset := cli.NewFlagSet("otasim fleet", "--broker URL --devices N --keys DIR [flags]", stderr)
-	fset.StringVar(&o.Broker, "broker", "", "MQTT broker URL (mqtt://host:port)")
+	var brokers cli.StringList
+	fset.Var(&brokers, "broker", "MQTT broker URL (mqtt://host:port); again for each node of a cluster: each device starts at a random one and fails over")
 	fset.IntVar(&o.Devices, "devices", 0, "number of simulated devices")
 	fset.StringVar(&o.KeysDir, "keys", "", "directory of the public keys the devices trust")
 	fset.StringVar(&o.Prefix, "prefix", "sim-", "device IDs are PREFIX plus a 5-digit number from 00001")
@@ -31,7 +32,14 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.ParseNone(fset, args); err != nil {
 		return err
 	}
-	if o.Broker == "" || o.KeysDir == "" || o.Devices < 1 {
+	switch len(brokers) {
+	case 0:
+	case 1:
+		o.Broker = brokers[0]
+	default:
+		o.Brokers = brokers
+	}
+	if len(brokers) == 0 || o.KeysDir == "" || o.Devices < 1 {
 		return cli.Usagef("want --broker, --keys and --devices")
 	}
 	var err error

@@ -42,7 +42,10 @@ type Config struct {
 
 // MQTT is the [mqtt] table; no broker means local-only operation.
 type MQTT struct {
-	Broker      string   `toml:"broker"`
+	Broker string `toml:"broker"`
+	// Brokers are the nodes of one clustered broker, instead of Broker:
+	// otad starts at a random one and fails over to the others.
+	Brokers     []string `toml:"brokers"`
 	TopicPrefix string   `toml:"topic_prefix"`
 	Groups      []string `toml:"groups"`
 	CAFile      string   `toml:"ca_file"`
@@ -51,6 +54,9 @@ type MQTT struct {
 	Username    string   `toml:"username"`
 	Password    string   `toml:"password"`
 }
+
+// Enabled reports whether a broker is configured (Broker or Brokers).
+func (m MQTT) Enabled() bool { return m.Broker != "" || len(m.Brokers) > 0 }
 
 // Trust is the [trust] table.
 type Trust struct {
@@ -364,7 +370,7 @@ func (c *Config) validate() []error {
 	default:
 		bad("reboot.policy", "%q is not immediate or manual", c.Reboot.Policy)
 	}
-	if c.MQTT.Broker != "" {
+	if c.MQTT.Enabled() {
 		c.validateMQTT(bad)
 	}
 	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {
@@ -379,15 +385,36 @@ func (c *Config) validate() []error {
 }
 
 func (c *Config) validateMQTT(bad func(key, format string, a ...any)) {
-	u, err := url.Parse(c.MQTT.Broker)
-	if err != nil || u.Host == "" {
-		bad("mqtt.broker", "%q is not a URL like mqtts://host:8883", c.MQTT.Broker)
-		return
+	check := func(key, raw string) (tls bool) {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			bad(key, "%q is not a URL like mqtts://host:8883", raw)
+			return false
+		}
+		switch u.Scheme {
+		case "mqtt", "tcp":
+		case "mqtts", "ssl", "tls":
+			return true
+		default:
+			bad(key, "scheme %q: use mqtt:// or mqtts://", u.Scheme)
+		}
+		return false
 	}
-	switch u.Scheme {
-	case "mqtt", "mqtts", "tcp", "ssl", "tls":
+	switch m := c.MQTT; {
+	case m.Broker != "" && len(m.Brokers) > 0:
+		bad("mqtt.brokers", "set with mqtt.broker too: give one broker, or every node of a cluster, not both")
+	case m.Broker != "":
+		check("mqtt.broker", m.Broker)
 	default:
-		bad("mqtt.broker", "scheme %q: use mqtt:// or mqtts://", u.Scheme)
+		first := false
+		for i, b := range m.Brokers {
+			key := fmt.Sprintf("mqtt.brokers[%d]", i)
+			if tls := check(key, b); i == 0 {
+				first = tls
+			} else if tls != first {
+				bad(key, "%q mixes mqtt:// and mqtts:// with %q", b, m.Brokers[0])
+			}
+		}
 	}
 	if (c.MQTT.CertFile == "") != (c.MQTT.KeyFile == "") {
 		bad("mqtt.cert_file", "cert_file and key_file go together")

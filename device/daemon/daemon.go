@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -107,7 +108,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer srv.Close()
 	go srv.Serve(ctx)
 	d.log.Info("otad running", "version", d.version, "device", d.cfg.DeviceID, "booted", d.node.Booted,
-		"broker", d.cfg.MQTT.Broker, "bootloader", d.cfg.Bootloader.Type)
+		"broker", Brokers(d.cfg.MQTT), "bootloader", d.cfg.Bootloader.Type)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	err = d.node.Run(ctx)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
@@ -119,11 +120,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 // returned func disconnects.
 func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 	cfg, log := d.cfg, d.log
-	if cfg.MQTT.Broker == "" {
+	if !cfg.MQTT.Enabled() {
 		return func() {}, nil
 	}
 	m, err := mqtt.Dial(mqtt.Config{
-		Broker: cfg.MQTT.Broker, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
+		Broker: cfg.MQTT.Broker, Brokers: cfg.MQTT.Brokers, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
 		CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile,
 		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password, Logger: log,
 		OnOversized: d.node.Agent.Dropped, Reconnect: d.reconnect,
@@ -157,7 +158,7 @@ type served struct {
 
 func (s served) Status() ota.Status {
 	st := s.Agent.Status()
-	if b := s.d.cfg.MQTT.Broker; b != "" {
+	if b := Brokers(s.d.cfg.MQTT); b != "" {
 		m := s.d.pub.m.Load()
 		st.Broker = &ota.BrokerLink{URL: b, Connected: m != nil && m.Connected()}
 	}
@@ -191,6 +192,14 @@ func (s served) InstallWithPayload(ctx context.Context, source string, raw []byt
 		s.d.node.Sources.Drop(key)
 	}
 	return o, err
+}
+
+// Brokers names the configured brokers (for the log and otad status).
+func Brokers(m config.MQTT) string {
+	if len(m.Brokers) > 0 {
+		return strings.Join(m.Brokers, ",")
+	}
+	return m.Broker
 }
 
 // watchdogInterval is half the unit's WatchdogSec, or a quiet default.

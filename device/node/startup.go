@@ -98,7 +98,7 @@ func Check(cfg *config.Config) ([]*Refusal, []Warning) {
 // CheckMQTT refuses [mqtt] TLS files that do not load, as the daemon does
 // before it dials.
 func CheckMQTT(cfg *config.Config) *Refusal {
-	if cfg.MQTT.Broker == "" {
+	if !cfg.MQTT.Enabled() {
 		return nil
 	}
 	f := tlsfiles.Files{Section: "mqtt", CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile}

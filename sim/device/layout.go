@@ -26,6 +26,7 @@ type Spec struct {
 	Factory    io.Reader // slot A's first bytes (the rest reads as zeros); nil: all zeros
 	TrustedKey []byte    // PEM public key, the device's only trusted key
 	Broker     string    // MQTT broker URL; empty: no [mqtt], the device works locally
+	Brokers    []string  // the nodes of a clustered broker, instead of Broker ([mqtt] brokers)
 	Groups     []string
 	// Download paces fetching; the zero value is http, 3 retries, 200ms to 2s.
 	Download config.Download
@@ -93,12 +94,18 @@ func (s Spec) Config() ([]byte, error) {
 		"commit": commit,
 		"reboot": map[string]any{"policy": policy},
 	}
-	if s.Broker != "" {
+	if s.Broker != "" || len(s.Brokers) > 0 {
 		groups := s.Groups
 		if groups == nil {
 			groups = []string{}
 		}
-		doc["mqtt"] = map[string]any{"broker": s.Broker, "groups": groups}
+		m := map[string]any{"groups": groups}
+		if len(s.Brokers) > 0 {
+			m["brokers"] = s.Brokers
+		} else {
+			m["broker"] = s.Broker
+		}
+		doc["mqtt"] = m
 	}
 	b, err := toml.Marshal(doc)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +152,6 @@ func runAgent(ctx context.Context, cfg *config.Config, opt daemon.Options) error
 	}
 	defer disconnect()
 	opt.Logger.Info("otad running", "version", opt.AgentVersion, "device", cfg.DeviceID, "booted", d.Node().Booted,
-		"broker", cfg.MQTT.Broker, "bootloader", cfg.Bootloader.Type)
+		"broker", strings.TrimSpace(strings.Join(append([]string{cfg.MQTT.Broker}, cfg.MQTT.Brokers...), " ")), "bootloader", cfg.Bootloader.Type)
 	return d.Node().Run(ctx)
 }

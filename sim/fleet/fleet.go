@@ -23,6 +23,7 @@ import (
 // Options are otasim fleet's flags.
 type Options struct {
 	Broker     string
+	Brokers    []string // the nodes of a clustered broker, instead of Broker: each device starts at a random one
 	Devices    int
 	KeysDir    string   // the public keys the devices trust
 	Prefix     string   // device IDs are Prefix + a 5-digit number from 00001; "": "sim-"
@@ -92,7 +93,7 @@ func New(o Options) (*Fleet, error) {
 		groups = []string{o.Group}
 	}
 	cfg, err := device.MemoryConfig(device.Spec{
-		ID: "config-check", Compatible: o.Compatible, Broker: o.Broker, Groups: groups, CommitWindow: o.Commit,
+		ID: "config-check", Compatible: o.Compatible, Broker: o.Broker, Brokers: o.Brokers, Groups: groups, CommitWindow: o.Commit,
 		Download: config.Download{Schemes: []string{"http", "https", "file"}},
 	})
 	if err != nil {

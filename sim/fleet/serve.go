@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -32,7 +33,7 @@ func Serve(ctx context.Context, o Options, out io.Writer) error {
 		group = "group " + o.Group
 	}
 	fmt.Fprintf(out, "otasim fleet: %d devices %s to %s (%s, compatible %s) on %s, trusting %s\n",
-		len(f.Devices), ID(o.Prefix, 1), ID(o.Prefix, o.Devices), group, o.Compatible, o.Broker, o.KeysDir)
+		len(f.Devices), ID(o.Prefix, 1), ID(o.Prefix, o.Devices), group, o.Compatible, strings.TrimSpace(strings.Join(append([]string{o.Broker}, o.Brokers...), " ")), o.KeysDir)
 	fmt.Fprintf(out, "installs at once: at most %d (slot memory and pipeline buffers are taken only while a device installs)\n", f.MaxInstalls)
 	fmt.Fprintf(out, "health check fails on %d devices", len(f.Failing))
 	if len(f.Failing) > 0 && len(f.Failing) <= 10 {
