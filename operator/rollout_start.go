@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -50,37 +51,46 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger = log
 	holder := holderName()
-	// Read first without disturbing a controller that runs: a live lease
-	// held by another is refused before anything connects as the rollout's
-	// controller.
-	if err := checkLease(ctx, cfg, plan.Name, holder, *takeOver, stderr); err != nil {
-		return err
-	}
-	c, err := openController(ctx, cfg, plan, *settle, log)
-	if err != nil {
-		return err
+	live := newLiveTable(stdout)
+	var (
+		c       *controller
+		d       *rollout.Driver
+		s       rollout.State
+		resumed bool
+	)
+	for try := 1; ; try++ {
+		// Read first without disturbing a controller that runs: a live
+		// lease held by another is refused before anything connects as
+		// the rollout's controller.
+		if err := checkLease(ctx, cfg, plan.Name, holder, *takeOver, stderr); err != nil {
+			return err
+		}
+		c, err = openController(ctx, cfg, plan, *settle, log)
+		if err == nil {
+			d = &rollout.Driver{Plan: plan, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
+				Holder: holder, TTL: *lease, Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: *tick, OnState: live.show, Log: log}
+			s, resumed, err = c.start(ctx, d)
+		}
+		if err == nil {
+			break
+		}
+		if c != nil {
+			c.close()
+		}
+		// Another controller connecting as the rollout's client ID cuts
+		// this one off while it starts: read the lease again.
+		if try == startTries || ctx.Err() != nil || errors.Is(err, rollout.ErrBadState) ||
+			errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost) {
+			return err
+		}
+		log.Warn("rollout: start interrupted; reading the lease again", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(200+mrand.IntN(800)) * time.Millisecond):
+		}
 	}
 	defer c.close()
-	live := newLiveTable(stdout)
-	d := &rollout.Driver{Plan: plan, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
-		Holder: holder, TTL: *lease, Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: *tick, OnState: live.show, Log: log}
-	retained, err := c.retained()
-	if err != nil {
-		return err
-	}
-	s, resumed, err := d.Start(ctx, retained)
-	if err != nil {
-		return err
-	}
-	c.hold(*s.Lease)
-	// Two controllers may have claimed at once: the broker keeps one claim.
-	if err := c.confirm(ctx); err != nil {
-		return err
-	}
-	d.Records, err = c.records(ctx, s)
-	if err != nil {
-		return err
-	}
 	if resumed {
 		fmt.Fprintf(stderr, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
 	} else {
@@ -90,6 +100,30 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	final, err := d.Run(ctx, s)
 	live.done(final)
 	return err
+}
+
+// startTries bounds the starts tried while another controller cuts this
+// one off.
+const startTries = 4
+
+// start takes the rollout on: the newest retained state (or a new one),
+// the lease claimed and confirmed, the per-device records read back.
+func (c *controller) start(ctx context.Context, d *rollout.Driver) (rollout.State, bool, error) {
+	retained, err := c.retained()
+	if err != nil {
+		return rollout.State{}, false, err
+	}
+	s, resumed, err := d.Start(ctx, retained)
+	if err != nil {
+		return s, resumed, err
+	}
+	c.hold(*s.Lease)
+	// Two controllers may have claimed at once: the broker keeps one claim.
+	if err := c.confirm(ctx); err != nil {
+		return s, resumed, err
+	}
+	d.Records, err = c.records(ctx, s)
+	return s, resumed, err
 }
 
 // checkLease refuses a rollout whose lease another controller holds live

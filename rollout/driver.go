@@ -23,6 +23,17 @@ var (
 	ErrAborted = errors.New("rollout aborted")
 )
 
+// ErrBadState marks a retained state Start refuses to go on from: another
+// plan's, or one that cannot be read (errors.Is; the message is the cause's).
+var ErrBadState = errors.New("rollout state refused")
+
+type badState struct{ error }
+
+func (e badState) Is(target error) bool { return target == ErrBadState }
+func (e badState) Unwrap() error        { return e.error }
+
+func refuse(format string, args ...any) error { return badState{fmt.Errorf(format, args...)} }
+
 // Driver runs Step against the world: it feeds it the fleet as seen, the
 // operator's commands, the states the broker delivers and a clock, and
 // carries out its actions. A state is adopted only once it is published,
@@ -144,16 +155,16 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed b
 	topic := d.Topics.RolloutState(d.Plan.Name)
 	if len(retained) > 0 {
 		if s, err = DecodeState(retained); err != nil {
-			return s, false, fmt.Errorf("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
+			return s, false, refuse("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
 		if s.PlanHash != d.Plan.Hash {
-			return s, false, fmt.Errorf("rollout %s already exists with another plan (hash %.12s, this plan's %.12s): a changed plan needs a new name",
+			return s, false, refuse("rollout %s already exists with another plan (hash %.12s, this plan's %.12s): a changed plan needs a new name",
 				d.Plan.Name, s.PlanHash, d.Plan.Hash)
 		}
 		// The same plan hash and a state Step cannot go on from: written by
 		// something else than a controller.
 		if err := s.consistent(d.Plan); err != nil {
-			return s, false, fmt.Errorf("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
+			return s, false, refuse("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
 		resumed = true
 	} else {

@@ -1,6 +1,7 @@
 // Package fakefleet stands in for many devices on a real broker, for tests of
 // the cloud side at fleet scale: their retained statuses, published as plain
-// messages, and their answers to report requests, all from one MQTT client.
+// messages, their answers to report requests, and, when asked, their answer
+// to an offer (a status naming its outcome), all from a few MQTT clients.
 // It is not an agent: the agent's own answering is tested in mqtt and, on
 // every supported broker, in device/daemon.
 package fakefleet
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 // IDs names n devices: gw-00000, gw-00001, …
@@ -29,19 +32,31 @@ func IDs(n int) []string {
 	return ids
 }
 
-// Status is an idle device's status snapshot.
-func Status(id string) []byte {
-	b, _ := json.Marshal(ota.Status{Device: id, Seq: 1, BootID: "fake", State: ota.Idle, BootedSlot: ota.SlotA,
+// Status is an idle device's status snapshot, in groups.
+func Status(id string, groups ...string) []byte {
+	return encode(ota.Status{Device: id, Seq: 1, BootID: "fake", State: ota.Idle, BootedSlot: ota.SlotA, Groups: groups,
 		Slots: map[ota.Slot]ota.SlotStatus{ota.SlotA: {Version: "1.0.0", Status: ota.SlotGood}}})
+}
+
+func encode(st ota.Status) []byte {
+	b, _ := json.Marshal(st)
 	return b
 }
 
-// Fleet is one client speaking for many devices.
+// Fleet is a few clients speaking for many devices.
 type Fleet struct {
-	t        testing.TB
-	c        paho.Client
-	topics   mqtt.Topics
-	Answered atomic.Int64 // answers published
+	t       testing.TB
+	c       paho.Client
+	topics  mqtt.Topics
+	Groups  []string     // the groups every device's status lists
+	Answered atomic.Int64 // answers to report requests published
+	Offered  atomic.Int64 // offers received (and answered)
+
+	mu      sync.Mutex
+	outcome  map[string]*ota.Outcome // a device's answer to the offer it took last
+	offers   map[string]int          // offers received per device
+	answered map[string]bool         // device and manifest ID: answered
+	arrived []time.Time             // when each offer arrived
 }
 
 // Connect connects a client for the fleet under prefix ("" is "ota") to any
@@ -49,12 +64,12 @@ type Fleet struct {
 func Connect(t testing.TB, broker, prefix string) *Fleet {
 	t.Helper()
 	c := mosquittotest.Client(t, broker, fmt.Sprintf("fakefleet-%d", rand.Int64()))
-	return &Fleet{t: t, c: c, topics: mqtt.Topics{Prefix: prefix}}
+	return &Fleet{t: t, c: c, topics: mqtt.Topics{Prefix: prefix}, outcome: map[string]*ota.Outcome{}, offers: map[string]int{}, answered: map[string]bool{}}
 }
 
 func (f *Fleet) wait(what string, tok paho.Token) {
 	f.t.Helper()
-	if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+	if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
 		f.t.Fatalf("fakefleet %s: %v", what, tok.Error())
 	}
 }
@@ -65,34 +80,115 @@ func (f *Fleet) statusTopic(id string) string {
 	return t.Status()
 }
 
+// status is device id's status now: idle, with its answer to the offer it
+// took, if any.
+func (f *Fleet) status(id string) []byte {
+	f.mu.Lock()
+	o := f.outcome[id]
+	f.mu.Unlock()
+	if o == nil {
+		return Status(id, f.Groups...)
+	}
+	return encode(ota.Status{Device: id, Seq: 2, BootID: "fake", State: ota.Idle, BootedSlot: ota.SlotA, Groups: f.Groups,
+		Slots: map[ota.Slot]ota.SlotStatus{ota.SlotA: {Version: "1.0.0", Status: ota.SlotGood}}, LastResult: o})
+}
+
 // Publish publishes the devices' statuses retained (QoS 1) and waits for the
-// broker to take them all.
+// broker to take them all, a window of them in flight at a time.
 func (f *Fleet) Publish(ids []string) {
 	f.t.Helper()
-	toks := make([]paho.Token, len(ids))
+	const window = 512
+	toks := make([]paho.Token, 0, window)
 	for i, id := range ids {
-		toks[i] = f.c.Publish(f.statusTopic(id), 1, true, Status(id))
-	}
-	for i, tok := range toks {
-		f.wait("publish "+ids[i], tok)
+		toks = append(toks, f.c.Publish(f.statusTopic(id), 1, true, f.status(id)))
+		if len(toks) == window || i == len(ids)-1 {
+			for _, tok := range toks {
+				f.wait("publish", tok)
+			}
+			toks = toks[:0]
+		}
 	}
 }
 
-// Answer makes the devices answer report requests to the whole fleet as
-// agents do: each publishes its status again, retained, at a random time
-// within the request's window.
+// Answer makes the devices answer report requests to the whole fleet and
+// to their groups as agents do: each publishes its status again, retained,
+// at a random time within the request's window.
 func (f *Fleet) Answer(ids []string) {
 	f.t.Helper()
-	f.wait("subscribe", f.c.Subscribe(f.topics.FleetReport(), 0, func(_ paho.Client, m paho.Message) {
+	filters := map[string]byte{f.topics.FleetReport(): 0}
+	for _, g := range f.Groups {
+		filters[f.topics.GroupReport(g)] = 0
+	}
+	f.wait("subscribe", f.c.SubscribeMultiple(filters, func(_ paho.Client, m paho.Message) {
 		r, err := mqtt.ParseReportRequest(m.Payload())
 		if err != nil || m.Retained() {
 			return
 		}
 		for _, id := range ids {
 			time.AfterFunc(rand.N(r.Window()), func() {
-				f.c.Publish(f.statusTopic(id), 1, true, Status(id))
+				f.c.Publish(f.statusTopic(id), 1, true, f.status(id))
 				f.Answered.Add(1)
 			})
 		}
 	}))
+}
+
+// TakeOffers makes every device answer an offer on its desired topic as an
+// agent would once it is done: a status whose last_result names the offer
+// with result(id) (success, rolled_back, …; "" leaves the device silent).
+// A device answers each offer (by manifest ID) once; every offer is counted.
+func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
+	f.t.Helper()
+	t := f.topics
+	t.Device = "+"
+	f.wait("subscribe", f.c.Subscribe(t.Desired(), 0, func(_ paho.Client, m paho.Message) {
+		id, _, ok := mqtt.DeviceOf(f.topics.Prefix, m.Topic())
+		if !ok || len(m.Payload()) == 0 {
+			return
+		}
+		f.Offered.Add(1)
+		f.mu.Lock()
+		f.offers[id]++
+		f.arrived = append(f.arrived, time.Now())
+		f.mu.Unlock()
+		env, err := verify.ParseEnvelope(m.Payload())
+		if err != nil {
+			return
+		}
+		man, err := verify.ParseManifest(env.Manifest)
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		key := id + "\x00" + man.ID
+		first := !f.answered[key]
+		f.answered[key] = true
+		f.mu.Unlock()
+		r := result(id)
+		if !first || r == "" {
+			return
+		}
+		f.mu.Lock()
+		f.outcome[id] = &ota.Outcome{ID: man.ID, SHA256: man.Payload.SHA256, Result: r}
+		f.mu.Unlock()
+		f.c.Publish(f.statusTopic(id), 1, true, f.status(id))
+	}))
+}
+
+// Offers are the offers each device received.
+func (f *Fleet) Offers() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.offers))
+	for k, v := range f.offers {
+		out[k] = v
+	}
+	return out
+}
+
+// Arrivals are when each offer arrived, in order.
+func (f *Fleet) Arrivals() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.arrived...)
 }
