@@ -45,18 +45,18 @@ func encode(st ota.Status) []byte {
 
 // Fleet is a few clients speaking for many devices.
 type Fleet struct {
-	t       testing.TB
-	c       paho.Client
-	topics  mqtt.Topics
-	Groups  []string     // the groups every device's status lists
+	t        testing.TB
+	c        paho.Client
+	topics   mqtt.Topics
+	Groups   []string     // the groups every device's status lists
 	Answered atomic.Int64 // answers to report requests published
 	Offered  atomic.Int64 // offers received (and answered)
 
-	mu      sync.Mutex
+	mu       sync.Mutex
 	outcome  map[string]*ota.Outcome // a device's answer to the offer it took last
 	offers   map[string]int          // offers received per device
 	answered map[string]bool         // device and manifest ID: answered
-	arrived []time.Time             // when each offer arrived
+	arrived  []time.Time             // when each offer arrived
 }
 
 // Connect connects a client for the fleet under prefix ("" is "ota") to any
