@@ -3,7 +3,10 @@ package rabbitmqtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,26 +19,82 @@ const startTimeout = 2 * time.Minute
 
 // node is one rabbitmq-server process group of ours.
 type node struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the server process has exited
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the server process has exited
+	ready *lineCount    // its log's lines saying the MQTT listener is up
+}
+
+// lineCount counts the occurrences of a line in a stream written to it,
+// wherever the writes split it.
+type lineCount struct {
+	line string
+	mu   sync.Mutex
+	tail []byte
+	n    int
+}
+
+func (c *lineCount) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := append(c.tail, p...)
+	c.n += strings.Count(string(buf), c.line)
+	// Keep what could start an occurrence the next write completes (too
+	// short to hold a whole one, so none is counted twice).
+	keep := min(len(buf), len(c.line)-1)
+	c.tail = append([]byte(nil), buf[len(buf)-keep:]...)
+	return len(p), nil
+}
+
+func (c *lineCount) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }
 
 // launch runs the server in a process group of its own and waits until its
-// MQTT listener takes connections on 127.0.0.1:port.
+// own log says its MQTT listener is up on 127.0.0.1:port. A connection to
+// the port proves nothing: another process may have taken the port
+// between its pick and the node's bind (the node then fails to boot,
+// eaddrinuse), and the connection would reach that one.
 func launch(bin string, env []string, port int, out *testtool.Buffer) (*node, error) {
-	n := &node{cmd: exec.Command(bin), done: make(chan struct{})}
+	n := &node{cmd: exec.Command(bin), done: make(chan struct{}),
+		ready: &lineCount{line: fmt.Sprintf("started MQTT TCP listener on 127.0.0.1:%d", port)}}
 	n.cmd.Env = env
-	n.cmd.Stdout, n.cmd.Stderr = out, out
+	w := io.MultiWriter(out, n.ready)
+	n.cmd.Stdout, n.cmd.Stderr = w, w
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start rabbitmq-server: %w", err)
 	}
 	go func() { _ = n.cmd.Wait(); close(n.done) }()
-	if err := testtool.WaitListening(context.Background(), n.cmd, n.done, port, startTimeout, out); err != nil {
+	if err := n.waitListener(port, 1, out); err != nil {
 		n.stop()
 		return nil, err
 	}
 	return n, nil
+}
+
+// waitListener waits until out holds the n-th line saying the node's MQTT
+// listener is up on port (a node that joins a cluster starts it again),
+// and the port takes connections.
+func (n *node) waitListener(port, times int, out *testtool.Buffer) error {
+	deadline := time.After(startTimeout)
+	for n.ready.count() < times {
+		select {
+		case <-n.done:
+			return fmt.Errorf("rabbitmq-server exited before its MQTT listener was up (%v): %s", n.cmd.ProcessState, out)
+		case <-deadline:
+			return fmt.Errorf("rabbitmq-server: no %q in its log after %v: %s", n.ready.line, startTimeout, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return testtool.WaitListening(context.Background(), n.cmd, n.done, port, startTimeout, out)
+}
+
+// kill ends the node's whole process group at once (SIGKILL): a node lost.
+func (n *node) kill() {
+	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	<-n.done
 }
 
 // stop waits for the server to end (after rabbitmqctl stop), then kills its

@@ -47,23 +47,38 @@ type Broker struct {
 // printed if the test failed). Startup takes several seconds.
 func Start(t testing.TB, opts Options) *Broker {
 	t.Helper()
+	b, err := startNode(t, opts, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// startNode starts a node with cookie as its Erlang cookie ("": its own),
+// trying fresh ports when one is taken before the node binds it.
+func startNode(t testing.TB, opts Options, cookie string) (*Broker, error) {
 	testtool.Require(t, "rabbitmqctl", "rabbitmq-server")
 	testtool.Require(t, "epmd", "erlang-base")
 	for attempt := 1; ; attempt++ {
 		b, err := newBroker(t.TempDir(), opts)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		b.t = t
+		if cookie != "" {
+			if err := os.WriteFile(filepath.Join(b.Dir, "home", ".erlang.cookie"), []byte(cookie), 0o400); err != nil {
+				return nil, fmt.Errorf("rabbitmq cookie: %w", err)
+			}
+		}
 		err = b.start()
 		if err == nil {
 			testtool.StopAtEnd(t, "rabbitmq ("+b.URL+", node "+b.Node+", last 64 KiB)", b.Stop, b.log.String)
-			return b
+			return b, nil
 		}
 		// The ports were free a moment ago; a parallel test's listener can
 		// take one before the node binds it (eaddrinuse): fresh ports again.
 		if attempt == startAttempts {
-			t.Fatalf("rabbitmq did not start in %d attempts: %v\n%s", attempt, err, b.log.String())
+			return nil, fmt.Errorf("rabbitmq did not start in %d attempts: %w\n%s", attempt, err, b.log.String())
 		}
 		t.Logf("rabbitmq start attempt %d failed, trying new ports: %v", attempt, err)
 	}
@@ -151,6 +166,14 @@ func (b *Broker) Stop() {
 		b.log.Write([]byte("rabbitmqctl stop: " + err.Error() + "\n"))
 	}
 	p.stop()
+}
+
+// Kill ends the node at once (SIGKILL to its process group), as a machine
+// lost: no goodbye to its clients or its cluster; a no-op when stopped.
+func (b *Broker) Kill() {
+	if p := b.proc.Swap(nil); p != nil {
+		p.kill()
+	}
 }
 
 // Restart stops the node if it runs and starts it again on the same ports

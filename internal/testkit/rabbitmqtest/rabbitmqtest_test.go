@@ -3,6 +3,7 @@ package rabbitmqtest
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,52 @@ func queue(t *testing.T, b *Broker, name string) *Queue {
 		}
 	}
 	return nil
+}
+
+// What docs/brokers.md says of a RabbitMQ cluster, on the cluster this kit
+// runs: three nodes form one cluster; live messages cross nodes, retained
+// ones do not (each node keeps its own); one client ID is one connection
+// across the cluster (the later takes over); and with the session queues
+// mirrored, a persistent client whose node is lost resumes its session on
+// another node, queued messages included.
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, 3, Options{})
+	if out, err := c.Running(0); err != nil || strings.Count(out, "otadtest-") != 3 {
+		t.Fatalf("running nodes: %v %s", err, out)
+	}
+	b0, b1, b2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	pub, _ := client(t, b0, "", nil)
+	defer pub.Disconnect(100)
+
+	wait(t, pub.Publish("ota/devices/d1/status", 1, true, "retained on node 0"))
+	_, elsewhere := client(t, b1, "", map[string]byte{"ota/devices/d1/status": 1})
+	if m, ok := next(t, elsewhere, 2*time.Second); ok {
+		t.Fatalf("node 1 delivered %+v: RabbitMQ keeps retained messages per node", m)
+	}
+	wait(t, pub.Publish("ota/devices/d1/status", 1, false, "live"))
+	if m, ok := next(t, elsewhere, 5*time.Second); !ok || m.retained {
+		t.Fatalf("a live message from node 0 on node 1: %+v %v", m, ok)
+	}
+
+	// A persistent device on node 1, away while an offer is queued for it.
+	dev, _ := client(t, b1, "gw-9", map[string]byte{"ota/devices/gw-9/desired": 1})
+	dev.Disconnect(100)
+	wait(t, pub.Publish("ota/devices/gw-9/desired", 1, false, "queued offer"))
+	b1.Kill()
+	_, back := client(t, b2, "gw-9", map[string]byte{"ota/devices/gw-9/desired": 1})
+	if m, ok := next(t, back, 10*time.Second); !ok || m.topic != "ota/devices/gw-9/desired" {
+		t.Fatalf("the device's session on node 2 after node 1 was lost: %+v %v", m, ok)
+	}
+
+	// One client ID, two nodes: the later connection takes over.
+	lost := make(chan struct{}, 1)
+	mosquittotest.Client(t, b0.URL, "ctl-1", func(o *paho.ClientOptions) {
+		o.SetAutoReconnect(false).SetConnectionLostHandler(func(paho.Client, error) { lost <- struct{}{} })
+	})
+	mosquittotest.Client(t, b2.URL, "ctl-1")
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second connection with the same client ID on another node did not take over")
+	}
 }
