@@ -27,20 +27,23 @@ import (
 	"github.com/otad/otad/sim/fleet"
 )
 
-// fleetRun is an otasim fleet (in this process) on a stock Mosquitto, its
-// image server counting downloads per device, and a recorder of every offer
+// fleetRun is an otasim fleet (in this process) on brokers (a stock
+// Mosquitto, or the nodes of a cluster), its image server counting
+// downloads per device, and a recorder (on each broker) of every offer
 // published to any device's desired topic.
 type fleetRun struct {
-	broker *mosquittotest.Broker
-	fleet  *fleet.Fleet
-	plan   string
+	urls  []string
+	name  string
+	fleet *fleet.Fleet
+	plan  string
 
-	mu     sync.Mutex
-	gets   map[string]int // image downloads by device
-	offers map[string]int // offers seen on each device's desired topic
+	mu       sync.Mutex
+	gets     map[string]int        // image downloads by device
+	offers   []map[string]int      // offers seen on each device's desired topic, by each broker's recorder
+	statuses map[string]ota.Status // the latest status each device published
 }
 
-const fleetPlan = `name = "fleet500"
+const fleetPlan = `name = %q
 offer = %q
 group = "fleet"
 [[wave]]
@@ -57,7 +60,16 @@ device_timeout = "2m"
 
 func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 	t.Helper()
-	r := &fleetRun{broker: mosquittotest.Start(t, mosquittotest.Options{Quiet: true}), gets: map[string]int{}, offers: map[string]int{}}
+	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
+	return startFleetOn(t, []string{b.URL}, "fleet500", "sim-", n, failHealth, nil)
+}
+
+// startFleetOn starts n devices named prefix… on urls (each device at a
+// random one), those of failIDs failing their health check too, and writes
+// rollout name's plan.
+func startFleetOn(t *testing.T, urls []string, name, prefix string, n int, failHealth float64, failIDs []string) *fleetRun {
+	t.Helper()
+	r := &fleetRun{urls: urls, name: name, gets: map[string]int{}, statuses: map[string]ota.Status{}}
 	s, keys := signer.Trusted(t)
 	dir := t.TempDir()
 	img := bytes.Repeat([]byte("fleet image "), 6000)
@@ -71,14 +83,18 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 		w.Write(img)
 	}))
 	t.Cleanup(srv.Close)
-	env, err := s.Sign(signer.Offer{ID: "rel-fleet", Version: "2.0", Compatible: "otasim", URL: srv.URL + "/img",
+	env, err := s.Sign(signer.Offer{ID: "rel-" + name, Version: "2.0", Compatible: "otasim", URL: srv.URL + "/img",
 		Size: int64(len(img)), SHA256: hex.EncodeToString(sum[:])})
 	if err != nil {
 		t.Fatalf("offer: %v", err)
 	}
 	offer := writeEnvelope(t, dir, string(env))
-	r.fleet, err = fleet.New(fleet.Options{Broker: r.broker.URL, Devices: n, KeysDir: keys, Group: "fleet",
-		FailHealth: failHealth, Spread: 2 * time.Second})
+	o := fleet.Options{Brokers: urls, Devices: n, KeysDir: keys, Group: "fleet", Prefix: prefix,
+		FailHealth: failHealth, FailIDs: failIDs, Spread: 2 * time.Second, Observe: r.observe}
+	if len(urls) == 1 {
+		o.Broker, o.Brokers = urls[0], nil
+	}
+	r.fleet, err = fleet.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +106,7 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 			canaries = append(canaries, d.ID)
 		}
 	}
-	r.plan = testtool.WriteFile(t, filepath.Join(dir, "plan.toml"), fmt.Appendf(nil, fleetPlan, offer, canaries[0], canaries[1]))
+	r.plan = testtool.WriteFile(t, filepath.Join(dir, "plan.toml"), fmt.Appendf(nil, fleetPlan, name, offer, canaries[0], canaries[1]))
 	r.recordOffers(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -99,39 +115,88 @@ func startFleetRun(t *testing.T, n int, failHealth float64) *fleetRun {
 	return r
 }
 
-// recordOffers subscribes to every device's desired topic before anything
-// is offered.
-func (r *fleetRun) recordOffers(t *testing.T) {
-	c := mosquittotest.Client(t, r.broker.URL, "offer-recorder")
-	mosquittotest.Subscribe(t, c, "ota/devices/+/desired", func(_ paho.Client, m paho.Message) {
-		id := strings.TrimSuffix(strings.TrimPrefix(m.Topic(), "ota/devices/"), "/desired")
-		if len(m.Payload()) > 0 {
-			r.mu.Lock()
-			r.offers[id]++
-			r.mu.Unlock()
-		}
-	})
+func (r *fleetRun) observe(st ota.Status) {
+	r.mu.Lock()
+	r.statuses[st.Device] = st
+	r.mu.Unlock()
 }
 
+// recordOffers subscribes to every device's desired topic, on each broker,
+// before anything is offered (a node lost takes its recorder with it).
+func (r *fleetRun) recordOffers(t *testing.T) {
+	for i, u := range r.urls {
+		seen := map[string]int{}
+		r.offers = append(r.offers, seen)
+		c := mosquittotest.Client(t, u, fmt.Sprintf("offer-recorder-%s-%d", r.name, i))
+		mosquittotest.Subscribe(t, c, "ota/devices/+/desired", func(_ paho.Client, m paho.Message) {
+			id := strings.TrimSuffix(strings.TrimPrefix(m.Topic(), "ota/devices/"), "/desired")
+			if len(m.Payload()) > 0 && !m.Retained() {
+				r.mu.Lock()
+				seen[id]++
+				r.mu.Unlock()
+			}
+		})
+	}
+}
+
+// counts are the downloads by device, and the offers each device was
+// sent, as the recorder that saw the most of them counted.
 func (r *fleetRun) counts() (gets, offers map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.gets), maps.Clone(r.offers)
+	offers = map[string]int{}
+	for _, seen := range r.offers {
+		for id, n := range seen {
+			offers[id] = max(offers[id], n)
+		}
+	}
+	return maps.Clone(r.gets), offers
 }
 
-// waitUp waits until every device is idle on slot A in the fleet view.
-func (r *fleetRun) waitUp(t *testing.T) {
+// waitDevices waits until every one of ids has published a status ok
+// accepts (the fleet's own statuses, seen in this process: no broker's
+// retained delivery in the way).
+func (r *fleetRun) waitDevices(t *testing.T, what string, ids []string, ok func(ota.Status) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var waiting []string
+		r.mu.Lock()
+		for _, id := range ids {
+			if st, found := r.statuses[id]; !found || !ok(st) {
+				waiting = append(waiting, id)
+			}
+		}
+		r.mu.Unlock()
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still waiting for %d devices: %v", what, len(waiting), waiting[:min(10, len(waiting))])
+		}
+	}
+}
+
+func (r *fleetRun) ids() []string {
 	ids := make([]string, len(r.fleet.Devices))
 	for i, d := range r.fleet.Devices {
 		ids[i] = d.ID
 	}
-	waitFleet(t, fleetStatuses(t, r.broker.URL), "every device up and idle", ids, func(s ota.Status) bool { return s.State == ota.Idle })
+	return ids
+}
+
+// waitUp waits until every device is idle.
+func (r *fleetRun) waitUp(t *testing.T) {
+	r.waitDevices(t, "every device up and idle", r.ids(), func(s ota.Status) bool { return s.State == ota.Idle })
 }
 
 // controller runs otactl rollout start until ctx ends or the rollout does.
-func (r *fleetRun) controller(ctx context.Context) result {
+func (r *fleetRun) controller(ctx context.Context, extra ...string) result {
 	var stdout, stderr bytes.Buffer
-	code := Run(ctx, []string{"rollout", "start", "--broker", r.broker.URL, "--settle", "2s", "--tick", "200ms", r.plan}, &stdout, &stderr)
+	args := []string{"rollout", "start", "--settle", "2s", "--tick", "200ms"}
+	for _, u := range r.urls {
+		args = append(args, "--broker", u)
+	}
+	code := Run(ctx, append(append(args, extra...), r.plan), &stdout, &stderr)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -141,11 +206,7 @@ func (r *fleetRun) members(s rollout.State) [][]string {
 	if err != nil {
 		panic(err)
 	}
-	ids := make([]string, len(r.fleet.Devices))
-	for i, d := range r.fleet.Devices {
-		ids[i] = d.ID
-	}
-	out := rollout.WaveMembers(p, s, ids)
+	out := rollout.WaveMembers(p, s, r.ids())
 	for _, w := range out {
 		slices.Sort(w)
 	}
@@ -160,7 +221,7 @@ func (r *fleetRun) members(s rollout.State) [][]string {
 func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	r := startFleetRun(t, 500, 20)
 	r.waitUp(t)
-	state := watchState(t, r.broker.URL, "fleet500")
+	state := watchState(t, r.urls[0], "fleet500")
 	ctx, kill := context.WithCancel(context.Background())
 	first := make(chan result, 1)
 	go func() { first <- r.controller(ctx) }()
@@ -173,7 +234,7 @@ func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	kill() // mid-wave 2, its devices installing
 	<-first
 	res := r.controller(context.Background())
-	s := retainedState(t, r.broker.URL, "fleet500")
+	s := retainedState(t, r.urls[0], "fleet500")
 	if res.code != ota.ExitFailure || s.Phase != rollout.PhaseHalted || s.Wave != 2 {
 		t.Fatalf("exit %d, %s in wave %d, want halted in wave 2\n%s\n%s", res.code, s.Phase, s.Wave, res.stdout, res.stderr)
 	}
@@ -182,7 +243,7 @@ func TestRolloutHaltsOnASimulatedFleet(t *testing.T) {
 	}
 	offered := slices.Concat(r.members(s)...)
 	// The offered devices finish on their own; then count.
-	waitFleet(t, fleetStatuses(t, r.broker.URL), "the offered devices' outcomes", offered, func(st ota.Status) bool {
+	waitFleet(t, fleetStatuses(t, r.urls[0]), "the offered devices' outcomes", offered, func(st ota.Status) bool {
 		return rollout.OutcomeOf(st, s.Offer).Ended() && st.State == ota.Idle
 	})
 	gets, offers := r.counts()
@@ -207,7 +268,7 @@ func TestRolloutFinishesOnASimulatedFleet(t *testing.T) {
 	r := startFleetRun(t, 500, 0)
 	r.waitUp(t)
 	res := r.controller(context.Background())
-	s := retainedState(t, r.broker.URL, "fleet500")
+	s := retainedState(t, r.urls[0], "fleet500")
 	if res.code != ota.ExitOK || s.Phase != rollout.PhaseFinished || s.Counts.Success != 500 {
 		t.Fatalf("exit %d, %s %+v\n%s", res.code, s.Phase, s.Counts, res.stderr)
 	}

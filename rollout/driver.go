@@ -272,7 +272,7 @@ func (d *Driver) carry(ctx context.Context, s, next State, acts []Action) (State
 				return s, false, leaseOr(ctx, err)
 			}
 		case Offer:
-			if err := d.offer(ctx, next, a); err != nil {
+			if err := d.offerInTime(ctx, next, a); err != nil {
 				d.Log.Error("rollout: offers not all published; trying again", "rollout", s.Name, "wave", a.Wave, "err", err)
 				return next, false, leaseOr(ctx, err)
 			}
@@ -352,6 +352,25 @@ func (d *Driver) publishRecord(ctx context.Context, s State, r Record) error {
 	}
 	d.Records[r.Device] = r
 	return nil
+}
+
+// offerInTime publishes an Offer, giving up when the lease is due to be
+// renewed: a broker slow to acknowledge (a cluster failing over) must not
+// hold the renewal up past the lease. The batch is asked for again on the
+// next step, after the renewal; offers are the same bytes each time.
+func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) error {
+	if l := s.Lease; l != nil && !s.run.renewed.IsZero() {
+		if left := s.run.renewed.Add(l.TTL() * 2 / 3).Sub(d.Now()); left > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, left)
+			defer cancel()
+		}
+	}
+	err := d.offer(ctx, s, o)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the lease is due for renewal: %w", err)
+	}
+	return err
 }
 
 // offerChunk bounds the offers published between two checks of the lease.

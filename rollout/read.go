@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"time"
 
 	"github.com/otad/otad/mqtt"
 )
@@ -130,29 +130,53 @@ type Replicas struct {
 	Log      *slog.Logger
 }
 
-// PublishRetained publishes through every session at once.
+// replicaGrace is how long a publish waits for the other nodes once one
+// has taken it: a node that is gone must not hold the controller up past
+// its lease.
+const replicaGrace = time.Second
+
+// PublishRetained publishes through every session at once. It returns once
+// one node has taken the message and the others have had replicaGrace,
+// or all have failed.
 func (r Replicas) PublishRetained(ctx context.Context, payload []byte, topics ...string) error {
-	errs := make([]error, len(r.Sessions))
-	var wg sync.WaitGroup
-	for i, s := range r.Sessions {
-		wg.Go(func() { errs[i] = s.PublishRetained(ctx, payload, topics...) })
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		i   int
+		err error
 	}
-	wg.Wait()
-	ok := 0
-	for i, err := range errs {
+	results := make(chan result, len(r.Sessions))
+	for i, s := range r.Sessions {
+		go func() { results <- result{i, s.PublishRetained(ctx, payload, topics...)} }()
+	}
+	var (
+		errs  []error
+		ok    bool
+		grace <-chan time.Time
+	)
+	for range r.Sessions {
+		var res result
+		select {
+		case res = <-results:
+		case <-grace:
+			return nil
+		}
 		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, ErrLeaseLost):
-			return err
+		case res.err == nil:
+			if !ok {
+				ok, grace = true, time.After(replicaGrace)
+			}
+		case errors.Is(res.err, ErrLeaseLost):
+			return res.err
 		default:
+			errs = append(errs, res.err)
 			if r.Log != nil {
-				r.Log.Warn("rollout: a broker node did not take the state", "node", i, "err", err)
+				r.Log.Warn("rollout: a broker node did not take the state", "node", res.i, "err", res.err)
 			}
 		}
 	}
-	if ok == 0 {
-		return errors.Join(errs...)
+	if ok {
+		return nil
 	}
-	return nil
+	return errors.Join(errs...)
 }
