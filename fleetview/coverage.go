@@ -80,7 +80,9 @@ func (v *View) ask(ctx context.Context, sess *mqtt.Session, group string, window
 	v.mu.Lock()
 	v.asked = &asked{at: v.now(), window: r.Window(), group: group}
 	v.mu.Unlock()
-	if err := sess.Publish(ctx, topic, r.Encode()); err != nil {
+	// QoS 0, as devices subscribe: no acknowledgement to wait for behind
+	// the retained statuses the broker is delivering meanwhile.
+	if err := sess.Send(ctx, topic, r.Encode()); err != nil {
 		return fmt.Errorf("report request: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ type queue struct {
 	items  []item
 	bytes  int
 	closed bool
+	last   time.Time // when a message last arrived
 	done   chan struct{}
 }
 
@@ -30,7 +31,7 @@ type item struct {
 const maxQueued = 32 << 20
 
 func newQueue(fn func(Message)) *queue {
-	q := &queue{fn: fn, done: make(chan struct{})}
+	q := &queue{fn: fn, done: make(chan struct{}), last: time.Now()}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -48,6 +49,7 @@ func (q *queue) push(it item) {
 	}
 	q.items = append(q.items, it)
 	q.bytes += len(it.msg.Payload)
+	q.last = time.Now()
 	q.cond.Broadcast()
 }
 
@@ -76,13 +78,15 @@ func (q *queue) run() {
 	}
 }
 
-// backlog is a generous time for what is queued to be handled, for
-// waits that follow it (Sync).
-func (q *queue) backlog() time.Duration {
+// idle is how long since a message arrived, or, while the handler works
+// through a backlog, zero.
+func (q *queue) idle() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	// A handler takes well under 100 µs a message; allow ten times that.
-	return time.Duration(len(q.items)) * time.Millisecond
+	if len(q.items) > 0 || q.last.IsZero() {
+		return 0
+	}
+	return time.Since(q.last)
 }
 
 // close stops the handler calls: none after close returns.

@@ -256,6 +256,22 @@ func (s *Session) Publish(ctx context.Context, topic string, payload []byte) err
 	return nil
 }
 
+// Send publishes payload to topic with QoS 0, not retained, and waits only
+// until it is written to the connection: a report request (devices
+// subscribe to them at QoS 0, docs/contract/mqtt.md). It waits for no
+// acknowledgement, which the broker would send after every retained
+// message it is delivering to this session meanwhile (20,000 statuses of a
+// fleet view just subscribed).
+func (s *Session) Send(ctx context.Context, topic string, payload []byte) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if err := waitToken(ctx, s.c.Publish(topic, 0, false, payload), s.cfg.connectTimeout()); err != nil {
+		return fmt.Errorf("publish to %s: %w", topic, err)
+	}
+	return nil
+}
+
 // Sync returns once every message the broker had for this session's
 // subscriptions when Sync was called has been handed to fn — in particular
 // the retained messages of an exact-topic subscription, so "no retained
@@ -276,13 +292,22 @@ func (s *Session) Sync(ctx context.Context) error {
 	if err := waitToken(ctx, s.c.Publish(topic, 1, false, []byte("sync")), s.cfg.connectTimeout()); err != nil {
 		return fmt.Errorf("publish to %s: %w", topic, err)
 	}
-	select {
-	case <-arrived:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(s.cfg.connectTimeout() + s.q.backlog()):
-		return fmt.Errorf("sync on %s: %w", topic, errTimeout)
+	// What the broker had to deliver before it (a million retained
+	// statuses) can take long: Sync gives up only when nothing at all has
+	// arrived for a connect timeout.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-arrived:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if idle := s.q.idle(); idle > s.cfg.connectTimeout() {
+				return fmt.Errorf("sync on %s: nothing arrived for %v: %w", topic, idle.Round(time.Second), errTimeout)
+			}
+		}
 	}
 }
 

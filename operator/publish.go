@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -52,6 +53,31 @@ func (b *brokerFlags) config() (mqtt.Config, error) {
 	cfg.CAFile, cfg.CertFile, cfg.KeyFile = b.ca, b.cert, b.key
 	cfg.Username, cfg.Password = b.username, pw
 	return cfg, nil
+}
+
+// publishOnEveryNode publishes retained through each broker of cfg: the
+// nodes of a cluster that keeps retained messages per node (RabbitMQ) then
+// all hold it (docs/brokers.md, clusters). One node taking it is enough;
+// the others are named on stderr.
+func publishOnEveryNode(ctx context.Context, cfg mqtt.Config, topic string, payload []byte, stderr io.Writer) error {
+	brokers := cfg.BrokerList()
+	if len(brokers) == 1 {
+		return mqtt.PublishRetained(ctx, cfg, topic, payload)
+	}
+	var first error
+	ok := 0
+	for _, b := range brokers {
+		if err := mqtt.PublishRetained(ctx, cfg.Named(b), topic, payload); err != nil {
+			fmt.Fprintf(stderr, "not published through %s: %v\n", b, err)
+			first = cmp.Or(first, err)
+			continue
+		}
+		ok++
+	}
+	if ok == 0 {
+		return first
+	}
+	return nil
 }
 
 // checkName refuses a device, group or prefix that devices could not
@@ -120,7 +146,7 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := mqtt.PublishRetained(ctx, cfg, topic, payload); err != nil {
+	if err := publishOnEveryNode(ctx, cfg, topic, payload, stderr); err != nil {
 		return err
 	}
 	if *clearOffer {

@@ -56,7 +56,7 @@ func TestRolloutOnCluster(t *testing.T) {
 				return s.Wave == 2 && s.Counts.Devices > 2 && s.Counts.Pending > 0
 			})
 			node, err := -1, error(nil)
-			for deadline := time.Now().Add(15 * time.Second); node < 0 && err == nil && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			for deadline := time.Now().Add(60 * time.Second); node < 0 && err == nil && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 				node, err = c.NodeOf(controllerID(mqtt.DefaultTopicPrefix, name))
 			}
 			if err != nil || node < 0 {

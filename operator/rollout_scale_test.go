@@ -84,6 +84,8 @@ func TestRolloutAtScale(t *testing.T) {
 			t.Fatalf("exit %d, %s (%v)\n%s", r.code, s.Phase, err, tail(r.stderr))
 		}
 		t.Logf("halted state: %d bytes, %+v", len(raw), s.Counts)
+		// The offers the state counts may still be on their way to the fleet.
+		settled(t, func() int64 { return f.Offered.Load() }, int64(s.Counts.Devices))
 		before := f.Offered.Load()
 		r = otactl(t, start...)
 		if r.code != ota.ExitFailure || !strings.Contains(r.stderr, "continuing rollout halts from its retained state: halted") {
@@ -138,6 +140,23 @@ func TestPacedWaveAtTheBroker(t *testing.T) {
 	if took < 12*time.Second {
 		t.Errorf("150 offers at 10 a second went out in %v", took)
 	}
+}
+
+// settled waits until count reaches at least want and then stays put for
+// a second: what was sent has all arrived.
+func settled(t *testing.T, count func() int64, want int64) {
+	t.Helper()
+	last, since := count(), time.Now()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		n := count()
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if n >= want && time.Since(since) > time.Second {
+			return
+		}
+	}
+	t.Fatalf("%d arrived, want %d", last, want)
 }
 
 func tail(s string) string {

@@ -232,7 +232,7 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, se
 	ask := func() error {
 		r := mqtt.NewReportRequest(settle)
 		c.tracker.Asked(time.Now(), r.Window())
-		if err := sess.Publish(ctx, c.topics.GroupReport(plan.Group), r.Encode()); err != nil {
+		if err := sess.Send(ctx, c.topics.GroupReport(plan.Group), r.Encode()); err != nil {
 			return fmt.Errorf("report request: %w", err)
 		}
 		return nil

@@ -75,25 +75,17 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 }
 
 // publishEverywhere publishes a retained message through sess and, when
-// there are several brokers, through each of them: a broker that keeps
-// retained messages per node (RabbitMQ) then has it on every node, for a
-// controller started on any of them. One broker taking it is enough.
+// there are several brokers, through each of them (publishOnEveryNode),
+// for a controller started on any node. One broker taking it is enough.
 func publishEverywhere(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session, payload []byte, topic string) error {
 	err := sess.PublishRetained(ctx, payload, topic)
-	if brokers := cfg.BrokerList(); len(brokers) > 1 {
-		ok := err == nil
-		for _, b := range brokers {
-			if perr := mqtt.PublishRetained(ctx, cfg.Named(b), topic, payload); perr == nil {
-				ok = true
-			} else if cfg.Logger != nil {
-				cfg.Logger.Warn("broker node did not take the message", "broker", b, "err", perr)
-			}
-		}
-		if ok {
-			return nil
-		}
+	if len(cfg.BrokerList()) == 1 {
+		return err
 	}
-	return err
+	if perr := publishOnEveryNode(ctx, cfg, topic, payload, io.Discard); err != nil {
+		return perr
+	}
+	return nil
 }
 
 // liveTable shows a rollout's state as it changes: redrawn in place on a

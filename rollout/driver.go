@@ -272,8 +272,14 @@ func (d *Driver) carry(ctx context.Context, s, next State, acts []Action) (State
 				return s, false, leaseOr(ctx, err)
 			}
 		case Offer:
-			if err := d.offerInTime(ctx, next, a); err != nil {
-				d.Log.Error("rollout: offers not all published; trying again", "rollout", s.Name, "wave", a.Wave, "err", err)
+			if done, err := d.offerInTime(ctx, next, a); err != nil {
+				d.Log.Error("rollout: offers not all published; trying again", "rollout", s.Name, "wave", a.Wave, "published", done, "of", len(a.Devices), "err", err)
+				// What went out is confirmed: the next try goes on from there.
+				if in := d.partly(a, done); in != nil && !errors.Is(err, ErrLeaseLost) {
+					if n, serr := d.step(ctx, next, in); serr == nil {
+						next = n
+					}
+				}
 				return next, false, leaseOr(ctx, err)
 			}
 			var in Input = Offered{Wave: a.Wave, Through: a.Through}
@@ -358,7 +364,7 @@ func (d *Driver) publishRecord(ctx context.Context, s State, r Record) error {
 // renewed: a broker slow to acknowledge (a cluster failing over) must not
 // hold the renewal up past the lease. The batch is asked for again on the
 // next step, after the renewal; offers are the same bytes each time.
-func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) error {
+func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) (int, error) {
 	if l := s.Lease; l != nil && !s.run.renewed.IsZero() {
 		if left := s.run.renewed.Add(l.TTL() * 2 / 3).Sub(d.Now()); left > 0 {
 			var cancel context.CancelFunc
@@ -366,18 +372,38 @@ func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) error {
 			defer cancel()
 		}
 	}
-	err := d.offer(ctx, s, o)
+	done, err := d.offer(ctx, s, o)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("the lease is due for renewal: %w", err)
+		return done, fmt.Errorf("the lease is due for renewal: %w", err)
 	}
-	return err
+	return done, err
+}
+
+// partly is the confirmation of the first done devices of o, nil when
+// there is nothing to confirm. A wave's batch is confirmed up to a place
+// none of the devices not yet out shares (they are in the stable order).
+func (d *Driver) partly(o Offer, done int) Input {
+	if done <= 0 {
+		return nil
+	}
+	if o.CatchUp {
+		return CaughtUp{N: done}
+	}
+	for k := done; k > 0; k-- {
+		p := PlaceOf(d.Plan.Name, o.Devices[k-1])
+		if k == len(o.Devices) || PlaceOf(d.Plan.Name, o.Devices[k]) != p {
+			return Offered{Wave: o.Wave, Through: p}
+		}
+	}
+	return nil
 }
 
 // offerChunk bounds the offers published between two checks of the lease.
 const offerChunk = 1000
 
-// offer publishes the plan's envelope retained on each device's desired topic.
-func (d *Driver) offer(ctx context.Context, s State, o Offer) error {
+// offer publishes the plan's envelope retained on each device's desired
+// topic; it returns how many went out (whole chunks), in order.
+func (d *Driver) offer(ctx context.Context, s State, o Offer) (int, error) {
 	what := "offering"
 	if o.CatchUp {
 		what = "offering again (catch-up)"
@@ -385,7 +411,7 @@ func (d *Driver) offer(ctx context.Context, s State, o Offer) error {
 	d.Log.Info("rollout: "+what, "wave", o.Wave, "devices", len(o.Devices))
 	for start := 0; start < len(o.Devices); start += offerChunk {
 		if err := d.leaseLeft(s); err != nil {
-			return err
+			return start, err
 		}
 		chunk := o.Devices[start:min(start+offerChunk, len(o.Devices))]
 		topics := make([]string, len(chunk))
@@ -393,8 +419,8 @@ func (d *Driver) offer(ctx context.Context, s State, o Offer) error {
 			topics[i] = mqtt.Topics{Prefix: d.Topics.Prefix, Device: dev}.Desired()
 		}
 		if err := d.Offers.PublishRetained(ctx, d.Plan.Offer.Envelope, topics...); err != nil {
-			return err
+			return start, err
 		}
 	}
-	return nil
+	return len(o.Devices), nil
 }

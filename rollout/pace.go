@@ -78,3 +78,23 @@ func (p *Pace) take(n int) int {
 	p.Tokens -= float64(k)
 	return k
 }
+
+// Allowed is how many offers rate allows in the first d of a wave's
+// offering, beside the bucket's start (a second's worth and one): the
+// integral of the pace, which starts at rate.Start and is multiplied by
+// rate.Increase every minute up to rate.Max.
+func Allowed(rate Rate, d time.Duration) float64 {
+	t := d.Minutes()
+	if t <= 0 {
+		return 0
+	}
+	if rate.Increase <= 1 || rate.Start >= rate.Max {
+		return rate.Start * t
+	}
+	k := math.Log(rate.Increase)
+	toMax := math.Log(rate.Max/rate.Start) / k
+	if t <= toMax {
+		return rate.Start / k * (math.Exp(k*t) - 1)
+	}
+	return rate.Start/k*(rate.Max/rate.Start-1) + rate.Max*(t-toMax)
+}

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -56,17 +55,7 @@ func TestPace(t *testing.T) {
 	growing := testPlan(100, 1, Wave{Percent: 100})
 	growing.Rate = &Rate{Start: 60, Increase: 2, Max: 240}
 	// The offers the pace allows in the first t seconds of offering.
-	allowed := func(r *Rate, t float64) float64 {
-		if r.Increase == 1 {
-			return r.Start * t / 60
-		}
-		k := math.Log(r.Increase)
-		toMax := math.Log(r.Max/r.Start) / k * 60
-		if t <= toMax {
-			return r.Start / k * (math.Exp(k*t/60) - 1)
-		}
-		return r.Start/k*(r.Max/r.Start-1) + r.Max*(t-toMax)/60
-	}
+	allowed := func(r *Rate, t float64) float64 { return Allowed(*r, time.Duration(t*float64(time.Second))) }
 	for _, tc := range []struct {
 		name string
 		p    *Plan

@@ -71,16 +71,18 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State
 	return raw, best, nil
 }
 
-// ReadRecords reads rollout name's per-device records through sess, which
-// must not be subscribed to them yet: it subscribes to their wildcard (QoS
-// 0), waits until the broker has delivered what it retains, and
-// unsubscribes. A broker that delivers no retained message to a wildcard
-// (RabbitMQ) gives none: compare with the state's Records.
-func ReadRecords(ctx context.Context, sess *mqtt.Session, in *Inbox) (map[string]Record, error) {
-	if err := sess.Subscribe(ctx, map[string]byte{in.records: 0}); err != nil {
+// ReadRecords reads rollout name's per-device records from the broker of
+// cfg (the first that answers): a wildcard subscription (QoS 0), until the
+// broker has delivered what it retains. A broker that delivers no retained
+// message to a wildcard (RabbitMQ) gives none: compare with the state's
+// Records, and read those of the devices in question with ReadRecordsOf.
+func ReadRecords(ctx context.Context, cfg mqtt.Config, name string) (map[string]Record, error) {
+	in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, logOf(cfg))
+	sess, err := mqtt.Open(ctx, cfg, map[string]byte{in.records: 0}, in.Receive)
+	if err != nil {
 		return nil, err
 	}
-	defer sess.Unsubscribe(context.WithoutCancel(ctx), in.records)
+	defer sess.Close()
 	if err := sess.Sync(ctx); err != nil {
 		return nil, err
 	}

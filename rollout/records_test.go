@@ -165,3 +165,32 @@ func TestAcceptedFailuresAreLeftOut(t *testing.T) {
 		t.Fatalf("%s: %s", s.Phase, s.Reason)
 	}
 }
+
+// A batch cut short (the broker slow, the lease due) is confirmed as far as
+// it went out: the cursor moves there, and the rest of the batch is asked
+// for again, not the whole.
+func TestPartlyOffered(t *testing.T) {
+	p := testPlan(50, 1, Wave{Percent: 100})
+	devs := []string{"d1", "d2", "d3", "d4", "d5", "d6"}
+	w := newTape()
+	s, as := w.feed(NewState(p, t0), p, obs(0, devs...))
+	o := w.offer
+	if o == nil || len(o.Devices) != 6 {
+		t.Fatalf("first batch: %s", acts(as))
+	}
+	mid := PlaceOf(p.Name, o.Devices[2])
+	s, _ = Step(s, p, Offered{Wave: 1, Through: mid}, t0)
+	if s.Waves[0].Cursor == nil || *s.Waves[0].Cursor != mid || s.Waves[0].Next == nil {
+		t.Fatalf("after three of six: %+v", s.Waves[0])
+	}
+	_, as = w.feed(s, p, obs(time.Second, devs...))
+	if got, want := acts(as), "offer(1:"+strings.Join(o.Devices[3:], ",")+")"; !strings.HasSuffix(got, want) {
+		t.Errorf("the rest: %s, want %s", got, want)
+	}
+	// A confirmation beyond the batch, or behind the cursor, is ignored.
+	for _, bad := range []Place{mid, PlaceOf(p.Name, o.Devices[0])} {
+		if again, _ := Step(s, p, Offered{Wave: 1, Through: bad}, t0); *again.Waves[0].Cursor != mid {
+			t.Errorf("confirming %s moved the cursor to %s", bad, again.Waves[0].Cursor)
+		}
+	}
+}

@@ -326,12 +326,19 @@ func (h *placeHeap) Pop() any {
 	return x
 }
 
+// offered moves the cursor to in.Through: all of the batch, or the part of
+// it that went out before the driver had to stop (the rest is asked for
+// again).
 func (m *machine) offered(in Offered) {
 	w := m.current()
-	if in.Wave != m.s.Wave || w == nil || w.Next == nil || *w.Next != in.Through {
+	if in.Wave != m.s.Wave || w == nil || w.Next == nil || in.Through > *w.Next || (w.Cursor != nil && in.Through <= *w.Cursor) {
 		return
 	}
-	w.Cursor, w.Next = w.Next, nil
+	through := in.Through
+	w.Cursor = &through
+	if through == *w.Next {
+		w.Next = nil
+	}
 	m.changed = true
 }
 

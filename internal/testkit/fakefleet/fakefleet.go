@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,8 +46,9 @@ func encode(st ota.Status) []byte {
 
 // Fleet is a few clients speaking for many devices.
 type Fleet struct {
-	t        testing.TB
-	c        paho.Client
+	fatal    func(error) // t.Fatal in a test
+	c        paho.Client   // subscribes (report requests, offers)
+	cs       []paho.Client // publish, each a share of the devices
 	topics   mqtt.Topics
 	Groups   []string     // the groups every device's status lists
 	Answered atomic.Int64 // answers to report requests published
@@ -64,13 +66,49 @@ type Fleet struct {
 func Connect(t testing.TB, broker, prefix string) *Fleet {
 	t.Helper()
 	c := mosquittotest.Client(t, broker, fmt.Sprintf("fakefleet-%d", rand.Int64()))
-	return &Fleet{t: t, c: c, topics: mqtt.Topics{Prefix: prefix}, outcome: map[string]*ota.Outcome{}, offers: map[string]int{}, answered: map[string]bool{}}
+	return newFleet(c, prefix, func(err error) { t.Helper(); t.Fatal(err) })
 }
 
+// Dial connects a fleet of clients connections outside a test
+// (bench/rollout); fatal is told of an error the fleet cannot go on from.
+// Close disconnects it.
+func Dial(broker, prefix string, clients int, fatal func(error)) (*Fleet, error) {
+	var cs []paho.Client
+	for range max(1, clients) {
+		o := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).
+			SetClientID(fmt.Sprintf("fakefleet-%d", rand.Int64())).SetWriteTimeout(time.Minute)
+		c := paho.NewClient(o)
+		if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			for _, c := range cs {
+				c.Disconnect(0)
+			}
+			return nil, fmt.Errorf("fakefleet: connect to %s: %v", broker, tok.Error())
+		}
+		cs = append(cs, c)
+	}
+	f := newFleet(cs[0], prefix, fatal)
+	f.cs = cs
+	return f, nil
+}
+
+func newFleet(c paho.Client, prefix string, fatal func(error)) *Fleet {
+	return &Fleet{fatal: fatal, c: c, cs: []paho.Client{c}, topics: mqtt.Topics{Prefix: prefix}, outcome: map[string]*ota.Outcome{},
+		offers: map[string]int{}, answered: map[string]bool{}}
+}
+
+// Close disconnects the fleet's clients.
+func (f *Fleet) Close() {
+	for _, c := range f.cs {
+		c.Disconnect(250)
+	}
+}
+
+// client is the client that publishes for the i-th device.
+func (f *Fleet) client(i int) paho.Client { return f.cs[i%len(f.cs)] }
+
 func (f *Fleet) wait(what string, tok paho.Token) {
-	f.t.Helper()
 	if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
-		f.t.Fatalf("fakefleet %s: %v", what, tok.Error())
+		f.fatal(fmt.Errorf("fakefleet %s: %v", what, tok.Error()))
 	}
 }
 
@@ -94,27 +132,32 @@ func (f *Fleet) status(id string) []byte {
 }
 
 // Publish publishes the devices' statuses retained (QoS 1) and waits for the
-// broker to take them all, a window of them in flight at a time.
+// broker to take them all: each client a share, a window of them in
+// flight at a time.
 func (f *Fleet) Publish(ids []string) {
-	f.t.Helper()
 	const window = 512
-	toks := make([]paho.Token, 0, window)
-	for i, id := range ids {
-		toks = append(toks, f.c.Publish(f.statusTopic(id), 1, true, f.status(id)))
-		if len(toks) == window || i == len(ids)-1 {
-			for _, tok := range toks {
-				f.wait("publish", tok)
+	var wg sync.WaitGroup
+	for k, c := range f.cs {
+		wg.Go(func() {
+			toks := make([]paho.Token, 0, window)
+			for i := k; i < len(ids); i += len(f.cs) {
+				toks = append(toks, c.Publish(f.statusTopic(ids[i]), 1, true, f.status(ids[i])))
+				if len(toks) == window || i+len(f.cs) >= len(ids) {
+					for _, tok := range toks {
+						f.wait("publish", tok)
+					}
+					toks = toks[:0]
+				}
 			}
-			toks = toks[:0]
-		}
+		})
 	}
+	wg.Wait()
 }
 
 // Answer makes the devices answer report requests to the whole fleet and
 // to their groups as agents do: each publishes its status again, retained,
 // at a random time within the request's window.
 func (f *Fleet) Answer(ids []string) {
-	f.t.Helper()
 	filters := map[string]byte{f.topics.FleetReport(): 0}
 	for _, g := range f.Groups {
 		filters[f.topics.GroupReport(g)] = 0
@@ -124,9 +167,9 @@ func (f *Fleet) Answer(ids []string) {
 		if err != nil || m.Retained() {
 			return
 		}
-		for _, id := range ids {
+		for i, id := range ids {
 			time.AfterFunc(rand.N(r.Window()), func() {
-				f.c.Publish(f.statusTopic(id), 1, true, f.status(id))
+				f.client(i).Publish(f.statusTopic(id), 1, true, f.status(id))
 				f.Answered.Add(1)
 			})
 		}
@@ -138,7 +181,6 @@ func (f *Fleet) Answer(ids []string) {
 // with result(id) (success, rolled_back, …; "" leaves the device silent).
 // A device answers each offer (by manifest ID) once; every offer is counted.
 func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
-	f.t.Helper()
 	t := f.topics
 	t.Device = "+"
 	f.wait("subscribe", f.c.Subscribe(t.Desired(), 0, func(_ paho.Client, m paho.Message) {
@@ -171,7 +213,7 @@ func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
 		f.mu.Lock()
 		f.outcome[id] = &ota.Outcome{ID: man.ID, SHA256: man.Payload.SHA256, Result: r}
 		f.mu.Unlock()
-		f.c.Publish(f.statusTopic(id), 1, true, f.status(id))
+		f.client(int(f.Offered.Load())).Publish(f.statusTopic(id), 1, true, f.status(id))
 	}))
 }
 

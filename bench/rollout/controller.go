@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/rollout"
+)
+
+// controllerRun starts `otactl rollout start` processes.
+type controllerRun struct {
+	bin, broker, dir string
+	settle, lease    time.Duration
+}
+
+// proc is one controller process, its output in a file of its own.
+type proc struct {
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	done    chan struct{}
+}
+
+func (c controllerRun) start(ctx context.Context, plan, tag string) (*proc, error) {
+	p := &proc{log: filepath.Join(c.dir, tag+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.CommandContext(ctx, c.bin, "rollout", "start", "--broker", c.broker, "--settle", c.settle.String(),
+		"--tick", "1s", "--lease", c.lease.String(), plan)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); f.Close(); close(p.done) }()
+	return p, nil
+}
+
+// peak is the process's peak RSS in KiB (getrusage of the child), once it
+// has exited.
+func (p *proc) peak() int64 {
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss
+	}
+	return 0
+}
+
+func (p *proc) signal(sig syscall.Signal) (int64, error) {
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+		return p.peak(), nil
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return p.peak(), fmt.Errorf("controller did not stop on %v:\n%s", sig, p.tail())
+	}
+}
+
+func (p *proc) kill() (int64, error) { return p.signal(syscall.SIGKILL) }
+func (p *proc) stop() (int64, error) { return p.signal(syscall.SIGTERM) }
+
+// wait waits for the controller to end by itself; an exit other than 0 is
+// an error.
+func (p *proc) wait(timeout time.Duration) (int64, error) {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		return p.kill()
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return p.peak(), fmt.Errorf("controller exited %d:\n%s", code, p.tail())
+	}
+	return p.peak(), nil
+}
+
+// fail ends the controller and returns err with its output's tail.
+func (p *proc) fail(err error) error {
+	_, _ = p.kill()
+	return fmt.Errorf("%w\ncontroller output:\n%s", err, p.tail())
+}
+
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// waitLog waits until the controller's output holds line.
+func (p *proc) waitLog(ctx context.Context, line string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if b, err := os.ReadFile(p.log); err == nil && strings.Contains(string(b), line) {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("controller exited before %q", line)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %q after %v", line, timeout)
+		}
+	}
+}
+
+// watcher follows every rollout's state as the broker delivers it.
+type watcher struct {
+	c       paho.Client
+	mu      sync.Mutex
+	latest  map[string]rollout.State
+	largest map[string]int
+}
+
+func watchStates(broker string) (*watcher, error) {
+	w := &watcher{latest: map[string]rollout.State{}, largest: map[string]int{}}
+	o := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("rolloutbench-states")
+	w.c = paho.NewClient(o)
+	if tok := w.c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		return nil, fmt.Errorf("state watcher: %v", tok.Error())
+	}
+	tok := w.c.Subscribe("ota/rollouts/+/state", 0, func(_ paho.Client, m paho.Message) {
+		s, err := rollout.DecodeState(m.Payload())
+		if err != nil {
+			return
+		}
+		w.mu.Lock()
+		w.latest[s.Name] = s
+		w.largest[s.Name] = max(w.largest[s.Name], len(m.Payload()))
+		w.mu.Unlock()
+	})
+	if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		return nil, fmt.Errorf("state watcher: %v", tok.Error())
+	}
+	return w, nil
+}
+
+func (w *watcher) close() { w.c.Disconnect(100) }
+
+func (w *watcher) largestOf(name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.largest[name]
+}
+
+// wait waits until name's latest state satisfies ok.
+func (w *watcher) wait(ctx context.Context, name string, timeout time.Duration, ok func(rollout.State) bool) (rollout.State, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		s, found := w.latest[name]
+		w.mu.Unlock()
+		if found && ok(s) {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("rollout %s: not there after %v (%s, wave %d, %+v)", name, timeout, s.Phase, s.Wave, s.Counts)
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// procStatus reads the kB figures of keys from /proc/PID/status.
+func procStatus(pid int, keys ...string) (map[string]int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		for _, k := range keys {
+			if name == k {
+				v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
+				}
+				out[k] = v
+			}
+		}
+	}
+	return out, sc.Err()
+}

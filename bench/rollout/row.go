@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/otad/otad/internal/testkit/fakefleet"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
+)
+
+// group is the bench devices' group.
+const group = "bench"
+
+// row is one fleet size's figures.
+type row struct {
+	n                             int
+	stateMax                      int           // bytes
+	unpaced, rebuild, paced       time.Duration // see doc.go
+	ready, published              time.Duration // the first controller's fleet view; the fleet's statuses
+	ctlRSS, rebuiltRSS, brokerRSS int64         // KiB
+	pacedAhead                    int           // offers ahead of the pace at worst; 0: never
+	pace                          string
+	err                           error
+}
+
+func runRow(ctx context.Context, dir string, n int, o options, progress func(string)) (r row) {
+	r.n = n
+	r.err = r.measure(ctx, dir, n, o, progress)
+	return r
+}
+
+func (r *row) measure(ctx context.Context, dir string, n int, o options, progress func(string)) error {
+	if err := os.MkdirAll(filepath.Join(dir, "broker"), 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10})
+	if err != nil {
+		return err
+	}
+	defer b.Stop()
+	var fleetErr atomic.Pointer[error]
+	fl, err := fakefleet.Dial(b.URL, "", 4, func(err error) { fleetErr.CompareAndSwap(nil, &err) })
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	fl.Groups = []string{group}
+	fl.TakeOffers(func(string) ota.Result { return ota.ResultSuccess })
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%032x", i) // as long as /etc/machine-id names
+	}
+	start := time.Now()
+	fl.Publish(ids)
+	r.published = time.Since(start)
+	fl.Answer(ids)
+	progress(fmt.Sprintf("%d devices: statuses published in %v", n, r.published.Round(time.Millisecond)))
+	if e := fleetErr.Load(); e != nil {
+		return *e
+	}
+	w, err := watchStates(b.URL)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	sg, err := signer.New()
+	if err != nil {
+		return err
+	}
+	settle := o.settle
+	if settle == 0 {
+		settle = 3*time.Second + time.Duration(n/40000)*time.Second
+	}
+	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir}
+
+	// The unpaced wave, then a kill -9 while soaking and a restart.
+	plan, err := writePlan(dir, sg, "bench-unpaced", "[[wave]]\npercent = 100\nsoak = \"1h\"\n[[wave]]\ndevices = [\"bench-nobody\"]\n")
+	if err != nil {
+		return err
+	}
+	first, err := c.start(ctx, plan, "first")
+	if err != nil {
+		return err
+	}
+	s, err := w.wait(ctx, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
+	if err != nil {
+		return first.fail(err)
+	}
+	waveStart := s.Waves[0].Started
+	r.ready = waveStart.Sub(first.started)
+	if err := waitCount(ctx, func() int64 { return fl.Offered.Load() }, int64(n), 30*time.Minute); err != nil {
+		return first.fail(fmt.Errorf("unpaced offers: %w", err))
+	}
+	at := fl.Arrivals()
+	r.unpaced = at[len(at)-1].Sub(waveStart)
+	progress(fmt.Sprintf("%d devices: every offer out %v after the wave started", n, r.unpaced.Round(time.Millisecond)))
+	s, err = w.wait(ctx, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Phase == rollout.PhaseSoaking })
+	if err != nil {
+		return first.fail(err)
+	}
+	if r.ctlRSS, err = first.kill(); err != nil {
+		return err
+	}
+	holder, expires := s.Lease.Holder, s.Lease.Expires()
+	progress(fmt.Sprintf("%d devices: controller killed (-9) while soaking, %s peak; waiting out its lease", n, mib(r.ctlRSS)))
+	time.Sleep(time.Until(expires) + time.Second)
+	again, err := c.start(ctx, plan, "restart")
+	if err != nil {
+		return err
+	}
+	if err := again.waitLog(ctx, fmt.Sprintf(`msg="rollout: fleet view ready" devices=%d`, n), 30*time.Minute); err != nil {
+		return again.fail(err)
+	}
+	r.rebuild = time.Since(again.started)
+	if _, err := w.wait(ctx, "bench-unpaced", 2*o.lease, func(s rollout.State) bool {
+		return s.Lease != nil && s.Lease.Holder != holder && s.Counts.Success == n && s.Phase == rollout.PhaseSoaking
+	}); err != nil {
+		return again.fail(fmt.Errorf("the restarted controller's counts: %w", err))
+	}
+	if r.rebuiltRSS, err = again.stop(); err != nil {
+		return err
+	}
+	progress(fmt.Sprintf("%d devices: rebuilt in %v", n, r.rebuild.Round(time.Millisecond)))
+
+	// The paced wave: a new offer, so every device takes it.
+	rate := rollout.Rate{Start: float64(n) / 4, Increase: 2, Max: float64(n)}
+	r.pace = fmt.Sprintf("%.0f offers a minute, doubling every minute up to %.0f", rate.Start, rate.Max)
+	paced, err := writePlan(dir, sg, "bench-paced", fmt.Sprintf("[[wave]]\npercent = 100\n[rate]\noffers_per_minute = %g\nincrease = %g\nmax_per_minute = %g\n",
+		rate.Start, rate.Increase, rate.Max))
+	if err != nil {
+		return err
+	}
+	before := len(fl.Arrivals())
+	third, err := c.start(ctx, paced, "paced")
+	if err != nil {
+		return err
+	}
+	s, err = w.wait(ctx, "bench-paced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
+	if err != nil {
+		return third.fail(err)
+	}
+	pacedStart := s.Waves[0].Started
+	if err := waitCount(ctx, func() int64 { return fl.Offered.Load() }, int64(2*n), 30*time.Minute); err != nil {
+		return third.fail(fmt.Errorf("paced offers: %w", err))
+	}
+	at = fl.Arrivals()[before:]
+	r.paced = at[len(at)-1].Sub(pacedStart)
+	r.pacedAhead = ahead(rate, pacedStart, at)
+	if os.Getenv("ROLLOUTBENCH_DEBUG") != "" {
+		for _, k := range []int{0, len(at) / 4, len(at) / 2, len(at) - 1} {
+			progress(fmt.Sprintf("paced arrival %d at %v (allowed %.0f)", k, at[k].Sub(pacedStart), rollout.Allowed(rate, at[k].Sub(pacedStart))))
+		}
+	}
+	if _, err := third.wait(30 * time.Minute); err != nil {
+		return err
+	}
+	r.stateMax = max(w.largestOf("bench-unpaced"), w.largestOf("bench-paced"))
+	if m, err := procStatus(b.PID(), "VmHWM"); err == nil {
+		r.brokerRSS = m["VmHWM"]
+	}
+	if e := fleetErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// writePlan writes rollout name's plan (waves, a halt rule) and a signed
+// offer of its own (a new manifest ID: every device takes it).
+func writePlan(dir string, sg *signer.Signer, name, waves string) (string, error) {
+	sum := sha256.Sum256([]byte(name))
+	env, err := sg.Sign(signer.Offer{ID: "rel-" + name, Version: "2.0", SecurityVersion: 1, Compatible: "bench",
+		URL: "https://updates.example.com/" + name + ".img", Size: 1 << 20, SHA256: hex.EncodeToString(sum[:]), Issued: time.Now().Add(-time.Minute)})
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".offer.json"), env, 0o644); err != nil {
+		return "", err
+	}
+	plan := filepath.Join(dir, name+".toml")
+	body := fmt.Sprintf("name = %q\noffer = %q\ngroup = %q\n%s\n[halt]\nmax_failed_percent = 5\nmin_outcomes = 100\ndevice_timeout = \"2h\"\n",
+		name, name+".offer.json", group, waves)
+	return plan, os.WriteFile(plan, []byte(body), 0o644)
+}
+
+// ahead is how far, at worst, the offers that arrived at (in order) ran
+// ahead of rate's pace from start: the pace's integral plus the bucket's
+// second (rollout.Pace).
+func ahead(rate rollout.Rate, start time.Time, at []time.Time) int {
+	worst := 0
+	for k, t := range at {
+		allowed := rollout.Allowed(rate, t.Sub(start)) + rate.Max/60 + 1
+		if over := k + 1 - int(allowed); over > worst {
+			worst = over
+		}
+	}
+	return worst
+}
+
+func waitCount(ctx context.Context, count func() int64, want int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n := count()
+		if n >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d after %v", n, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
