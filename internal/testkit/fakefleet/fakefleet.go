@@ -46,7 +46,7 @@ func encode(st ota.Status) []byte {
 
 // Fleet is a few clients speaking for many devices.
 type Fleet struct {
-	fatal    func(error) // t.Fatal in a test
+	fatal    func(error)   // t.Fatal in a test
 	c        paho.Client   // subscribes (report requests, offers)
 	cs       []paho.Client // publish, each a share of the devices
 	topics   mqtt.Topics
