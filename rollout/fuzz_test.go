@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/otad/otad/mqtt"
 )
 
 func FuzzParsePlan(f *testing.F) {
@@ -56,5 +58,41 @@ func FuzzParsePlan(f *testing.F) {
 		if err != nil || again.hash() != p.hash() {
 			t.Fatalf("parsing twice: %v", err)
 		}
+	})
+}
+
+// Records and statuses come from the broker: whatever arrives, a record is
+// returned only for its own device with known outcomes, and a tracker
+// takes any status without failing, keeping only the device it is about.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add([]byte(`{"device":"d1","wave":2,"kept":"success","accepted":"timed_out","time":"2026-11-29T10:00:00Z"}`), "d1")
+	f.Add([]byte(`{"device":"d1","accepted":"success"}`), "d1")
+	f.Add([]byte(`{"device":"d2"}`), "d1")
+	f.Fuzz(func(t *testing.T, b []byte, id string) {
+		r, err := DecodeRecord(b, id)
+		if err == nil && (r.Device != id || (r.Kept != "" && !knownOutcome(r.Kept)) || (r.Accepted != "" && !bad(r.Accepted))) {
+			t.Fatalf("accepted %q for %q as %+v", b, id, r)
+		}
+	})
+}
+
+func FuzzTrackerMessage(f *testing.F) {
+	f.Add([]byte(`{"device":"d1","seq":3,"boot_id":"b","groups":["g"],"last_result":{"id":"rel-2","result":"success"}}`))
+	f.Add([]byte(`{"device":"d1","target":{"id":"rel-2"},"pending":null,"last_refusal":{"id":"rel-2","code":"stale"}}`))
+	f.Add([]byte(`{"device":"d1","seq":-1}`))
+	p := testPlan(5, 1, Wave{Percent: 100})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr := NewTracker(p, "ota", nil)
+		tr.Message(mqtt.Message{Topic: "ota/devices/d1/status", Payload: b})
+		if n := tr.Len(); n > 1 {
+			t.Fatalf("%d devices from one status", n)
+		}
+		tr.Fleet(NewObserver(tr, 0, nil))(func(v View) {
+			v.Devices.Each(func(id string, d Device) {
+				if id != "d1" || d.Place != PlaceOf(p.Name, "d1") {
+					t.Fatalf("device %q %+v", id, d)
+				}
+			})
+		})
 	})
 }
