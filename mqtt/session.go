@@ -211,8 +211,10 @@ func (s *Session) Close() {
 }
 
 // publishWindow bounds the QoS 1 publishes in flight at once: thousands of
-// offers go out without a round trip each, and without flooding the broker.
-const publishWindow = 128
+// offers go out without a round trip each, and without flooding the broker
+// (measured on one loopback Mosquitto: 128 in flight publish 10,000 offers
+// about twice as slowly as 1,024).
+const publishWindow = 512
 
 // PublishRetained publishes payload retained with QoS 1 to every topic and
 // waits for all the PUBACKs, bounded by ctx. An empty payload clears the
