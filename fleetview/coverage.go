@@ -30,9 +30,13 @@ type FollowOptions struct {
 	// and makes Coverage count only them; "" asks the whole fleet.
 	Group string
 	// Extra are more subscriptions on the same session (a rollout's state
-	// and control topics); their messages go to Other.
+	// and control topics, every rollout's states); their messages, and any
+	// other message that is no device's, go to Other. A filter may hold
+	// wildcards.
 	Extra map[string]byte
 	Other func(mqtt.Message)
+	// Events also follows every device's events topic, for Device's events.
+	Events bool
 	// Changed, if set, is called after a device message that changed the view.
 	Changed func()
 }
@@ -45,9 +49,13 @@ type FollowOptions struct {
 // can publish on it.
 func (v *View) Follow(ctx context.Context, cfg mqtt.Config, o FollowOptions) (*mqtt.Session, error) {
 	filters := mqtt.DeviceFilters(cfg.TopicPrefix)
+	if o.Events {
+		filters[mqtt.Topics{Prefix: cfg.TopicPrefix, Device: "+"}.Events()] = 0
+	}
 	maps.Copy(filters, o.Extra)
 	sess, err := mqtt.Open(ctx, cfg, filters, func(m mqtt.Message) {
-		if _, extra := o.Extra[m.Topic]; extra && o.Other != nil {
+		_, extra := o.Extra[m.Topic]
+		if _, _, device := mqtt.DeviceOf(cfg.TopicPrefix, m.Topic); (extra || !device) && o.Other != nil {
 			o.Other(m)
 			return
 		}
@@ -159,20 +167,20 @@ func (c Coverage) Incomplete() bool { return c.Window == 0 || c.Missed > 0 }
 // request within 10s, 13 from retained only)", and why the view may be
 // incomplete.
 func (c Coverage) String() string {
-	what := "devices"
+	what := plural(c.Devices, "device")
 	if c.Group != "" {
-		what = "devices of group " + c.Group
+		what += " of group " + c.Group
 	}
 	without := ""
 	if c.NoStatus > 0 {
 		without = fmt.Sprintf(", %d without a valid status", c.NoStatus)
 	}
 	if c.Window == 0 {
-		return fmt.Sprintf("%d %s, from retained statuses only (no report request sent%s); "+
-			"the view may be incomplete: a broker may deliver only part of them", c.Devices, what, without)
+		return fmt.Sprintf("%s, from retained statuses only (no report request sent%s); "+
+			"the view may be incomplete: a broker may deliver only part of them", what, without)
 	}
-	s := fmt.Sprintf("%d %s (%d answered the report request within %v, %d from retained only%s)",
-		c.Devices, what, c.Live, c.Window, c.RetainedOnly, without)
+	s := fmt.Sprintf("%s (%d answered the report request within %v, %d from retained only%s)",
+		what, c.Live, c.Window, c.RetainedOnly, without)
 	if c.Missed > 0 {
 		s += fmt.Sprintf("; the view may be incomplete: retained delivery missed %d of the %d devices that answered, "+
 			"so devices that did not answer (offline now) may be missing", c.Missed, c.Live)

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strings"
+		"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,27 +15,25 @@ import (
 // progressFresh is how long a progress message is shown after it arrived.
 const progressFresh = 30 * time.Second
 
-// Render writes the fleet table, a row a device; withBars adds a progress
-// bar column (for a live view).
-func (v *View) Render(w io.Writer, withBars bool) error {
+// Render writes the table of the devices f picks, a row a device;
+// withBars adds a progress bar column (for a live view).
+func (v *View) Render(w io.Writer, f Filter, withBars bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	ids := make([]string, 0, len(v.devices))
-	for id := range v.devices {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	header := "DEVICE\tONLINE\tSTATE\tBOOTED\tSLOT A\tSLOT B\tTARGET\tLAST RESULT\tSEQ"
+	header := "DEVICE\tONLINE\tSTATE\tRUNNING\tBOOTED\tSLOT A\tSLOT B\tTARGET\tLAST RESULT\tSEQ"
 	if withBars {
 		header += "\tPROGRESS"
 	}
 	fmt.Fprintln(tw, header)
 	now := v.now()
-	for _, id := range ids {
-		row := v.devices[id].row(id, now)
+	for _, id := range v.orderLocked() {
+		d := v.devices[id]
+		if !f.match(id, d) {
+			continue
+		}
+		row := d.row(id, now)
 		if !withBars {
 			row = row[:len(row)-1]
 		}
@@ -51,43 +48,42 @@ func (v *View) Render(w io.Writer, withBars bool) error {
 
 // row is the device's table row, the progress bar last.
 func (d *record) row(id string, now time.Time) []string {
-	online := "?"
-	if d.online != nil {
-		online = map[bool]string{true: "yes", false: "no"}[*d.online]
-	}
-	state, booted, slotA, slotB, target, last, seq := "?", "-", "-", "-", "-", "-", "-"
-	var p *ota.Progress
-	// A bar only while bytes move: progress is QoS 0 and rate limited, so
-	// the last report is rarely 100% and must not outlive the download.
-	moving := d.status == nil || d.status.State == ota.Downloading || d.status.State == ota.Verifying
-	if d.progress != nil && moving && now.Sub(d.progressAt) < progressFresh {
-		p = d.progress
-	}
-	switch s := d.status; {
+	dev := d.device(id, now)
+	online := map[string]string{OnlineYes: "yes", OnlineNo: "no", OnlineUnknown: "?"}[d.presence()]
+	state, running, booted, slotA, slotB, target, last, seq := "?", "-", "-", "-", "-", "-", "-", "-"
+	switch {
 	case d.statusErr != nil:
 		state = "(bad status)"
-	case s != nil:
-		state = OrDash(string(s.State))
-		booted = OrDash(string(s.BootedSlot))
-		slotA, slotB = OrDash(s.Slots[ota.SlotA].Version), OrDash(s.Slots[ota.SlotB].Version)
-		if t := s.Target; t != nil && (t.ID != "" || t.Version != "") {
-			done, total := t.BytesDone, t.BytesTotal
-			if p != nil && p.ID == t.ID { // progress is fresher than the snapshot
-				done, total = p.BytesDone, p.BytesTotal
-			}
+	case d.status != nil:
+		state = OrDash(string(dev.State))
+		running, booted = OrDash(dev.Running), OrDash(string(dev.Booted))
+		slotA, slotB = slotCell(dev.Slots[ota.SlotA]), slotCell(dev.Slots[ota.SlotB])
+		if t := dev.Target; t != nil {
 			target = OrDash(t.Version)
-			if total > 0 {
-				target += fmt.Sprintf(" %d%%", percent(done, total))
+			if t.BytesTotal > 0 {
+				target += fmt.Sprintf(" %d%%", percent(t.BytesDone, t.BytesTotal))
 			}
 		}
-		last = OrDash(briefOf(s.LastResult))
-		seq = fmt.Sprint(s.Seq)
+		last = OrDash(briefOf(dev.Result()))
+		seq = fmt.Sprint(dev.Seq)
 	}
 	bar := ""
-	if p != nil {
+	if p := d.freshProgress(now); p != nil {
 		bar = progressBar(p.BytesDone, p.BytesTotal, p.BytesPerSecond)
 	}
-	return []string{clean(id), online, clean(state), clean(booted), clean(slotA), clean(slotB), clean(target), clean(last), seq, bar}
+	return []string{clean(id), online, clean(state), clean(running), clean(booted), clean(slotA), clean(slotB), clean(target), clean(last), seq, bar}
+}
+
+// slotCell is a slot's version and whether it is good: "2.0.0 (good)",
+// "2.1.0 (bad)", so a rolled-back image does not look installed.
+func slotCell(s SlotView) string {
+	if s.Version == "" {
+		return "-"
+	}
+	if s.Status == "" {
+		return s.Version
+	}
+	return s.Version + " (" + string(s.Status) + ")"
 }
 
 // OrDash shows an empty cell as "-".

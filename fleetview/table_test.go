@@ -21,6 +21,10 @@ const statusGW2 = `{"device":"gw-2","seq":7,"state":"idle","booted_slot":"B",
  "slots":{"A":{"version":"4.1.0"},"B":{"version":"4.2.0"}},
  "last_result":{"id":"rel-42","result":"success"}}`
 
+const statusGW3 = `{"device":"gw-3","seq":9,"state":"idle","booted_slot":"A","groups":["canary"],
+ "slots":{"A":{"version":"1.0.0","status":"good"},"B":{"version":"2.1.0","status":"bad"}},
+ "last_result":{"id":"rel-21","result":"failed","code":"health_check_failed"}}`
+
 func TestRenderFleet(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	f := New("ota")
@@ -33,19 +37,24 @@ func TestRenderFleet(t *testing.T) {
 		{"ota/devices/gw-2/online", `{"online":false}`},
 		{"ota/devices/evil\x1b[2J/status", `{"device":"evil\u001b[2J","state":"x\ty"}`},
 		{"ota/groups/canary/desired", "ignored"},
+		{"ota/devices/gw-3/status", statusGW3},
+		{"ota/devices/gw-3/online", `{"online":true}`},
 		{"ota/devices/gw-9/progress", "not json"},
 	} {
 		f.Observe(m.topic, []byte(m.payload))
 	}
 	var buf bytes.Buffer
-	if err := f.Render(&buf, true); err != nil {
+	if err := f.Render(&buf, Filter{}, true); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		`^DEVICE\s+ONLINE\s+STATE\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ\s+PROGRESS$`,
-		`^evil\?\[2J\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
-		`^gw-1\s+\?\s+downloading\s+A\s+4\.1\.0\s+-\s+4\.2\.0 100%\s+failed/hash_mismatch\s+913\s+\[#{20}\] 100% 2\.0 KiB/s$`,
-		`^gw-2\s+no\s+\?\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,
+		`^DEVICE\s+ONLINE\s+STATE\s+RUNNING\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ\s+PROGRESS$`,
+		`^evil\?\[2J\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
+		// rel-41's failure is not rel-42's, which is installing: not shown.
+		`^gw-1\s+\?\s+downloading\s+4\.1\.0\s+A\s+4\.1\.0\s+-\s+4\.2\.0 100%\s+-\s+913\s+\[#{20}\] 100% 2\.0 KiB/s$`,
+		`^gw-2\s+no\s+\?\s+-\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,
+		// Back on A after B failed its health check: B's image is bad.
+		`^gw-3\s+yes\s+idle\s+1\.0\.0\s+A\s+1\.0\.0 \(good\)\s+2\.1\.0 \(bad\)\s+-\s+failed/health_check_failed\s+9\s*$`,
 	}
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	if len(lines) != len(want) {
@@ -60,7 +69,7 @@ func TestRenderFleet(t *testing.T) {
 	// Stale progress is not shown.
 	now = now.Add(time.Minute)
 	buf.Reset()
-	if err := f.Render(&buf, true); err != nil {
+	if err := f.Render(&buf, Filter{}, true); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "KiB/s") || !strings.Contains(buf.String(), "4.2.0 26%") {
@@ -101,7 +110,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		fl := New("ota")
 		fl.devices["d"] = &record{status: s}
 		var buf bytes.Buffer
-		if err := fl.Render(&buf, true); err != nil {
+		if err := fl.Render(&buf, Filter{}, true); err != nil {
 			t.Fatal(err)
 		}
 		if n := strings.Count(buf.String(), "\n"); n != 2 {

@@ -19,6 +19,7 @@ type View struct {
 
 	mu      sync.Mutex
 	devices map[string]*record
+	order   []string // the devices' IDs sorted (orderLocked)
 	follow  *follow // the offer Begin follows; nil before
 	asked   *asked  // the report request sent; nil before
 }
@@ -37,6 +38,7 @@ type record struct {
 	// report request, or a change).
 	retained, live bool
 	firstLive      time.Time // when it was first heard live
+	events         eventLog  // the last events heard (FollowOptions.Events)
 }
 
 // follow is the offer Begin follows.
@@ -82,6 +84,7 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		stErr  error
 		online *bool
 		p      ota.Progress
+		ev     ota.Event
 	)
 	switch leaf {
 	case "status":
@@ -102,6 +105,11 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		if json.Unmarshal(payload, &p) != nil {
 			return false
 		}
+	case "events":
+		var ok bool
+		if ev, ok = decodeEvent(payload); !ok || ev.Device != id {
+			return false // best effort, as progress
+		}
 	default:
 		return false
 	}
@@ -117,6 +125,8 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		d.online = online
 	case "progress":
 		d.progress, d.progressAt = &p, v.now()
+	case "events":
+		d.events.add(ev)
 	case "status":
 		if st != nil {
 			d.retained = d.retained || m.Retained

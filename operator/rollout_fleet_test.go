@@ -36,6 +36,7 @@ type fleetRun struct {
 	name  string
 	fleet *fleet.Fleet
 	plan  string
+	offer string // the plan's envelope file
 
 	mu       sync.Mutex
 	gets     map[string]int        // image downloads by device
@@ -89,6 +90,7 @@ func startFleetOn(t *testing.T, urls []string, name, prefix string, n int, failH
 		t.Fatalf("offer: %v", err)
 	}
 	offer := writeEnvelope(t, dir, string(env))
+	r.offer = offer
 	o := fleet.Options{Brokers: urls, Devices: n, KeysDir: keys, Group: "fleet", Prefix: prefix,
 		FailHealth: failHealth, FailIDs: failIDs, Spread: 2 * time.Second, Observe: r.observe}
 	if len(urls) == 1 {
@@ -174,14 +176,6 @@ func (r *fleetRun) waitDevices(t *testing.T, what string, ids []string, ok func(
 			t.Fatalf("%s: still waiting for %d devices: %v", what, len(waiting), waiting[:min(10, len(waiting))])
 		}
 	}
-}
-
-func (r *fleetRun) ids() []string {
-	ids := make([]string, len(r.fleet.Devices))
-	for i, d := range r.fleet.Devices {
-		ids[i] = d.ID
-	}
-	return ids
 }
 
 // waitUp waits until every device is idle.

@@ -1,7 +1,9 @@
 package operator
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -15,11 +17,18 @@ import (
 // answers to a report request, which brokers that deliver few or no
 // retained messages to a wildcard subscription need (mqtt.ReportRequest).
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("status", "--broker URL [--watch] [flags]", stderr)
+	fset := newFlagSet("status", "--broker URL [--watch | --json | --summary] [--group G] [--device ID] [--state S] [flags]", stderr)
 	bf := addBrokerFlags(fset)
 	watch := fset.Bool("watch", false, "keep running and redraw on every message, with progress bars (Ctrl-C ends)")
+	asJSON := fset.Bool("json", false, "print one JSON object per device, a line each (docs/contract/commands.md), instead of the table")
+	summary := fset.Bool("summary", false, "print only the totals by state, running version, presence and failure code")
 	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
 	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s, longer while answers still arrive)")
+	var f fleetview.Filter
+	var devices stringList
+	fset.StringVar(&f.Group, "group", "", "only the devices whose status lists this group (and ask only them to report)")
+	fset.Var(&devices, "device", "only this device (repeatable)")
+	fset.StringVar(&f.State, "state", "", "only devices in this state: idle, downloading, verifying, staged, rebooting, confirming, bad (a status that did not decode), none (no status)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -34,18 +43,35 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *window < 0 || *timeout < 0 {
 		return usagef("--window and --timeout must not be negative")
 	}
+	if n := countTrue(*watch, *asJSON, *summary); n > 1 {
+		return usagef("--watch, --json and --summary do not go together")
+	}
+	f.Devices = devices
+	if err := f.Check(); err != nil {
+		return usagef("--%v", err)
+	}
+	for _, d := range f.Devices {
+		if err := checkName("device", d); err != nil {
+			return err
+		}
+	}
+	if f.Group != "" {
+		if err := checkName("group", f.Group); err != nil {
+			return err
+		}
+	}
 	collect := *timeout
 	if collect == 0 {
 		collect = *window + time.Second
 	}
-	f := fleetview.New(cfg.TopicPrefix)
+	v := fleetview.New(cfg.TopicPrefix)
 	if *watch {
-		return watchFleet(ctx, cfg, f, *window, stdout)
+		return watchFleet(ctx, cfg, v, f, *window, stdout)
 	}
 	wctx, cancel := context.WithTimeout(ctx, collect)
 	defer cancel()
 	var last atomic.Int64 // when the view last changed, UnixNano
-	sess, err := f.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window, Changed: func() { last.Store(time.Now().UnixNano()) }})
+	sess, err := v.Follow(wctx, cfg, fleetview.FollowOptions{Window: *window, Group: f.Group, Changed: func() { last.Store(time.Now().UnixNano()) }})
 	if err != nil {
 		return err
 	}
@@ -54,13 +80,54 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		waitQuiet(ctx, &last, collect)
 	}
 	sess.Close()
-	if err := f.Render(stdout, false); err != nil {
-		return fmt.Errorf("write table: %w", err)
+	if err := printFleet(stdout, v, f, *asJSON, *summary); err != nil {
+		return err
 	}
-	if f.Len() == 0 {
+	if v.Len() == 0 {
 		fmt.Fprintf(stderr, "no device status under %s/devices/ within %v\n", cfg.TopicPrefix, collect)
 	}
-	fmt.Fprintln(stderr, f.Coverage())
+	fmt.Fprintln(stderr, v.Coverage())
+	return nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// printFleet prints the devices f picks: JSON lines, the totals alone, or
+// the table with the totals under it.
+func printFleet(w io.Writer, v *fleetview.View, f fleetview.Filter, asJSON, summaryOnly bool) error {
+	bw := bufio.NewWriter(w)
+	var err error
+	switch {
+	case asJSON:
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		for _, d := range v.Query(f, 0, 0).Devices {
+			if err = enc.Encode(d); err != nil {
+				break
+			}
+		}
+	case summaryOnly:
+		err = v.Summary(f).Write(bw)
+	default:
+		if err = v.Render(bw, f, false); err == nil {
+			fmt.Fprintln(bw)
+			err = v.Summary(f).Write(bw)
+		}
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("write the fleet: %w", err)
+	}
 	return nil
 }
 
@@ -81,9 +148,9 @@ func waitQuiet(ctx context.Context, last *atomic.Int64, limit time.Duration) {
 
 // watchFleet redraws the table on every change (at most 10 times a second)
 // until ctx ends, with the view's coverage under it.
-func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, window time.Duration, stdout io.Writer) error {
+func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleetview.Filter, window time.Duration, stdout io.Writer) error {
 	dirty := make(chan struct{}, 1)
-	sess, err := f.Follow(ctx, cfg, fleetview.FollowOptions{Window: window, Changed: func() {
+	sess, err := v.Follow(ctx, cfg, fleetview.FollowOptions{Window: window, Group: f.Group, Changed: func() {
 		select {
 		case dirty <- struct{}{}:
 		default:
@@ -108,10 +175,12 @@ func watchFleet(ctx context.Context, cfg mqtt.Config, f *fleetview.View, window 
 		} else {
 			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format(time.TimeOnly))
 		}
-		if err := f.Render(stdout, true); err != nil {
+		if err := v.Render(stdout, f, true); err != nil {
 			return fmt.Errorf("write table: %w", err)
 		}
-		fmt.Fprintln(stdout, f.Coverage())
+		fmt.Fprintln(stdout)
+		v.Summary(f).Write(stdout)
+		fmt.Fprintln(stdout, v.Coverage())
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/otad/otad/internal/testkit/brokertest"
 	"github.com/otad/otad/internal/testkit/fakefleet"
+	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/ota"
 )
 
 // 3,000 devices' retained statuses on a stock Mosquitto (which queues at most
@@ -41,7 +45,8 @@ func TestStatusAtFleetScale(t *testing.T) {
 					t.Errorf("summary %q\nwant    %q", r.stderr, summary+"\n")
 				}
 				var rows []string
-				for _, l := range strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")[1:] {
+				table, _, _ := strings.Cut(r.stdout, "\n\n") // the totals follow
+				for _, l := range strings.Split(table, "\n")[1:] {
 					rows = append(rows, strings.Fields(l)[0])
 				}
 				if !slices.Equal(rows, shown) {
@@ -50,4 +55,57 @@ func TestStatusAtFleetScale(t *testing.T) {
 			})
 		}
 	})
+}
+
+// --summary on 10,000 devices prints the totals alone: what a fleet that
+// size needs instead of a table.
+func TestStatusSummaryAt10000Devices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 devices")
+	}
+	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
+	fakefleet.Connect(t, b.URL, "").Publish(fakefleet.IDs(10000))
+	r := mustRun(t, "status", "--broker", b.URL, "--summary", "--window", "0", "--timeout", "5s")
+	if want := "10000 devices\nstate:    10000 idle\nrunning:  10000 1.0.0\nonline:   10000 unknown\n"; r.stdout != want {
+		t.Errorf("--summary printed:\n%.2000s\nwant:\n%s", r.stdout, want)
+	}
+}
+
+// status --json on a 1,000-device simulated fleet (real agents) after a
+// group release: every device, a JSON object a line, with the version it
+// runs and the slot it runs it from.
+func TestStatusJSONOnASimulatedFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 agents")
+	}
+	const n = 1000
+	r := startFleetRun(t, n, 0)
+	r.waitUp(t)
+	mustRun(t, "publish", "--broker", r.broker.URL, "--group", "fleet", r.offer)
+	waitFleet(t, fleetStatuses(t, r.broker.URL), "every device on 2.0", r.ids(), func(st ota.Status) bool {
+		return st.State == ota.Idle && st.Slots[st.BootedSlot].Version == "2.0"
+	})
+	res := mustRun(t, "status", "--broker", r.broker.URL, "--json", "--window", "3s")
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(res.stdout))
+	for sc.Scan() {
+		var d struct {
+			Device, Running, Booted, State string
+		}
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if d.Running != "2.0" || d.Booted != "B" || d.State != "idle" || seen[d.Device] {
+			t.Errorf("%+v (seen before: %v)", d, seen[d.Device])
+		}
+		seen[d.Device] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d devices in --json, want %d; stderr: %s", len(seen), n, res.stderr)
+	}
+	for _, id := range r.ids() {
+		if !seen[id] {
+			t.Errorf("%s missing", id)
+		}
+	}
 }

@@ -26,7 +26,7 @@ func (d *run) live(ctx context.Context, what string, done func() (bool, error)) 
 		if d.tty || ok || err != nil {
 			var buf bytes.Buffer
 			// Progress bars while it moves; the settled table without them.
-			if rerr := d.fleet.Render(&buf, !ok && err == nil); rerr != nil {
+			if rerr := d.fleet.Render(&buf, fleetview.Filter{}, !ok && err == nil); rerr != nil {
 				return fmt.Errorf("write table: %w", rerr)
 			}
 			if drawn > 0 {

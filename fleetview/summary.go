@@ -1,0 +1,90 @@
+package fleetview
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Summary is the fleet at a glance: devices counted by state, by the
+// version they run, by presence, and by the code their last result failed
+// with. `otactl status` prints it under the table (and alone with
+// --summary), the dashboard charts it.
+type Summary struct {
+	Devices  int            `json:"devices"`
+	States   map[string]int `json:"states"`   // a phase, StateBad or StateNone
+	Versions map[string]int `json:"versions"` // the running version; "" for none known
+	Online   map[string]int `json:"online"`   // OnlineYes, OnlineNo, OnlineUnknown
+	Failures map[string]int `json:"failures"` // Device.Failure
+}
+
+// Summary counts the devices f picks.
+func (v *View) Summary(f Filter) Summary {
+	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id, d := range v.devices {
+		if !f.match(id, d) {
+			continue
+		}
+		s.Devices++
+		s.States[d.stateKey()]++
+		s.Online[d.presence()]++
+		if st := d.status; st != nil {
+			s.Versions[st.Slots[st.BootedSlot].Version]++
+			if c := failureOf(st.LastResult); c != "" {
+				s.Failures[c]++
+			}
+		}
+	}
+	return s
+}
+
+// Write prints the totals, a line each:
+//
+//	30 devices
+//	state:    24 idle, 6 downloading
+//	running:  20 2.0.0, 10 1.0.0
+//	online:   28 yes, 2 no
+//	failures: 3 health_check_failed
+func (s Summary) Write(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", plural(s.Devices, "device"))
+	for _, l := range []struct {
+		name string
+		m    map[string]int
+	}{{"state", s.States}, {"running", s.Versions}, {"online", s.Online}, {"failures", s.Failures}} {
+		if len(l.m) > 0 {
+			fmt.Fprintf(&b, "%-9s %s\n", l.name+":", countList(l.m))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// countList is "24 idle, 6 downloading": the largest count first, then by
+// name; an empty name (no version known) is shown as "-".
+func countList(m map[string]int) string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		if c := cmp.Compare(m[b], m[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", m[k], clean(OrDash(k)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// plural is "1 device", "2 devices".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
