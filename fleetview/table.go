@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-		"strings"
+	"strings"
 	"text/tabwriter"
 	"time"
 

@@ -20,8 +20,8 @@ type View struct {
 	mu      sync.Mutex
 	devices map[string]*record
 	order   []string // the devices' IDs sorted (orderLocked)
-	follow  *follow // the offer Begin follows; nil before
-	asked   *asked  // the report request sent; nil before
+	follow  *follow  // the offer Begin follows; nil before
+	asked   *asked   // the report request sent; nil before
 }
 
 // record is what the view knows of one device.
