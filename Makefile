@@ -51,11 +51,12 @@ version-set:
 deps:
 	./scripts/install-deps
 
-# The whole suite: vet, formatting, race detector, and a short run of every fuzz target.
+# The whole suite: vet, formatting, race detector, and a short run of every fuzz target;
+# what tests keep (the dashboard's browser screenshots) goes under artifacts/.
 # It ends by naming the tests skipped, and the apt-get command for the missing
 # tools they need (make deps installs them all; under CI a missing tool fails).
 test: vet
-	@bash -o pipefail -c '{ rc=0; $(GO) test -race -count=1 -timeout 20m -json ./... || rc=1; \
+	@bash -o pipefail -c '{ rc=0; $(GO) test -race -count=1 -timeout 20m -json -artifacts -outputdir=$(CURDIR)/artifacts ./... || rc=1; \
 	  $(GO) -C packaging/mkdeb test -count=1 -json ./... || rc=1; exit $$rc; } | $(GO) run ./internal/testkit/testreport'
 	./scripts/fuzz-smoke 10000x
 

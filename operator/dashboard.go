@@ -1,0 +1,45 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/otad/otad/operator/dashboard"
+)
+
+// dashboardCmd serves the fleet dashboard (docs/operating.md) until
+// interrupted.
+func dashboardCmd(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlagSet("dashboard", "--broker URL [--listen 127.0.0.1:8080] [--tls-cert FILE --tls-key FILE --token-file FILE] [flags]", stderr)
+	bf := addBrokerFlags(fs)
+	acc := &dashboard.Access{}
+	fs.StringVar(&acc.Listen, "listen", "127.0.0.1:8080", "address to serve the page on; one that is not loopback needs --tls-cert, --tls-key and --token-file")
+	fs.StringVar(&acc.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
+	fs.StringVar(&acc.TLSKey, "tls-key", "", "the certificate's key (PEM)")
+	fs.StringVar(&acc.TokenFile, "token-file", "", "require the token in this file (at least 16 characters): open the page as /?token=TOKEN")
+	window := fs.Duration("window", 3*time.Second, "ask the devices to report within this long when starting and after a reconnect; 0: retained statuses only")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	if *window < 0 {
+		return usagef("--window must not be negative")
+	}
+	if err := acc.Check(); err != nil {
+		return usagef("%v", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return dashboard.Run(ctx, dashboard.Options{Broker: cfg, Access: acc, Window: *window, Log: log}, func(url string) {
+		fmt.Fprintf(stderr, "dashboard of the fleet on %s: %s (Ctrl-C ends)\n", cfg.Broker, url)
+	})
+}

@@ -1,0 +1,180 @@
+package dashboard
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
+)
+
+// Rollouts holds every rollout's retained state seen on the broker
+// ({prefix}/rollouts/+/state, docs/contract/rollouts.md). It is safe for
+// concurrent use.
+type Rollouts struct {
+	prefix string
+	mu     sync.Mutex
+	states map[string]entry
+}
+
+type entry struct {
+	state rollout.State
+	err   string // the state did not decode
+}
+
+// NewRollouts follows the rollouts under the topic prefix ("" is "ota").
+func NewRollouts(prefix string) *Rollouts {
+	if prefix == "" {
+		prefix = mqtt.DefaultTopicPrefix
+	}
+	return &Rollouts{prefix: prefix, states: map[string]entry{}}
+}
+
+// Filter is the subscription the rollouts need.
+func (r *Rollouts) Filter() string { return mqtt.Topics{Prefix: r.prefix}.RolloutState("+") }
+
+// Observe takes one message and reports whether it was a rollout's state.
+// An empty one (the state cleared) forgets the rollout.
+func (r *Rollouts) Observe(m mqtt.Message) bool {
+	rest, ok := strings.CutPrefix(m.Topic, r.prefix+"/rollouts/")
+	name, leaf, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || leaf != "state" || name == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(m.Payload) == 0 {
+		delete(r.states, name)
+		return true
+	}
+	s, err := rollout.DecodeState(m.Payload)
+	if err != nil {
+		r.states[name] = entry{err: err.Error()}
+		return true
+	}
+	r.states[name] = entry{state: s}
+	return true
+}
+
+// RolloutView is one rollout as the page shows it.
+type RolloutView struct {
+	Name      string           `json:"name"`
+	BadState  string           `json:"bad_state,omitempty"` // the retained state did not decode
+	Group     string           `json:"group"`
+	Offer     rollout.Ref      `json:"offer"`
+	Phase     string           `json:"state"`
+	Reason    string           `json:"reason"`
+	Wave      int              `json:"wave"`
+	WaveCount int              `json:"wave_count"`
+	Counts    rollout.Counts   `json:"counts"`
+	Waves     []WaveView       `json:"waves"`
+	Failed    []FailedDevice   `json:"failed"`
+	FailedAll int              `json:"failed_total"` // Failed holds at most maxFailed of them
+	Pace      float64          `json:"pace"`         // outcomes a minute in the current wave, since its offers went out
+	History   []rollout.Change `json:"history"`      // the newest last
+	Updated   time.Time        `json:"updated"`
+}
+
+// WaveView is one wave of the plan, started or not.
+type WaveView struct {
+	Number  int            `json:"number"`
+	Started bool           `json:"started"`
+	Counts  rollout.Counts `json:"counts"`
+	Offered time.Time      `json:"offered,omitzero"`
+	Ended   time.Time      `json:"ended,omitzero"`
+}
+
+// FailedDevice is a device the halt rule counts as failed, with the
+// device's own code when its status gives one.
+type FailedDevice struct {
+	Device  string     `json:"device"`
+	Wave    int        `json:"wave"`
+	Result  ota.Result `json:"result"`
+	Code    ota.Code   `json:"code"`
+	Message string     `json:"message"`
+}
+
+// What a view shows of a rollout: the page stays small whatever the fleet.
+const (
+	maxFailed  = 100
+	maxHistory = 20
+)
+
+// Views are the rollouts, by name; the failed devices' codes come from the
+// fleet view.
+func (r *Rollouts) Views(fleet *fleetview.View, now time.Time) []RolloutView {
+	r.mu.Lock()
+	entries := maps.Clone(r.states)
+	r.mu.Unlock()
+	out := []RolloutView{}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		if e.err != "" {
+			out = append(out, RolloutView{Name: name, BadState: e.err, Waves: []WaveView{}, Failed: []FailedDevice{}, History: []rollout.Change{}})
+			continue
+		}
+		out = append(out, view(e.state, fleet, now))
+	}
+	return out
+}
+
+func view(s rollout.State, fleet *fleetview.View, now time.Time) RolloutView {
+	v := RolloutView{Name: s.Name, Group: s.Group, Offer: s.Offer, Phase: s.Phase, Reason: s.Reason, Wave: s.Wave,
+		WaveCount: s.WaveCount, Counts: s.Counts, Waves: []WaveView{}, Failed: []FailedDevice{}, Updated: s.Updated}
+	for i := range max(s.WaveCount, len(s.Waves)) {
+		wv := WaveView{Number: i + 1}
+		if i < len(s.Waves) {
+			w := s.Waves[i]
+			wv.Started, wv.Counts, wv.Offered, wv.Ended = true, w.Counts, w.Offered, w.Ended
+			for _, id := range slices.Sorted(maps.Keys(w.Devices)) {
+				if !bad(w.Devices[id]) {
+					continue
+				}
+				v.FailedAll++
+				if len(v.Failed) < maxFailed {
+					v.Failed = append(v.Failed, failed(id, i+1, w.Devices[id], s.Offer, fleet))
+				}
+			}
+		}
+		v.Waves = append(v.Waves, wv)
+	}
+	if n := len(s.Waves); n > 0 {
+		if w := s.Waves[n-1]; !w.Offered.IsZero() {
+			end := now
+			if !w.Ended.IsZero() {
+				end = w.Ended
+			}
+			if mins := end.Sub(w.Offered).Minutes(); mins > 0 {
+				v.Pace = float64(w.Counts.Outcomes()) / mins
+			}
+		}
+	}
+	v.History = slices.Clone(s.History[max(0, len(s.History)-maxHistory):])
+	return v
+}
+
+// bad is an outcome the halt rule counts as failed (rollout.Counts.Bad).
+func bad(r ota.Result) bool {
+	switch r {
+	case ota.ResultFailed, ota.ResultRolledBack, ota.ResultRejected, rollout.TimedOut:
+		return true
+	}
+	return false
+}
+
+// failed is device id's failure, with its code and message from its status
+// when that still names the rollout's offer.
+func failed(id string, wave int, r ota.Result, offer rollout.Ref, fleet *fleetview.View) FailedDevice {
+	f := FailedDevice{Device: id, Wave: wave, Result: r}
+	if st, ok := fleet.Status(id); ok {
+		if o := rollout.OutcomeOf(st, offer); o.Ended() {
+			f.Code, f.Message = o.Code, o.Message
+		}
+	}
+	return f
+}

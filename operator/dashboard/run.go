@@ -1,0 +1,67 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/mqtt"
+)
+
+// Options shape Run.
+type Options struct {
+	Broker mqtt.Config
+	Access *Access // checked (Access.Check)
+	// Window is the report request's (fleetview.FollowOptions.Window).
+	Window time.Duration
+	Log    *slog.Logger
+}
+
+// Run follows the fleet and the rollouts on the broker and serves the page
+// on Access.Listen until ctx ends; ready, if set, is given the page's URL
+// once it listens.
+func Run(ctx context.Context, o Options, ready func(url string)) error {
+	ln, err := net.Listen("tcp", o.Access.Listen)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	defer ln.Close()
+	prefix := o.Broker.TopicPrefix
+	fv := fleetview.New(prefix)
+	s := &Server{Fleet: fv, Rollouts: NewRollouts(prefix), Access: o.Access, Log: o.Log,
+		Coverage: func() string { return fv.Coverage().String() }}
+	sess, err := fv.Follow(ctx, o.Broker, fleetview.FollowOptions{
+		Window: o.Window, Events: true, Changed: s.Changed,
+		Extra: map[string]byte{s.Rollouts.Filter(): 1},
+		Other: func(m mqtt.Message) {
+			if s.Rollouts.Observe(m) {
+				s.Changed()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if ready != nil {
+		ready(o.Access.URL(ln.Addr()))
+	}
+	return s.Serve(ctx, ln)
+}
+
+// URL is the page's address on addr (the listener's, with its port).
+func (a *Access) URL(addr net.Addr) string {
+	scheme := "http"
+	if a.tls != nil {
+		scheme = "https"
+	}
+	host, _, _ := net.SplitHostPort(a.Listen)
+	_, port, _ := net.SplitHostPort(addr.String())
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
