@@ -38,11 +38,14 @@ func (m *machine) recordEnd(t *Target, result ota.Result) {
 }
 
 // ended returns how t ended, if it did: a redelivery changes nothing.
-func (m *machine) ended(t *Target) (Ended, bool) {
+func (m *machine) ended(t *Target) (Ended, bool) { return m.s.ended(t) }
+
+// ended returns how t ended, if it did.
+func (s *State) ended(t *Target) (Ended, bool) {
 	key := t.Key()
-	for i := len(m.s.Ended) - 1; i >= 0; i-- {
-		if m.s.Ended[i].Key == key {
-			return m.s.Ended[i], true
+	for i := len(s.Ended) - 1; i >= 0; i-- {
+		if s.Ended[i].Key == key {
+			return s.Ended[i], true
 		}
 	}
 	return Ended{}, false

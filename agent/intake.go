@@ -31,7 +31,12 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		if it.reply != nil {
 			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
 		}
-		a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
+		if e, done := a.state.ended(&t); done {
+			// Authentic, but it changes nothing: the machine says so too.
+			a.log.Info("offer already ended", "id", t.ID, "result", e.Result, "sha256", t.SHA256(), "source", it.name())
+		} else {
+			a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
+		}
 		if newest == nil || newer(t, *newest) {
 			newest = &t
 		}

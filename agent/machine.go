@@ -104,7 +104,7 @@ func (m *machine) step(ev Event) {
 // result is t's outcome; t has ended and never starts again.
 func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string) *ota.Outcome {
 	m.recordEnd(t, result)
-	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer}
+	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer}
 }
 
 func (m *machine) startInstall(t Target, msg string) {

@@ -90,12 +90,16 @@ func checkName(flagName, v string) error {
 }
 
 // publish makes an envelope a device's or group's desired state: retained, QoS 1 (docs/contract/mqtt.md).
+// It first reads the target devices' statuses, to warn when the offer
+// already ended there (a device never installs an offer twice); --clear
+// --group clears the desired topics of the group's devices too.
 func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fset := newFlagSet("publish", "--broker URL (--device ID | --group G) [flags] FILE ('-' reads stdin)", stderr)
 	bf := addBrokerFlags(fset)
 	device := fset.String("device", "", "publish to this device's desired topic")
 	group := fset.String("group", "", "publish to this group's desired topic")
-	clearOffer := fset.Bool("clear", false, "clear the retained offer (no FILE)")
+	clearOffer := fset.Bool("clear", false, "clear the retained offer (no FILE); with --group also every group member's own desired topic (a rollout's offers)")
+	window := fset.Duration("window", 2*time.Second, "with --group: ask the group's devices to report within this long, to know its members; 0: retained statuses only")
 	timeout := fset.Duration("timeout", 30*time.Second, "give up after this long")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
@@ -125,6 +129,9 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if *timeout <= 0 {
 		return usagef("--timeout %v: want a positive duration", *timeout)
 	}
+	if *window < 0 {
+		return usagef("--window must not be negative")
+	}
 
 	var payload []byte // empty clears the retained message
 	switch {
@@ -146,13 +153,20 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	t, err := openTarget(ctx, cfg, *device, *group, *window)
+	if err != nil {
+		return err
+	}
+	defer t.sess.Close()
+	if *clearOffer {
+		return clearTarget(ctx, cfg, t, topic, stderr)
+	}
+	if w := alreadyEnded(payload, t.statuses()); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
 	if err := publishOnEveryNode(ctx, cfg, topic, payload, stderr); err != nil {
 		return err
 	}
-	if *clearOffer {
-		fmt.Fprintf(stderr, "cleared the retained offer on %s\n", topic)
-	} else {
-		fmt.Fprintf(stderr, "published %d bytes to %s (retained, QoS 1)\n", len(payload), topic)
-	}
+	fmt.Fprintf(stderr, "published %d bytes to %s (retained, QoS 1)\n", len(payload), topic)
 	return nil
 }

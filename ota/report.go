@@ -98,7 +98,7 @@ type Event struct {
 	To     Phase     `json:"to"`
 	ID     string    `json:"id,omitempty"`
 	SHA256 string    `json:"sha256,omitempty"`
-	// ManifestSHA256 names a refused offer, as in Refusal.
+	// ManifestSHA256 names the offer, as in Refusal (refused or ended).
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	Result         Result `json:"result,omitempty"`
 	Code           Code   `json:"code,omitempty"`

@@ -61,7 +61,7 @@ func (r Result) ExitCode() int {
 type Outcome struct {
 	ID     string `json:"id"`
 	SHA256 string `json:"sha256,omitempty"`
-	// ManifestSHA256 names a refused offer, as in Refusal.
+	// ManifestSHA256 names the offer, as in Refusal (refused or ended).
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	// IssuedAt tells a redelivery of the offer from a newer one; the journal
 	// keeps it, the status snapshot leaves it out.

@@ -145,9 +145,9 @@ func TestOnEveryBroker(t *testing.T) {
 			}
 		}
 
-		row := regexp.MustCompile(`(?m)^` + devID + `\s+yes\s+idle\s+A\s`)
+		row := regexp.MustCompile(`(?m)^` + devID + `\s+yes\s+idle\s+\S+\s+A\s`) // RUNNING, then BOOTED
 		table, summary := fleetStatus(t, b.Address(), "2s")
-		if !row.MatchString(table) || !strings.HasPrefix(summary, "1 devices (1 answered the report request within 2s") {
+		if !row.MatchString(table) || !strings.HasPrefix(summary, "1 device (1 answered the report request within 2s") {
 			t.Fatalf("otactl status:\n%s%s", table, summary)
 		}
 		// Broker behaviour: without a report request, only a broker that
