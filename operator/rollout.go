@@ -14,7 +14,8 @@ import (
 )
 
 // rolloutUsage lists the rollout subcommands.
-const rolloutUsage = `usage: otactl rollout start --broker URL [--lease 30s] [flags] PLAN
+const rolloutUsage = `usage: otactl rollout check [--broker URL] PLAN
+       otactl rollout start --broker URL [--lease 30s] [flags] PLAN
        otactl rollout status --broker URL [--json | --watch] NAME
        otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME`
 
@@ -26,6 +27,8 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch sub, rest := args[0], args[1:]; sub {
 	case "-h", "-help", "--help", "help":
 		return cli.HelpError{Usage: rolloutUsage + "\n"}
+	case "check":
+		return rolloutCheck(ctx, rest, stdout, stderr)
 	case "start":
 		return rolloutStart(ctx, rest, stdout, stderr)
 	case "status":

@@ -107,7 +107,7 @@ func TestStatusTableFiltersAndTotals(t *testing.T) {
 		{[]string{"--state", "idle", "--group", "eu", "--device", "gw-d"}, []string{"gw-d"}},
 	} {
 		rows, footer := tableRows(t, status(tt.args...).stdout)
-		if got := slices.Sorted(maps.Keys(rows)); !slices.Equal(got, tt.want) || !strings.HasPrefix(footer, plural(len(tt.want))) {
+		if got := slices.Sorted(maps.Keys(rows)); !slices.Equal(got, tt.want) || !strings.HasPrefix(footer, devicesLine(len(tt.want))) {
 			t.Errorf("%v: rows %v, totals %q; want %v", tt.args, got, footer, tt.want)
 		}
 	}
@@ -154,7 +154,7 @@ func TestStatusTableFiltersAndTotals(t *testing.T) {
 	}
 }
 
-func plural(n int) string {
+func devicesLine(n int) string {
 	if n == 1 {
 		return "1 device\n"
 	}

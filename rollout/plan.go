@@ -130,55 +130,73 @@ type haltFile struct {
 	DeviceTimeout    *string  `toml:"device_timeout"`
 }
 
-// LoadPlan reads a plan file and the offer it names, and checks both.
+// LoadPlan reads a plan file and the offer it names, and checks both. The
+// error names every mistake found (errors.Join of *PlanError), not only
+// the first.
 func LoadPlan(path string) (*Plan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rollout plan: %w", err)
 	}
-	p, err := ParsePlan(data, path)
-	if err != nil {
-		return nil, err
+	p, errs := parsePlan(data, path)
+	if p != nil && p.OfferFile != "" {
+		offerPath := p.OfferFile
+		if !filepath.IsAbs(offerPath) {
+			offerPath = filepath.Join(filepath.Dir(path), offerPath)
+		}
+		if env, err := os.ReadFile(offerPath); err != nil {
+			errs = append(errs, &PlanError{Path: path, Key: "offer", Err: err})
+		} else if err := p.AttachOffer(env); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	offerPath := p.OfferFile
-	if !filepath.IsAbs(offerPath) {
-		offerPath = filepath.Join(filepath.Dir(path), offerPath)
-	}
-	env, err := os.ReadFile(offerPath)
-	if err != nil {
-		return nil, &PlanError{Path: path, Key: "offer", Err: err}
-	}
-	if err := p.AttachOffer(env); err != nil {
-		return nil, err
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return p, nil
 }
 
 // ParsePlan decodes and checks a plan's TOML. Unknown keys are refused;
-// every error names path and the key.
+// every error names path and the key, and the error names every mistake
+// found (errors.Join of *PlanError).
 func ParsePlan(data []byte, path string) (*Plan, error) {
+	p, errs := parsePlan(data, path)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// parsePlan checks everything it can: a plan with mistakes comes back
+// with each of them (and nil only when the file is no TOML of this shape).
+func parsePlan(data []byte, path string) (*Plan, []error) {
+	var errs []error
 	f := planFile{Halt: haltFile{MinOutcomes: 1}}
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
-		return nil, decodeError(path, err)
+		errs = append(errs, decodeError(path, err))
+		if _, unknown := errors.AsType[*toml.StrictMissingError](err); !unknown {
+			return nil, errs // the rest did not decode
+		}
 	}
 	p := &Plan{Path: path, Name: f.Name, Group: f.Group, OfferFile: f.Offer}
-	bad := func(key, format string, args ...any) error {
-		return &PlanError{Path: path, Key: key, Err: fmt.Errorf(format, args...)}
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &PlanError{Path: path, Key: key, Err: fmt.Errorf(format, args...)})
 	}
 	if err := checkName(f.Name); err != nil {
-		return nil, bad("name", "%w", err)
+		bad("name", "%w", err)
 	}
 	if err := checkName(f.Group); err != nil {
-		return nil, bad("group", "%w", err)
+		bad("group", "%w", err)
 	}
 	if f.Offer == "" {
-		return nil, bad("offer", "missing: the signed envelope file to release (from otactl sign)")
+		bad("offer", "missing: the signed envelope file to release (from otactl sign)")
 	}
 	if len(f.Wave) == 0 {
-		return nil, bad("wave", "no [[wave]]: a plan needs at least one")
+		bad("wave", "no [[wave]]: a plan needs at least one")
 	}
 	if len(f.Wave) > maxWaves {
-		return nil, bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
+		bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
+		f.Wave = f.Wave[:maxWaves]
 	}
 	named := map[string]int{} // device → wave number, to refuse a device named twice
 	lastPercent := 0.0
@@ -187,28 +205,33 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 		var out Wave
 		switch {
 		case w.Percent != nil && w.Devices != nil:
-			return nil, bad(key, "has both devices and percent; a wave is one or the other")
+			bad(key, "has both devices and percent; a wave is one or the other")
 		case w.Percent == nil && len(w.Devices) == 0:
-			return nil, bad(key, "needs devices (a non-empty list of names) or percent")
+			bad(key, "needs devices (a non-empty list of names) or percent")
 		case w.Percent != nil:
 			pc := *w.Percent
-			if !(pc > 0 && pc <= 100) {
-				return nil, bad(key+".percent", "%v is not in (0, 100]", pc)
+			switch {
+			case !(pc > 0 && pc <= 100):
+				bad(key+".percent", "%v is not in (0, 100]", pc)
+			case pc < lastPercent:
+				bad(key+".percent", "%v is below an earlier wave's %v: percentages are cumulative and must not decrease", pc, lastPercent)
+			default:
+				lastPercent = pc
 			}
-			if pc < lastPercent {
-				return nil, bad(key+".percent", "%v is below an earlier wave's %v: percentages are cumulative and must not decrease", pc, lastPercent)
-			}
-			lastPercent, out.Percent = pc, pc
+			out.Percent = pc
 		default:
 			for _, d := range w.Devices {
 				if len(named)+1 > maxNamed {
-					return nil, bad(key+".devices", "more than %d named devices", maxNamed)
+					bad(key+".devices", "more than %d named devices", maxNamed)
+					break
 				}
 				if err := checkDeviceID(d); err != nil {
-					return nil, bad(key+".devices", "%w", err)
+					bad(key+".devices", "%w", err)
+					continue
 				}
 				if at, dup := named[d]; dup {
-					return nil, bad(key+".devices", "%q is already in wave %d", d, at)
+					bad(key+".devices", "%q is already in wave %d", d, at)
+					continue
 				}
 				named[d] = i + 1
 			}
@@ -216,46 +239,51 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 		}
 		if w.Soak != nil {
 			d, err := parseDuration(*w.Soak)
-			if err != nil {
-				return nil, bad(key+".soak", "%w", err)
+			switch {
+			case err != nil:
+				bad(key+".soak", "%w", err)
+			case d < 0:
+				bad(key+".soak", "negative")
+			default:
+				out.Soak = d
 			}
-			if d < 0 {
-				return nil, bad(key+".soak", "negative")
-			}
-			out.Soak = d
 		}
 		p.Waves = append(p.Waves, out)
 	}
 	h := f.Halt
-	if h.MaxFailedPercent == nil {
-		return nil, bad("halt.max_failed_percent", "missing: say how many failures stop the rollout (0 stops at the first)")
-	}
-	if mf := *h.MaxFailedPercent; !(mf >= 0 && mf <= 100) {
-		return nil, bad("halt.max_failed_percent", "%v is not in [0, 100]", mf)
+	p.Halt = HaltRule{MinOutcomes: int(min(max(h.MinOutcomes, 1), math.MaxInt32)), DeviceTimeout: DefaultDeviceTimeout}
+	switch mf := h.MaxFailedPercent; {
+	case mf == nil:
+		bad("halt.max_failed_percent", "missing: say how many failures stop the rollout (0 stops at the first)")
+	case !(*mf >= 0 && *mf <= 100):
+		bad("halt.max_failed_percent", "%v is not in [0, 100]", *mf)
+	default:
+		p.Halt.MaxFailedPercent = *mf
 	}
 	if h.MinOutcomes < 1 || h.MinOutcomes > math.MaxInt32 {
-		return nil, bad("halt.min_outcomes", "%d is not a count ≥ 1", h.MinOutcomes)
+		bad("halt.min_outcomes", "%d is not a count ≥ 1", h.MinOutcomes)
 	}
-	p.Halt = HaltRule{MaxFailedPercent: *h.MaxFailedPercent, MinOutcomes: int(h.MinOutcomes), DeviceTimeout: DefaultDeviceTimeout}
 	if h.DeviceTimeout != nil {
 		d, err := parseDuration(*h.DeviceTimeout)
-		if err != nil {
-			return nil, bad("halt.device_timeout", "%w", err)
+		switch {
+		case err != nil:
+			bad("halt.device_timeout", "%w", err)
+		case d <= 0:
+			bad("halt.device_timeout", "must be positive: a device that never reports must time out")
+		default:
+			p.Halt.DeviceTimeout = d
 		}
-		if d <= 0 {
-			return nil, bad("halt.device_timeout", "must be positive: a device that never reports must time out")
-		}
-		p.Halt.DeviceTimeout = d
 	}
 	p.namedWave = named
 	if f.Rate != nil {
 		r, err := checkRate(*f.Rate)
 		if err != nil {
-			return nil, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err}
+			errs = append(errs, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err})
+		} else {
+			p.Rate = r
 		}
-		p.Rate = r
 	}
-	return p, nil
+	return p, errs
 }
 
 // rateError names the [rate] key at fault.

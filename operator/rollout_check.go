@@ -1,0 +1,162 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
+)
+
+// rolloutCheck checks a plan without starting it (docs/contract/rollouts.md):
+// every mistake at once (exit 2); with --broker, each wave's size and first
+// members from the fleet as it is now. It publishes nothing but a report
+// request to the group.
+func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("rollout check", "[--broker URL [--settle 3s]] PLAN", stderr)
+	bf := addBrokerFlags(fs)
+	settle := fs.Duration("settle", 3*time.Second, "with --broker: ask the group's devices to report within this long, as the controller does")
+	show := fs.Int("show", 5, "with --broker: how many of each wave's first members to name")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one PLAN file, got %d arguments", len(pos))
+	}
+	if *settle < 0 || *show < 0 {
+		return usagef("--settle and --show must not be negative")
+	}
+	plan, err := rollout.LoadPlan(pos[0])
+	if err != nil {
+		n := 1
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			n = len(j.Unwrap())
+		}
+		return usagef("%s: %s:\n%w", pos[0], plural(n, "mistake"), err)
+	}
+	describePlan(stdout, plan)
+	if bf.broker == "" {
+		fmt.Fprintln(stdout, "the plan is valid (give --broker to size its waves from the fleet)")
+		return nil
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	return sizeWaves(ctx, cfg, plan, *settle, *show, stdout)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// describePlan says what the plan will do.
+func describePlan(w io.Writer, p *rollout.Plan) {
+	fmt.Fprintf(w, "plan %s: rollout %s releases %s (version %s, sha256 %.12s) to group %s in %s; plan hash %.12s\n",
+		p.Path, p.Name, p.Offer.ID, p.Offer.Version, p.Offer.SHA256, p.Group, plural(len(p.Waves), "wave"), p.Hash)
+	h := p.Halt
+	fmt.Fprintf(w, "  halt: above %v%% failed of the devices with an outcome, judged once %d are in and at every wave end; device timeout %v\n",
+		h.MaxFailedPercent, h.MinOutcomes, h.DeviceTimeout)
+	for i, wv := range p.Waves {
+		what := fmt.Sprintf("%v%% of the group (cumulative)", wv.Percent)
+		if wv.Devices != nil {
+			what = "devices " + strings.Join(wv.Devices, ", ")
+		}
+		if wv.Soak > 0 {
+			what += fmt.Sprintf(", then soak %v", wv.Soak)
+		}
+		fmt.Fprintf(w, "  wave %d: %s\n", i+1, what)
+	}
+}
+
+// sizeWaves follows the group as the controller would and prints the
+// members each wave would take if it started now, and whether the rollout
+// exists on the broker already.
+func sizeWaves(ctx context.Context, cfg mqtt.Config, p *rollout.Plan, settle time.Duration, show int, w io.Writer) error {
+	fv := fleetview.New(cfg.TopicPrefix)
+	stateTopic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(p.Name)
+	var (
+		mu       sync.Mutex
+		retained []byte
+		last     atomic.Int64
+	)
+	sess, err := fv.Follow(ctx, cfg, fleetview.FollowOptions{Window: settle, Group: p.Group,
+		Extra: map[string]byte{stateTopic: 1},
+		Other: func(m mqtt.Message) {
+			if m.Topic == stateTopic {
+				mu.Lock()
+				retained = m.Payload
+				mu.Unlock()
+			}
+		},
+		Changed: func() { last.Store(time.Now().UnixNano()) }})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := sess.Sync(ctx); err != nil {
+		return err
+	}
+	if settle > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(fv.AnswersDue())):
+		}
+		waitQuiet(ctx, &last, settle)
+	}
+	view := rollout.View{Ready: true, Devices: map[string]ota.Status{}}
+	fv.Each(func(id string, st ota.Status) { view.Devices[id] = st })
+	group := rollout.GroupDevices(view, p.Group)
+	fmt.Fprintf(w, "group %s on %s: %s (%s)\n", p.Group, cfg.Broker, plural(len(group), "device"), fv.Coverage())
+	taken := map[string]bool{}
+	for i := range p.Waves {
+		members := rollout.Members(p, i, group, taken) // in the rollout's stable order
+		var unseen []string
+		for _, d := range members {
+			taken[d] = true
+			if _, ok := view.Devices[d]; !ok {
+				unseen = append(unseen, d)
+			}
+		}
+		line := fmt.Sprintf("  wave %d: %s", i+1, plural(len(members), "device"))
+		if n := min(show, len(members)); n > 0 {
+			line += ": " + strings.Join(members[:n], ", ")
+			if n < len(members) {
+				line += ", …"
+			}
+		}
+		if len(unseen) > 0 {
+			line += fmt.Sprintf(" (no status heard from %s: named, they would time out)", strings.Join(unseen, ", "))
+		}
+		fmt.Fprintln(w, line)
+	}
+	mu.Lock()
+	raw := retained
+	mu.Unlock()
+	if len(raw) == 0 {
+		fmt.Fprintf(w, "no rollout %s on the broker yet; nothing was published\n", p.Name)
+		return nil
+	}
+	s, err := rollout.DecodeState(raw)
+	switch {
+	case err != nil:
+		return usagef("rollout %s: the state retained on %s does not decode (%v): start would refuse it", p.Name, stateTopic, err)
+	case s.PlanHash != p.Hash:
+		return usagef("rollout %s exists on the broker with another plan (hash %.12s, this plan's %.12s): start would refuse it; a changed plan needs a new name",
+			p.Name, s.PlanHash, p.Hash)
+	}
+	fmt.Fprintf(w, "rollout %s exists with this plan: %s, wave %d of %d (start goes on from it); nothing was published\n", p.Name, s.Phase, s.Wave, s.WaveCount)
+	return nil
+}
