@@ -56,7 +56,7 @@ func runDemoFlow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var o demo.Options
 	fset := cli.NewFlagSet("otasim demo", "[--dir DIR] [--keep] [flags]", stderr)
 	fset.StringVar(&o.Dir, "dir", "", "work directory (must be empty or absent; kept afterwards) (default: a temporary directory)")
-	fset.BoolVar(&o.Keep, "keep", false, "keep the temporary work directory (keys, images, device slots, logs)")
+	fset.BoolVar(&o.Keep, "keep", false, "keep the temporary work directory (keys, images, device slots, logs), and the devices, broker and dashboard running until interrupted")
 	fset.IntVar(&o.Devices, "devices", 5, "number of simulated devices (1-20)")
 	fset.DurationVar(&o.Timeout, "timeout", 90*time.Second, "give up when a step has not converged after this long")
 	rate := fset.String("rate", "512KiB", "download speed cap per device, per second (0: none)")

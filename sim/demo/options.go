@@ -24,7 +24,7 @@ const (
 // Options shape one run of the demo.
 type Options struct {
 	Dir       string // work directory: empty or absent, kept afterwards; "" makes a temporary one
-	Keep      bool   // keep the temporary work directory
+	Keep      bool   // keep the temporary work directory, and everything running until ctx ends
 	Devices   int    // 1 to 20
 	Timeout   time.Duration
 	Rate      int64 // the image server's pace per download, bytes per second; 0: full speed

@@ -36,6 +36,7 @@ type run struct {
 	devices  []*device.Device
 	fleet    *fleetview.View
 	watchErr chan error // the fleet watch's result
+	dashURL  string     // the dashboard's page
 
 	// non-terminal output: the last state line printed per device
 	shown map[string]string
@@ -93,6 +94,11 @@ func (d *run) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stop()
+	stopDash, err := d.startDashboard(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopDash()
 
 	devCtx, stopDevices := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -139,6 +145,9 @@ func (d *run) run(ctx context.Context) (err error) {
 	last := rollouts[len(rollouts)-1]
 	d.say("\nall %d devices run %s again: %s was rolled back everywhere. Demo finished in %s.",
 		len(d.ids), rollouts[0].version, last.version, time.Since(d.start).Round(100*time.Millisecond))
+	if d.opt.Keep {
+		d.keepUp(ctx)
+	}
 	return nil
 }
 

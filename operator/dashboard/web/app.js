@@ -26,7 +26,7 @@ function el(tag, props, ...children) {
     else if (k.startsWith("data-")) e.setAttribute(k, String(v));
   }
   for (const c of children) {
-    if (c === null || c === undefined) continue;
+    if (c === null || c === undefined) continue; // an optional part left out
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
@@ -146,7 +146,8 @@ function rolloutCard(r) {
     card.append(el("h4", {}, "failed devices (" + r.failed_total + ")"),
       el("table", { className: "failed" },
         el("thead", {}, el("tr", {}, el("th", {}, "device"), el("th", {}, "wave"), el("th", {}, "outcome"), el("th", {}, "code"), el("th", {}, "message"))),
-        el("tbody", {}, ...rows)), more);
+        el("tbody", {}, ...rows)));
+    if (more) card.append(more);
   }
   if (r.history.length) {
     const items = r.history.slice().reverse().map((h) => el("li", {}, el("time", {}, when(h.time)), " ", h.event));
