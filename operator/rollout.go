@@ -16,6 +16,7 @@ import (
 // rolloutUsage lists the rollout subcommands.
 const rolloutUsage = `usage: otactl rollout check [--broker URL] PLAN
        otactl rollout start --broker URL [--lease 30s] [flags] PLAN
+       otactl rollout list --broker URL
        otactl rollout status --broker URL [--json | --watch] NAME
        otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME`
 
@@ -31,6 +32,8 @@ func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return rolloutCheck(ctx, rest, stdout, stderr)
 	case "start":
 		return rolloutStart(ctx, rest, stdout, stderr)
+	case "list":
+		return rolloutList(ctx, rest, stdout, stderr)
 	case "status":
 		return rolloutStatus(ctx, rest, stdout, stderr)
 	case "pause", "resume", "abort":

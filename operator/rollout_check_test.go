@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // published records every message on the rollouts' and the offers' topics,
@@ -82,5 +84,34 @@ func TestRolloutCheck(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if s := seen(); len(s) > 0 {
 		t.Errorf("rollout check published on %v", s)
+	}
+}
+
+func TestRolloutList(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
+	if r := mustRun(t, "rollout", "list", "--broker", b.URL); !strings.Contains(r.stderr, "no rollout state retained") {
+		t.Errorf("no rollouts: %q", r.stderr)
+	}
+	c := mosquittotest.Client(t, b.URL, "states")
+	for name, st := range map[string]rollout.State{
+		"fw-a": {Name: "fw-a", Phase: rollout.PhaseHalted, Group: "eu", Offer: rollout.Ref{ID: "rel-a"}, Wave: 1, WaveCount: 3,
+			Counts: rollout.Counts{Devices: 4, Pending: 1, Success: 2, Failed: 1}},
+		"fw-b": {Name: "fw-b", Phase: rollout.PhaseFinished, Group: "us", Offer: rollout.Ref{ID: "rel-b"}, Wave: 2, WaveCount: 2,
+			Counts: rollout.Counts{Devices: 10, Success: 10}},
+	} {
+		b, _ := json.Marshal(st)
+		c.Publish("ota/rollouts/"+name+"/state", 1, true, b).Wait()
+	}
+	c.Publish("ota/rollouts/junk/state", 1, true, "{").Wait()
+	r := mustRun(t, "rollout", "list", "--broker", b.URL)
+	for _, re := range []string{
+		`(?m)^ROLLOUT\s+STATE\s+WAVE\s+GROUP\s+OFFER\s+DEVICES\s+OUTCOMES\s+FAILED\s+PENDING\s+UPDATED$`,
+		`(?m)^fw-a\s+halted\s+1/3\s+eu\s+rel-a\s+4\s+3\s+1\s+1\s`,
+		`(?m)^fw-b\s+finished\s+2/2\s+us\s+rel-b\s+10\s+10\s+0\s+0\s`,
+		`(?m)^junk\s+\(bad state: `,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.stdout) {
+			t.Errorf("no /%s/ in:\n%s", re, r.stdout)
+		}
 	}
 }

@@ -1,0 +1,90 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/rollout"
+)
+
+// rolloutList prints every rollout whose state the broker retains, a line
+// each (docs/contract/rollouts.md).
+func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("rollout list", "--broker URL", stderr)
+	bf := addBrokerFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	filter := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState("+")
+	var (
+		mu     sync.Mutex
+		states = map[string][]byte{}
+	)
+	sess, err := mqtt.Open(ctx, cfg, map[string]byte{filter: 1}, func(m mqtt.Message) {
+		mu.Lock()
+		states[m.Topic] = m.Payload
+		mu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := sess.Sync(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	prefix, _ := strings.CutSuffix(filter, "+/state")
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLLOUT\tSTATE\tWAVE\tGROUP\tOFFER\tDEVICES\tOUTCOMES\tFAILED\tPENDING\tUPDATED")
+	n := 0
+	for _, topic := range slices.Sorted(maps.Keys(states)) {
+		name := strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")
+		raw := states[topic]
+		if len(raw) == 0 {
+			continue // cleared
+		}
+		n++
+		s, err := rollout.DecodeState(raw)
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t(bad state: %v)\t-\t-\t-\t-\t-\t-\t-\t-\n", clean(name), err)
+			continue
+		}
+		c := s.Counts
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", clean(name), clean(s.Phase), s.Wave, s.WaveCount, clean(s.Group),
+			clean(s.Offer.ID), c.Devices, c.Outcomes(), c.Bad(), c.Pending, s.Updated.Local().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "no rollout state retained under %s (a broker that delivers no retained message to a wildcard subscription, as RabbitMQ, lists none: ask for one with otactl rollout status NAME)\n", filter)
+	}
+	return nil
+}
+
+// clean keeps what came from the broker from breaking a table or the terminal.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
