@@ -21,6 +21,7 @@ import (
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/operator/dashboard"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/sim/fleet"
 )
 
@@ -144,4 +145,17 @@ func TestDashboardShowsAFleetAndARollout(t *testing.T) {
 	br.WaitFor(t, 10*time.Second, "the whole table", `document.querySelectorAll("#device-rows tr").length === 30`)
 	browsertest.Eval[any](t, br, `window.scrollTo(0, 0)`)
 	br.Screenshot(t, t.ArtifactDir(), "dashboard.png")
+}
+
+// otactl dashboard refuses an address that is not loopback without TLS and
+// a token (exit 2), and a bad listen address, before connecting anywhere.
+func TestDashboardCommandRefuses(t *testing.T) {
+	for _, c := range []exitCase{
+		{"everywhere, plain", []string{"dashboard", "--broker", "mqtt://127.0.0.1:1", "--listen", "0.0.0.0:8080"}, ota.ExitUsage, "needs --tls-cert, --tls-key and --token-file"},
+		{"no port", []string{"dashboard", "--broker", "mqtt://127.0.0.1:1", "--listen", "127.0.0.1"}, ota.ExitUsage, "want host:port"},
+		{"no broker", []string{"dashboard"}, ota.ExitUsage, "missing --broker"},
+		{"broker down", []string{"dashboard", "--broker", "mqtt://127.0.0.1:1", "--listen", "127.0.0.1:0"}, ota.ExitFailure, "connect to mqtt://127.0.0.1:1"},
+	} {
+		t.Run(c.name, func(t *testing.T) { expectExit(t, c) })
+	}
 }

@@ -1,0 +1,101 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/otad/otad/fleetview"
+	"github.com/otad/otad/mqtt"
+)
+
+// testServer is a Server of n devices fed straight into its view.
+func testServer(t *testing.T, n int) (*Server, http.Handler) {
+	t.Helper()
+	acc := &Access{Listen: "127.0.0.1:0"}
+	if err := acc.Check(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Fleet: fleetview.New("ota"), Rollouts: NewRollouts("ota"), Access: acc}
+	for i := range n {
+		id := fmt.Sprintf("gw-%06d", i)
+		s.Fleet.Observe("ota/devices/"+id+"/status", fmt.Appendf(nil, `{"device":%q,"seq":1,"state":"idle","booted_slot":"A","slots":{"A":{"version":"v%d","status":"good"}}}`, id, i%30))
+	}
+	return s, s.Handler()
+}
+
+func call(t *testing.T, h http.Handler, path string, out any) int {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Host = "127.0.0.1:8080"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if out != nil && w.Code == http.StatusOK {
+		if err := json.Unmarshal(w.Body.Bytes(), out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	return w.Code
+}
+
+func TestDevicesAPI(t *testing.T) {
+	_, h := testServer(t, 1000)
+	var p fleetview.Page
+	if code := call(t, h, "/api/devices?offset=990&limit=50", &p); code != 200 || p.Total != 1000 || len(p.Devices) != 10 || p.Devices[0].ID != "gw-000990" {
+		t.Errorf("last page: %d, total %d, %d rows", code, p.Total, len(p.Devices))
+	}
+	if call(t, h, "/api/devices?limit=100000", &p); len(p.Devices) != maxPage {
+		t.Errorf("a page of %d rows, want at most %d", len(p.Devices), maxPage)
+	}
+	if call(t, h, "/api/devices?q=v7&limit=5", &p); p.Total != 34 || len(p.Devices) != 5 { // v7 and v17, v27
+		t.Errorf("search: total %d, %d rows", p.Total, len(p.Devices))
+	}
+	for _, bad := range []string{"/api/devices?state=exploding", "/api/devices?offset=-1", "/api/devices?limit=x", "/api/devices?online=maybe"} {
+		if code := call(t, h, bad, nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d", bad, code)
+		}
+	}
+	if code := call(t, h, "/api/device?id=nobody", nil); code != http.StatusNotFound {
+		t.Errorf("an unknown device: %d", code)
+	}
+	var o Overview
+	// 30 versions: the 20 most run are charted, the other 10 added up.
+	call(t, h, "/api/summary", &o)
+	sum := 0
+	for _, n := range o.Summary.Versions {
+		sum += n
+	}
+	if o.Summary.Devices != 1000 || len(o.Summary.Versions) != maxBars+1 || o.Summary.Versions[other] != 330 || sum != 1000 {
+		t.Errorf("summary: %d devices, %d versions, %d other, %d in all", o.Summary.Devices, len(o.Summary.Versions), o.Summary.Versions[other], sum)
+	}
+}
+
+// A rollout state that does not decode is shown as such; a cleared one is
+// forgotten; a topic that is no rollout's state is not taken.
+func TestRolloutsObserve(t *testing.T) {
+	s, h := testServer(t, 0)
+	r := s.Rollouts
+	for _, m := range []mqtt.Message{
+		{Topic: "ota/rollouts/a/state", Payload: []byte(`{"name":"a","state":"running","wave_count":2,"waves":[]}`)},
+		{Topic: "ota/rollouts/b/state", Payload: []byte(`<script>`)},
+		{Topic: "ota/rollouts/c/state", Payload: []byte(`{"name":"c"}`)},
+		{Topic: "ota/rollouts/c/state", Payload: nil},
+	} {
+		if !r.Observe(m) {
+			t.Errorf("%s not taken", m.Topic)
+		}
+	}
+	for _, topic := range []string{"ota/rollouts/a/control", "ota/devices/x/status", "other/rollouts/a/state"} {
+		if r.Observe(mqtt.Message{Topic: topic, Payload: []byte("{}")}) {
+			t.Errorf("%s taken", topic)
+		}
+	}
+	var vs []RolloutView
+	call(t, h, "/api/rollouts", &vs)
+	if len(vs) != 2 || vs[0].Name != "a" || vs[0].Phase != "running" || len(vs[0].Waves) != 2 || vs[1].Name != "b" || !strings.Contains(vs[1].BadState, "invalid character") {
+		t.Errorf("rollouts %+v", vs)
+	}
+}
