@@ -118,7 +118,7 @@ func TestDashboardShowsAFleetAndARollout(t *testing.T) {
 	card := `document.querySelector('.rollout[data-name="dash"]')`
 	br.WaitFor(t, 90*time.Second, "the canary wave halts the rollout", card+`?.dataset.state === "halted"`)
 	br.WaitFor(t, 30*time.Second, "the failed canary with its code",
-		card+`.querySelector('tr.failed-device[data-device="sim-00002"]')?.cells[3].textContent === "health_check_failed"`)
+		card+`.querySelector('tr.failed-device[data-device="sim-00002"]')?.cells[2].textContent === "health_check_failed"`)
 	br.WaitFor(t, 60*time.Second, "wave 1 complete", card+`.querySelector('.wave[data-wave="1"]').dataset.done === "100"`)
 	for _, tt := range []struct{ what, expr, want string }{
 		{"the halt reason", card + `.querySelector(".reason").textContent.includes("above max_failed_percent 0")`, "true"},

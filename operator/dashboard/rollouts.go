@@ -89,11 +89,10 @@ type WaveView struct {
 	Ended   time.Time      `json:"ended,omitzero"`
 }
 
-// FailedDevice is a device the halt rule counts as failed, with the
-// device's own code when its status gives one.
+// FailedDevice is a device whose status says the rollout's offer failed
+// there (rollout.OutcomeOf), with the device's code and message.
 type FailedDevice struct {
 	Device  string     `json:"device"`
-	Wave    int        `json:"wave"`
 	Result  ota.Result `json:"result"`
 	Code    ota.Code   `json:"code"`
 	Message string     `json:"message"`
@@ -105,25 +104,51 @@ const (
 	maxHistory = 20
 )
 
-// Views are the rollouts, by name; the failed devices' codes come from the
-// fleet view.
+// Views are the rollouts, by name. Their failed devices come from the
+// fleet view: the devices whose status says the rollout's offer failed,
+// so they are found whatever the state keeps of its devices.
 func (r *Rollouts) Views(fleet *fleetview.View, now time.Time) []RolloutView {
 	r.mu.Lock()
 	entries := maps.Clone(r.states)
 	r.mu.Unlock()
 	out := []RolloutView{}
+	byOffer := map[rollout.Ref][]int{} // the rollouts releasing each offer
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		if e.err != "" {
 			out = append(out, RolloutView{Name: name, BadState: e.err, Waves: []WaveView{}, Failed: []FailedDevice{}, History: []rollout.Change{}})
 			continue
 		}
-		out = append(out, view(e.state, fleet, now))
+		byOffer[e.state.Offer] = append(byOffer[e.state.Offer], len(out))
+		out = append(out, view(e.state, now))
+	}
+	if len(byOffer) == 0 {
+		return out
+	}
+	fleet.Each(func(id string, st ota.Status) {
+		for offer, idx := range byOffer {
+			o := rollout.OutcomeOf(st, offer)
+			if !bad(o.Result) {
+				continue
+			}
+			for _, i := range idx {
+				v := &out[i]
+				if slices.Contains(st.Groups, v.Group) || v.Group == "" {
+					v.FailedAll++
+					v.Failed = append(v.Failed, FailedDevice{Device: id, Result: o.Result, Code: o.Code, Message: o.Message})
+				}
+			}
+		}
+	})
+	for i := range out {
+		f := out[i].Failed
+		slices.SortFunc(f, func(a, b FailedDevice) int { return strings.Compare(a.Device, b.Device) })
+		out[i].Failed = f[:min(len(f), maxFailed)]
 	}
 	return out
 }
 
-func view(s rollout.State, fleet *fleetview.View, now time.Time) RolloutView {
+func view(s rollout.State, now time.Time) RolloutView {
 	v := RolloutView{Name: s.Name, Group: s.Group, Offer: s.Offer, Phase: s.Phase, Reason: s.Reason, Wave: s.Wave,
 		WaveCount: s.WaveCount, Counts: s.Counts, Waves: []WaveView{}, Failed: []FailedDevice{}, Updated: s.Updated}
 	for i := range max(s.WaveCount, len(s.Waves)) {
@@ -131,15 +156,6 @@ func view(s rollout.State, fleet *fleetview.View, now time.Time) RolloutView {
 		if i < len(s.Waves) {
 			w := s.Waves[i]
 			wv.Started, wv.Counts, wv.Offered, wv.Ended = true, w.Counts, w.Offered, w.Ended
-			for _, id := range slices.Sorted(maps.Keys(w.Devices)) {
-				if !bad(w.Devices[id]) {
-					continue
-				}
-				v.FailedAll++
-				if len(v.Failed) < maxFailed {
-					v.Failed = append(v.Failed, failed(id, i+1, w.Devices[id], s.Offer, fleet))
-				}
-			}
 		}
 		v.Waves = append(v.Waves, wv)
 	}
@@ -165,16 +181,4 @@ func bad(r ota.Result) bool {
 		return true
 	}
 	return false
-}
-
-// failed is device id's failure, with its code and message from its status
-// when that still names the rollout's offer.
-func failed(id string, wave int, r ota.Result, offer rollout.Ref, fleet *fleetview.View) FailedDevice {
-	f := FailedDevice{Device: id, Wave: wave, Result: r}
-	if st, ok := fleet.Status(id); ok {
-		if o := rollout.OutcomeOf(st, offer); o.Ended() {
-			f.Code, f.Message = o.Code, o.Message
-		}
-	}
-	return f
 }

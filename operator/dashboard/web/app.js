@@ -140,12 +140,12 @@ function rolloutCard(r) {
   if (r.failed.length) {
     const rows = r.failed.map((f) =>
       el("tr", { className: "failed-device", "data-device": f.device },
-        el("td", {}, deviceLink(f.device)), el("td", {}, f.wave), el("td", { className: "bad" }, f.result),
+        el("td", {}, deviceLink(f.device)), el("td", { className: "bad" }, f.result),
         el("td", {}, dash(f.code)), el("td", { className: "message" }, dash(f.message))));
     const more = r.failed_total > r.failed.length ? el("p", { className: "muted" }, "and " + (r.failed_total - r.failed.length) + " more") : null;
     card.append(el("h4", {}, "failed devices (" + r.failed_total + ")"),
       el("table", { className: "failed" },
-        el("thead", {}, el("tr", {}, el("th", {}, "device"), el("th", {}, "wave"), el("th", {}, "outcome"), el("th", {}, "code"), el("th", {}, "message"))),
+        el("thead", {}, el("tr", {}, el("th", {}, "device"), el("th", {}, "outcome"), el("th", {}, "code"), el("th", {}, "message"))),
         el("tbody", {}, ...rows)));
     if (more) card.append(more);
   }
