@@ -43,7 +43,7 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("%s: %s:\n%w", pos[0], plural(n, "mistake"), err)
 	}
 	describePlan(stdout, plan)
-	if bf.broker == "" {
+	if len(bf.brokers) == 0 {
 		fmt.Fprintln(stdout, "the plan is valid (give --broker to size its waves from the fleet)")
 		return nil
 	}
@@ -116,17 +116,17 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, p *rollout.Plan, settle tim
 		}
 		waitQuiet(ctx, &last, settle)
 	}
-	view := rollout.View{Ready: true, Devices: map[string]ota.Status{}}
-	fv.Each(func(id string, st ota.Status) { view.Devices[id] = st })
-	group := rollout.GroupDevices(view, p.Group)
-	fmt.Fprintf(w, "group %s on %s: %s (%s)\n", p.Group, cfg.Broker, plural(len(group), "device"), fv.Coverage())
-	taken := map[string]bool{}
-	for i := range p.Waves {
-		members := rollout.Members(p, i, group, taken) // in the rollout's stable order
+	var group []string
+	heard := map[string]bool{}
+	for _, d := range fv.Query(fleetview.Filter{Group: p.Group}, 0, 0).Devices {
+		group = append(group, d.ID)
+	}
+	fv.Each(func(id string, _ ota.Status) { heard[id] = true })
+	fmt.Fprintf(w, "group %s on %s: %s (%s)\n", p.Group, strings.Join(cfg.BrokerList(), ", "), plural(len(group), "device"), fv.Coverage())
+	for i, members := range rollout.Assign(p, group) {
 		var unseen []string
 		for _, d := range members {
-			taken[d] = true
-			if _, ok := view.Devices[d]; !ok {
+			if !heard[d] {
 				unseen = append(unseen, d)
 			}
 		}
