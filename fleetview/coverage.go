@@ -30,9 +30,9 @@ type FollowOptions struct {
 	// and makes Coverage count only them; "" asks the whole fleet.
 	Group string
 	// Extra are more subscriptions on the same session (a rollout's state
-	// and control topics, every rollout's states); their messages, and any
-	// other message that is no device's, go to Other. A filter may hold
-	// wildcards.
+	// and control topics, every rollout's states, the devices' desired
+	// topics); their messages, and any other message the view does not
+	// take, go to Other. A filter may hold wildcards.
 	Extra map[string]byte
 	Other func(mqtt.Message)
 	// Events also follows every device's events topic, for Device's events.
@@ -55,7 +55,9 @@ func (v *View) Follow(ctx context.Context, cfg mqtt.Config, o FollowOptions) (*m
 	maps.Copy(filters, o.Extra)
 	sess, err := mqtt.Open(ctx, cfg, filters, func(m mqtt.Message) {
 		_, extra := o.Extra[m.Topic]
-		if _, _, device := mqtt.DeviceOf(cfg.TopicPrefix, m.Topic); (extra || !device) && o.Other != nil {
+		_, leaf, device := mqtt.DeviceOf(cfg.TopicPrefix, m.Topic)
+		viewed := device && (leaf == "status" || leaf == "online" || leaf == "progress" || (leaf == "events" && o.Events))
+		if (extra || !viewed) && o.Other != nil {
 			o.Other(m)
 			return
 		}

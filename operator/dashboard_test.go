@@ -22,6 +22,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/operator/dashboard"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/sim/device"
 	"github.com/otad/otad/sim/fleet"
 )
 
@@ -47,13 +48,18 @@ max_failed_percent = 0
 device_timeout = "2m"
 `
 
-func startDashFleet(t *testing.T, n int) *dashFleet {
+// startDashFleet starts it; a device in slow waits that long for its
+// download.
+func startDashFleet(t *testing.T, n int, slow map[string]time.Duration) *dashFleet {
 	t.Helper()
 	d := &dashFleet{broker: mosquittotest.Start(t, mosquittotest.Options{Quiet: true})}
 	s, keys := signer.Trusted(t)
 	img := bytes.Repeat([]byte("dashboard image "), 4096)
 	sum := sha256.Sum256(img)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(img) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(slow[r.Header.Get(device.DeviceHeader)])
+		w.Write(img)
+	}))
 	t.Cleanup(srv.Close)
 	env, err := s.Sign(signer.Offer{ID: "rel-dash", Version: "2.0", Compatible: "otasim", URL: srv.URL + "/img",
 		Size: int64(len(img)), SHA256: hex.EncodeToString(sum[:])})
@@ -100,7 +106,7 @@ func TestDashboardShowsAFleetAndARollout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 agents and a browser")
 	}
-	d := startDashFleet(t, 30)
+	d := startDashFleet(t, 30, nil)
 	br := browsertest.Start(t, time.Minute)
 	br.Run(t, 30*time.Second, "load the dashboard", chromedp.Navigate(d.url))
 	br.WaitFor(t, 60*time.Second, "30 devices, idle", `document.getElementById("total").textContent === "30" &&
@@ -158,4 +164,23 @@ func TestDashboardCommandRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { expectExit(t, c) })
 	}
+}
+
+// fleetUp waits until every device is idle in the fleet view and returns
+// their IDs.
+func (d *dashFleet) fleetUp(t *testing.T) []string {
+	t.Helper()
+	ids := make([]string, len(d.fleet.Devices))
+	for i, dev := range d.fleet.Devices {
+		ids[i] = dev.ID
+	}
+	waitFleet(t, fleetStatuses(t, d.broker.URL), "every device up and idle", ids, func(s ota.Status) bool { return s.State == ota.Idle })
+	return ids
+}
+
+// runCtx runs otactl under ctx.
+func runCtx(ctx context.Context, args ...string) result {
+	var stdout, stderr bytes.Buffer
+	code := Run(ctx, args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
 }

@@ -96,6 +96,12 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 	bf := addBrokerFlags(fs)
 	reason := fs.String("reason", "", "why, for the state's history")
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for a running controller to apply it")
+	var withdrawOffers bool
+	window := 3 * time.Second
+	if op == rollout.OpAbort {
+		fs.BoolVar(&withdrawOffers, "withdraw", false, "then clear the rollout's offers retained on its devices' desired topics (also for a rollout aborted or finished already)")
+		fs.DurationVar(&window, "window", window, "with --withdraw: ask the group's devices to report within this long, to find them")
+	}
 	name, cfg, err := nameAndConfig(fs, bf, args)
 	if err != nil {
 		return err
@@ -106,6 +112,9 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 	}
 	defer rs.sess.Close()
 	if rs.state.Terminal() {
+		if withdrawOffers {
+			return withdraw(ctx, cfg, rs.state, window, stdout)
+		}
 		return fmt.Errorf("rollout %s is %s: nothing to %s", name, rs.state.Phase, op)
 	}
 	c := rollout.NewCommand(op, *reason, os.Getenv("USER"), time.Now())
@@ -117,17 +126,26 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 	if err := publishEverywhere(ctx, cfg, rs.sess, b, topic); err != nil {
 		return err
 	}
-	deadline := time.After(*wait)
+	if err := awaitCommand(ctx, rs, c, *wait, topic, stdout); err != nil || !withdrawOffers {
+		return err
+	}
+	return withdraw(ctx, cfg, rs.state, window, stdout)
+}
+
+// awaitCommand waits up to wait for a running controller to apply c.
+func awaitCommand(ctx context.Context, rs *rolloutSession, c rollout.Command, wait time.Duration, topic string, stdout io.Writer) error {
+	deadline := time.After(wait)
 	for {
 		select {
 		case s := <-rs.updates:
+			rs.state = s
 			if s.LastCommand == c.ID {
-				fmt.Fprintf(stdout, "rollout %s: %s\n", name, s.Phase)
+				fmt.Fprintf(stdout, "rollout %s: %s\n", s.Name, s.Phase)
 				return nil
 			}
 		case <-deadline:
 			fmt.Fprintf(stdout, "published %s on %s; no running controller applied it within %v: "+
-				"it is applied when `otactl rollout start PLAN` runs for %s\n", op, topic, *wait, name)
+				"it is applied when `otactl rollout start PLAN` runs for %s\n", c.Op, topic, wait, rs.state.Name)
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

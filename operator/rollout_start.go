@@ -99,6 +99,10 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	live.show(s)
 	final, err := d.Run(ctx, s)
 	live.done(final)
+	if errors.Is(err, rollout.ErrHalted) {
+		failed, n := c.tracker.Failures(maxHaltList)
+		haltReport(stdout, bf, final, failed, n)
+	}
 	return err
 }
 

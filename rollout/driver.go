@@ -72,8 +72,11 @@ type Driver struct {
 
 // Run drives the rollout from s until it finishes (nil), halts (ErrHalted),
 // is aborted (ErrAborted), loses its lease (ErrLeaseLost) or ctx ends; it
-// returns the last published state. A halted rollout given to Run ends at
-// once unless a pending command resumes it.
+// returns the last published state. A halt offers nothing more, but Run
+// stays on until every device already offered has an outcome (or timed
+// out), so the state records them all (docs/contract/rollouts.md); a
+// resume meanwhile goes on. A halted rollout given to Run with none
+// pending ends at once unless a pending command resumes it.
 func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 	d.defaults()
 	defer func() {
@@ -99,10 +102,13 @@ func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 			pending = false
 		}
 	}
-	if err := endOf(s); err != nil {
+	if err := endOf(s); err != nil && !recording(s) {
 		return s, finished(err)
 	}
 	for {
+		if s.Halted != nil && !recording(s) {
+			return s, fmt.Errorf("%w: %s", ErrHalted, s.Halted.Reason)
+		}
 		var in Input
 		select {
 		case <-ctx.Done():
@@ -120,11 +126,19 @@ func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 		} else {
 			s, err = d.observe(ctx, s)
 		}
+		if errors.Is(err, ErrHalted) && recording(s) {
+			d.Log.Info("rollout halted: recording the outcomes of the devices already offered", "rollout", s.Name, "pending", s.Counts.Pending)
+			continue
+		}
 		if err != nil {
 			return s, finished(err)
 		}
 	}
 }
+
+// recording: halted with devices offered that have no outcome yet, which
+// the controller stays on to record.
+func recording(s State) bool { return s.Halted != nil && !s.Terminal() && s.Counts.Pending > 0 }
 
 func (d *Driver) defaults() {
 	if d.Now == nil {

@@ -3,6 +3,8 @@ package rollout
 import (
 	"encoding/json"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +24,21 @@ type Tracker struct {
 
 	mu      sync.RWMutex
 	devices trackedDevices
-	due     time.Time // the report request's answers are due
+	failed  map[string]Failure // the devices whose status says the offer failed
+	due     time.Time          // the report request's answers are due
 }
+
+// Failure is a device whose status says the rollout's offer failed there,
+// with the device's own code and message, for people (a halt names them).
+type Failure struct {
+	Device  string
+	Result  ota.Result
+	Code    ota.Code
+	Message string
+}
+
+// maxFailureText bounds a failure's message kept: devices write it.
+const maxFailureText = 300
 
 type tracked struct {
 	Device
@@ -38,7 +53,7 @@ func NewTracker(p *Plan, prefix string, now func() time.Time) *Tracker {
 		now = time.Now
 	}
 	return &Tracker{name: p.Name, group: p.Group, prefix: prefix, offer: Ref{ID: p.Offer.ID, SHA256: p.Offer.SHA256},
-		now: now, devices: trackedDevices{}}
+		now: now, devices: trackedDevices{}, failed: map[string]Failure{}}
 }
 
 // status is the part of a status snapshot a controller reads: decoding
@@ -68,6 +83,7 @@ func (t *Tracker) Message(m mqtt.Message) bool {
 		defer t.mu.Unlock()
 		_, had := t.devices[id]
 		delete(t.devices, id)
+		delete(t.failed, id)
 		return had
 	}
 	var st statusPart
@@ -95,7 +111,30 @@ func (t *Tracker) Message(m mqtt.Message) bool {
 		return false
 	}
 	t.devices[id] = &tracked{Device: d, seq: st.Seq, boot: boot}
+	// Only failures are kept whole: they are few, and a halt names them.
+	if o := OutcomeOf(full, t.offer); o.Ended() && bad(o.Result) {
+		msg := o.Message
+		if len(msg) > maxFailureText {
+			msg = strings.ToValidUTF8(msg[:maxFailureText], "") + "…"
+		}
+		t.failed[id] = Failure{Device: id, Result: o.Result, Code: o.Code, Message: msg}
+	} else if o.Ended() {
+		delete(t.failed, id)
+	}
 	return true
+}
+
+// Failures are the devices heard of whose status says the offer failed,
+// by ID, at most n of them, and how many there are.
+func (t *Tracker) Failures(n int) ([]Failure, int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]Failure, 0, len(t.failed))
+	for _, f := range t.failed {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b Failure) int { return strings.Compare(a.Device, b.Device) })
+	return out[:min(n, len(out))], len(out)
 }
 
 // Asked notes a report request sent at, answered within window.

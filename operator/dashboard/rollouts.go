@@ -75,7 +75,7 @@ type RolloutView struct {
 	Waves     []WaveView       `json:"waves"`
 	Failed    []FailedDevice   `json:"failed"`
 	FailedAll int              `json:"failed_total"` // Failed holds at most maxFailed of them
-	Pace      float64          `json:"pace"`         // outcomes a minute in the current wave, since its offers went out
+	Pace      float64          `json:"pace"`         // outcomes a minute in the current wave, since it started
 	History   []rollout.Change `json:"history"`      // the newest last
 	Updated   time.Time        `json:"updated"`
 }
@@ -84,9 +84,14 @@ type RolloutView struct {
 type WaveView struct {
 	Number  int            `json:"number"`
 	Started bool           `json:"started"`
-	Counts  rollout.Counts `json:"counts"`
-	Offered time.Time      `json:"offered,omitzero"`
-	Ended   time.Time      `json:"ended,omitzero"`
+	Kind    string         `json:"kind"`   // rollout.WaveDevices or WavePercent
+	Chosen  int            `json:"chosen"` // members when it started
+	Queued  int            `json:"queued"` // members seen, not offered yet
+	Counts  rollout.Counts `json:"counts"` // of the members offered
+	// PerMinute is the pace of its offers when the plan paces them; 0: not paced.
+	PerMinute float64   `json:"per_minute"`
+	Offered   time.Time `json:"offered,omitzero"`
+	Ended     time.Time `json:"ended,omitzero"`
 }
 
 // FailedDevice is a device whose status says the rollout's offer failed
@@ -155,17 +160,20 @@ func view(s rollout.State, now time.Time) RolloutView {
 		wv := WaveView{Number: i + 1}
 		if i < len(s.Waves) {
 			w := s.Waves[i]
-			wv.Started, wv.Counts, wv.Offered, wv.Ended = true, w.Counts, w.Offered, w.Ended
+			wv.Started, wv.Kind, wv.Chosen, wv.Queued, wv.Counts, wv.Offered, wv.Ended = true, w.Kind, w.Chosen, w.Queued, w.Counts, w.Offered, w.Ended
+			if w.Pace != nil {
+				wv.PerMinute = w.Pace.PerMinute
+			}
 		}
 		v.Waves = append(v.Waves, wv)
 	}
 	if n := len(s.Waves); n > 0 {
-		if w := s.Waves[n-1]; !w.Offered.IsZero() {
+		if w := s.Waves[n-1]; !w.Started.IsZero() {
 			end := now
 			if !w.Ended.IsZero() {
 				end = w.Ended
 			}
-			if mins := end.Sub(w.Offered).Minutes(); mins > 0 {
+			if mins := end.Sub(w.Started).Minutes(); mins > 0 {
 				v.Pace = float64(w.Counts.Outcomes()) / mins
 			}
 		}

@@ -173,7 +173,10 @@ function waveRow(w) {
     for (const k of ["success", "up_to_date", "superseded", "failed", "rolled_back", "rejected", "timed_out", "pending"]) {
       if (c[k]) parts.push(c[k] + " " + k);
     }
-    text = c.devices + " devices" + (parts.length ? ": " + parts.join(", ") : "") + (w.ended ? " — ended" : "");
+    text = c.devices + " devices" + (parts.length ? ": " + parts.join(", ") : "");
+    if (w.queued) text += ", " + w.queued + " not offered yet";
+    if (w.per_minute > 0 && !w.ended) text += ", paced at " + w.per_minute.toFixed(0) + " offers/min";
+    if (w.ended) text += " — ended";
   }
   return el("div", { className: "wave", "data-wave": w.number, "data-done": done },
     el("span", { className: "wave-name" }, "wave " + w.number), track,
