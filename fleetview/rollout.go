@@ -86,7 +86,9 @@ func (v *View) Check(ids []string, want rollout.Outcome) Verdict {
 		// A refusal of a forged or garbled offer may name no offer (so
 		// OutcomeOf cannot tell it is this one's): one newer than Begin
 		// still ends the offer on that device.
-		if r := lastRefusal(d); r != nil && (d.baseline == nil || *r != *d.baseline) {
+		// A refusal naming another offer (an older one, retained elsewhere
+		// and delivered again) says nothing of this one.
+		if r := lastRefusal(d); r != nil && (r.ID == "" || r.ID == v.follow.offer.ID) && (d.baseline == nil || *r != *d.baseline) {
 			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
 			continue
 		}

@@ -14,11 +14,12 @@ import (
 )
 
 // rolloutUsage lists the rollout subcommands.
-const rolloutUsage = `usage: otactl rollout check [--broker URL] PLAN
-       otactl rollout start --broker URL [--lease 30s] [flags] PLAN
+const rolloutUsage = `usage: otactl rollout start --broker URL [--lease 30s] [flags] PLAN
+       otactl rollout check [--broker URL] PLAN
        otactl rollout list --broker URL
        otactl rollout status --broker URL [--json | --watch] NAME
-       otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME`
+       otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME
+       otactl rollout abort --withdraw --broker URL NAME`
 
 // rolloutCmd dispatches the rollout subcommands.
 func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

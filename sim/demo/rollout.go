@@ -54,6 +54,9 @@ func (d *run) rollout(ctx context.Context, r rolloutSpec) error {
 			d.rel(payload), humanSize(st.Size()), humanSize(d.opt.ImageSize), d.rel(envFile), len(env))
 	}
 
+	if r.canary != "" {
+		return d.staged(ctx, r, envFile, id)
+	}
 	d.say("publishing rollout %s to group %q", r.version, group)
 	args = []string{"publish", "--broker", d.broker.URL, "--group", group, envFile}
 	d.fleet.Begin(id)

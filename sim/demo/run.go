@@ -51,6 +51,9 @@ type rolloutSpec struct {
 	// from is the version whose image this one changes in a few chunks; it
 	// goes out as a chunked payload (docs/contract/chunked.md), so devices fetch only those.
 	from string
+	// canary, when set, releases it through `otactl rollout`: this device
+	// first, then the rest of the group, unless the canary fails.
+	canary string
 }
 
 // Run runs the demo (docs/operating.md), telling out what happens; it returns nil
@@ -120,7 +123,7 @@ func (d *run) run(ctx context.Context) (err error) {
 
 	rollouts := []rolloutSpec{
 		{version: "2.0.0", secVer: 2, want: rollout.Outcome{Result: ota.ResultSuccess}},
-		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", want: rollout.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
+		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", canary: "gw-01", want: rollout.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
 	for i, r := range rollouts {
 		d.say("")
@@ -132,9 +135,12 @@ func (d *run) run(ctx context.Context) (err error) {
 		if err := d.rollout(ctx, r); err != nil {
 			return err
 		}
-		if r.broken {
+		switch {
+		case r.broken && r.canary != "":
+			d.say("the canary %s booted %s, failed the health check within the %v commit window and rolled back; the rollout halted, so no other device was offered %s", r.canary, r.version, commitWindow, r.version)
+		case r.broken:
 			d.say("every device booted %s, failed the health check within the %v commit window, and rolled back to the previous slot", r.version, commitWindow)
-		} else {
+		default:
 			d.say("every device downloaded, wrote, verified, rebooted into and committed %s", r.version)
 		}
 	}
@@ -143,7 +149,7 @@ func (d *run) run(ctx context.Context) (err error) {
 		return err
 	}
 	last := rollouts[len(rollouts)-1]
-	d.say("\nall %d devices run %s again: %s was rolled back everywhere. Demo finished in %s.",
+	d.say("\nall %d devices run %s: %s went no further than its canary, which rolled back. Demo finished in %s.",
 		len(d.ids), rollouts[0].version, last.version, time.Since(d.start).Round(100*time.Millisecond))
 	if d.opt.Keep {
 		d.keepUp(ctx)
