@@ -178,6 +178,15 @@ func (r *fleetRun) waitDevices(t *testing.T, what string, ids []string, ok func(
 	}
 }
 
+// ids are the fleet's devices.
+func (r *fleetRun) ids() []string {
+	ids := make([]string, len(r.fleet.Devices))
+	for i, d := range r.fleet.Devices {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
 // waitUp waits until every device is idle.
 func (r *fleetRun) waitUp(t *testing.T) {
 	r.waitDevices(t, "every device up and idle", r.ids(), func(s ota.Status) bool { return s.State == ota.Idle })

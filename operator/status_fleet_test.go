@@ -81,11 +81,11 @@ func TestStatusJSONOnASimulatedFleet(t *testing.T) {
 	const n = 1000
 	r := startFleetRun(t, n, 0)
 	r.waitUp(t)
-	mustRun(t, "publish", "--broker", r.broker.URL, "--group", "fleet", r.offer)
-	waitFleet(t, fleetStatuses(t, r.broker.URL), "every device on 2.0", r.ids(), func(st ota.Status) bool {
+	mustRun(t, "publish", "--broker", r.urls[0], "--group", "fleet", r.offer)
+	waitFleet(t, fleetStatuses(t, r.urls[0]), "every device on 2.0", r.ids(), func(st ota.Status) bool {
 		return st.State == ota.Idle && st.Slots[st.BootedSlot].Version == "2.0"
 	})
-	res := mustRun(t, "status", "--broker", r.broker.URL, "--json", "--window", "3s")
+	res := mustRun(t, "status", "--broker", r.urls[0], "--json", "--window", "3s")
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(res.stdout))
 	for sc.Scan() {
