@@ -117,8 +117,8 @@ func (v *View) Query(f Filter, offset, limit int) Page {
 	defer v.mu.Unlock()
 	now := v.now()
 	p := Page{Offset: max(offset, 0), Devices: []Device{}}
-	for _, id := range v.orderLocked() {
-		d := v.devices[id]
+	for _, e := range v.orderLocked() {
+		id, d := e.id, e.rec
 		if !f.match(id, d) {
 			continue
 		}
@@ -130,15 +130,22 @@ func (v *View) Query(f Filter, offset, limit int) Page {
 	return p
 }
 
-// orderLocked is the device IDs sorted, kept between calls: devices are
-// never forgotten, so the order changes only when the count does.
-func (v *View) orderLocked() []string {
+// placed is a device in the view's ID order.
+type placed struct {
+	id  string
+	rec *record
+}
+
+// orderLocked is the devices sorted by ID, kept between calls: devices are
+// never forgotten (nor their records replaced), so the order changes only
+// when the count does.
+func (v *View) orderLocked() []placed {
 	if len(v.order) != len(v.devices) {
 		v.order = v.order[:0]
-		for id := range v.devices {
-			v.order = append(v.order, id)
+		for id, d := range v.devices {
+			v.order = append(v.order, placed{id, d})
 		}
-		slices.Sort(v.order)
+		slices.SortFunc(v.order, func(a, b placed) int { return strings.Compare(a.id, b.id) })
 	}
 	return v.order
 }

@@ -28,8 +28,8 @@ func (v *View) Render(w io.Writer, f Filter, withBars bool) error {
 	}
 	fmt.Fprintln(tw, header)
 	now := v.now()
-	for _, id := range v.orderLocked() {
-		d := v.devices[id]
+	for _, e := range v.orderLocked() {
+		id, d := e.id, e.rec
 		if !f.match(id, d) {
 			continue
 		}

@@ -19,7 +19,7 @@ type View struct {
 
 	mu      sync.Mutex
 	devices map[string]*record
-	order   []string // the devices' IDs sorted (orderLocked)
+	order   []placed // the devices sorted by ID (orderLocked)
 	follow  *follow  // the offer Begin follows; nil before
 	asked   *asked   // the report request sent; nil before
 }
