@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/otad/otad/fleetview"
@@ -29,7 +30,8 @@ type Server struct {
 	// Coverage says how the view was filled (fleetview.Coverage); nil: not shown.
 	Coverage func() string
 
-	hub *hub
+	hubOnce sync.Once
+	hub     *hub
 }
 
 // policy is every response's Content-Security-Policy: the page's own files
@@ -44,10 +46,10 @@ const maxPage = 500
 // call it on every message.
 func (s *Server) Changed() { s.live().changed() }
 
+// live is the hub, made on first use: the broker's messages (Changed) and
+// the HTTP side may come first.
 func (s *Server) live() *hub {
-	if s.hub == nil {
-		s.hub = newHub(s.snapshot)
-	}
+	s.hubOnce.Do(func() { s.hub = newHub(s.snapshot) })
 	return s.hub
 }
 
