@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,31 +86,19 @@ func (c *Cluster) Running(i int) (string, error) {
 	return c.Nodes[i].Ctl("eval", "rabbit_nodes:all_running().")
 }
 
-// NodeOf is the index of the node clientID is connected to, asked of a
-// running node (the MQTT plugin tracks client IDs cluster-wide), or -1.
-func (c *Cluster) NodeOf(clientID string) (int, error) {
-	var lastErr error
-	for _, b := range c.Nodes {
-		if b.proc.Load() == nil {
+// NodeOf is the index of the running node that accepted clientID last, as
+// the nodes' logs say (a later connection elsewhere takes the client ID
+// over), or -1.
+func (c *Cluster) NodeOf(clientID string) int {
+	best, at := -1, time.Time{}
+	for i, b := range c.Nodes {
+		p := b.proc.Load()
+		if p == nil {
 			continue
 		}
-		out, err := b.Ctl("eval", `[{C, node(P)} || {C, P} <- rabbit_mqtt_collector:list()].`)
-		if err != nil {
-			lastErr = err
-			continue
+		if t := p.conns.at(clientID); t.After(at) {
+			best, at = i, t
 		}
-		lastErr = nil
-		for _, entry := range strings.Split(out, "},") {
-			if !strings.Contains(entry, `"`+clientID+`"`) {
-				continue
-			}
-			for i, n := range c.Nodes {
-				if strings.Contains(entry, "'"+n.Node+"'") {
-					return i, nil
-				}
-			}
-		}
-		// A node that has just rejoined may not know every client yet: ask the next.
 	}
-	return -1, lastErr
+	return best
 }

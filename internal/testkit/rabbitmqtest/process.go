@@ -1,6 +1,7 @@
 package rabbitmqtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +23,43 @@ type node struct {
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when the server process has exited
 	ready *lineCount    // its log's lines saying the MQTT listener is up
+	conns *connLog      // the MQTT clients its log says it accepted
+}
+
+// connLog remembers, from a node's log as it is written, when it accepted
+// each MQTT client ID.
+type connLog struct {
+	mu       sync.Mutex
+	partial  []byte
+	accepted map[string]time.Time
+}
+
+func (c *connLog) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := append(c.partial, p...)
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(buf[:i])
+		buf = buf[i+1:]
+		if !strings.Contains(line, "accepting MQTT connection") {
+			continue
+		}
+		if _, id, ok := strings.Cut(line, "client id: "); ok {
+			c.accepted[strings.TrimSuffix(strings.TrimSpace(id), ")")] = time.Now()
+		}
+	}
+	c.partial = append([]byte(nil), buf...)
+	return len(p), nil
+}
+
+func (c *connLog) at(id string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accepted[id]
 }
 
 // lineCount counts the occurrences of a line in a stream written to it,
@@ -58,9 +96,10 @@ func (c *lineCount) count() int {
 // eaddrinuse), and the connection would reach that one.
 func launch(bin string, env []string, port int, out *testtool.Buffer) (*node, error) {
 	n := &node{cmd: exec.Command(bin), done: make(chan struct{}),
-		ready: &lineCount{line: fmt.Sprintf("started MQTT TCP listener on 127.0.0.1:%d", port)}}
+		ready: &lineCount{line: fmt.Sprintf("started MQTT TCP listener on 127.0.0.1:%d", port)},
+		conns: &connLog{accepted: map[string]time.Time{}}}
 	n.cmd.Env = env
-	w := io.MultiWriter(out, n.ready)
+	w := io.MultiWriter(out, n.ready, n.conns)
 	n.cmd.Stdout, n.cmd.Stderr = w, w
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.cmd.Start(); err != nil {
