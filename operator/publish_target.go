@@ -54,11 +54,7 @@ func openTarget(ctx context.Context, cfg mqtt.Config, device, group string, wind
 	}
 	t.sess = sess
 	if window > 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Until(t.view.AnswersDue())):
-		}
-		waitQuiet(ctx, &last, window)
+		_ = waitAnswers(ctx, t.view, &last, window) // ctx's end is returned below
 	} else if err := sess.Sync(ctx); err != nil {
 		sess.Close()
 		return nil, err

@@ -109,12 +109,9 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, p *rollout.Plan, settle tim
 		return err
 	}
 	if settle > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Until(fv.AnswersDue())):
+		if err := waitAnswers(ctx, fv, &last, settle); err != nil {
+			return err
 		}
-		waitQuiet(ctx, &last, settle)
 	}
 	var group []string
 	heard := map[string]bool{}

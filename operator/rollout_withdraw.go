@@ -51,12 +51,9 @@ func withdraw(ctx context.Context, cfg mqtt.Config, s rollout.State, window time
 		return err
 	}
 	if window > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Until(fv.AnswersDue())):
+		if err := waitAnswers(ctx, fv, &last, window); err != nil {
+			return err
 		}
-		waitQuiet(ctx, &last, window)
 	}
 	// The group's devices whose desired topic the wildcard did not bring
 	// (RabbitMQ brings none): read theirs by exact topic.

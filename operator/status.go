@@ -146,6 +146,18 @@ func waitQuiet(ctx context.Context, last *atomic.Int64, limit time.Duration) {
 	}
 }
 
+// waitAnswers waits until the report request's answers are due, then
+// while they still arrive (up to window more), or until ctx ends.
+func waitAnswers(ctx context.Context, v *fleetview.View, last *atomic.Int64, window time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(v.AnswersDue())):
+	}
+	waitQuiet(ctx, last, window)
+	return ctx.Err()
+}
+
 // watchFleet redraws the table on every change (at most 10 times a second)
 // until ctx ends, with the view's coverage under it.
 func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleetview.Filter, window time.Duration, stdout io.Writer) error {
