@@ -153,7 +153,7 @@ func TestConfigCheckRefusesWhatRunRefuses(t *testing.T) {
 			breakIt: func(t *testing.T, dir, cfg string) string {
 				return appendConfig(t, cfg, "[mqtt]\nbroker = \"mqtts://127.0.0.1:1\"\nca_file = \""+dir+"/mqtt-ca.pem\"\n")
 			}},
-		{name: "a bad value in the file", bootloader: "grub", code: ota.ExitUsage, key: "commit.window", says: "must be positive",
+		{name: "a bad value in the file", bootloader: "grub", code: ota.ExitUsage, key: "commit.window", says: "is not between 1s and 24h",
 			breakIt: func(t *testing.T, dir, cfg string) string {
 				return appendConfig(t, cfg, "[commit]\nwindow = \"-1s\"\n")
 			}},

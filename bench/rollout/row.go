@@ -43,7 +43,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10})
+	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10, Extra: fakefleet.BrokerLines()})
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
@@ -118,19 +121,31 @@ func TestMemSlotOneWriteAtATime(t *testing.T) {
 	}
 }
 
-// A chunked payload needs a slot file or block device: a slot in memory is
-// refused before anything is fetched.
+// TestMemSlotRefusesChunked: the memory slot cannot sync as it goes, so a
+// chunked install (which keeps a durable checkpoint of what is on storage)
+// refuses it with write_failed once the index is checked, writing nothing.
 func TestMemSlotRefusesChunked(t *testing.T) {
-	_, sum := image(100_000, 7)
-	job := slots.ChunkedJob{
-		Job:      slots.Job{Payload: ota.Payload{URL: "http://127.0.0.1:1/store", Size: 100_000, SHA256: sum}, Target: NewMemSlot("dev:B", 1<<20)},
-		IndexURL: "http://127.0.0.1:1/index", StateDir: t.TempDir(),
-		Expect: payload.Expect{ChunkSize: payload.MinChunkSize, ImageSize: 100_000, IndexSHA256: sum, StoreSize: 100_000, Compression: ota.CompressionNone},
+	img, sum := image(100_000, 7)
+	var store bytes.Buffer
+	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{Level: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	job.Expect.ChunkCount = payload.ChunkCount(100_000, payload.MinChunkSize)
-	job.Expect.IndexSize = payload.IndexSize(job.Expect.ChunkCount)
-	err := slots.WriteChunked(t.Context(), job)
-	if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "slot files and block devices only") {
-		t.Fatalf("WriteChunked into memory = %v, want write_failed", err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := map[string][]byte{"/index": res.Index, "/store": store.Bytes()}[r.URL.Path]
+		http.ServeContent(w, r, r.URL.Path, time.Time{}, bytes.NewReader(body))
+	}))
+	defer srv.Close()
+	slot := NewMemSlot("dev:B", 1<<20)
+	job := slots.ChunkedJob{
+		Job:      slots.Job{Payload: ota.Payload{URL: srv.URL + "/store", Size: int64(len(img)), SHA256: sum}, Target: slot},
+		IndexURL: srv.URL + "/index", StateDir: t.TempDir(), Expect: res.Expect(),
+	}
+	err = slots.WriteChunked(t.Context(), job)
+	if ota.CodeOf(err) != ota.CodeWriteFailed || !strings.Contains(err.Error(), "a slot file, a block device") {
+		t.Fatalf("WriteChunked into memory = %v, want write_failed naming the slots it takes", err)
+	}
+	if _, _, ok := slot.Image(); ok {
+		t.Error("the refused install left an image in the slot")
 	}
 }

@@ -24,6 +24,14 @@ import (
 	"github.com/otad/otad/verify"
 )
 
+// BrokerLines are the mosquitto.conf lines a fake fleet's broker needs: its
+// few clients take what a real fleet's devices take each on their own queue
+// (one offer a device), so mosquitto's per-client queue limit (1,000
+// messages by default) would drop offers meant for thousands of devices
+// (mosquitto logs "Outgoing messages are being dropped") that no agent would
+// miss. Nothing else of the broker changes.
+func BrokerLines() []string { return []string{"max_queued_messages 0"} }
+
 // IDs names n devices: gw-00000, gw-00001, …
 func IDs(n int) []string {
 	ids := make([]string, n)

@@ -1,10 +1,3 @@
-//go:build !race
-
-// The scale cases run without the race detector (make test runs them in a
-// second pass): under it the fake fleet of 20,000, one subscriber taking
-// every QoS 0 offer, falls behind and stock Mosquitto drops what it cannot
-// deliver, so the controller waits for outcomes that never come.
-
 package operator
 
 import (
