@@ -147,7 +147,9 @@ func neverTwo(t *testing.T, l *stateLog, name string) {
 
 // Two controllers of one rollout started at the same moment, 20 times:
 // never do both publish; one runs the rollout to its end, the other is
-// refused (exit 4) or, once the first has ended, finds it ended.
+// refused (exit 4) or, once the first has ended, finds it ended. Never do
+// both stop: two claims read back as lost while starting are read again,
+// and the broker kept one of them.
 func TestTwoControllersAtOnce(t *testing.T) {
 	b, f, ids := scaleFleet(t, 30, func(string) ota.Result { return ota.ResultSuccess })
 	log := recordStates(t, b.URL)
@@ -158,15 +160,6 @@ func TestTwoControllersAtOnce(t *testing.T) {
 		args := []string{"rollout", "start", "--broker", b.URL, "--settle", "300ms", "--tick", "100ms", "--lease", "5s", plan}
 		a, c := startOtactl(t, args...), startOtactl(t, args...)
 		ca, cc := a.wait(t, 60*time.Second), c.wait(t, 60*time.Second)
-		if ca == ota.ExitBusy && cc == ota.ExitBusy {
-			// Both cut off in turn while claiming, each read the other's
-			// claim and stopped (docs/contract/rollouts.md): safe, and
-			// started again the rollout goes on once the lease expires.
-			neverTwo(t, log, name)
-			t.Logf("%s: both stopped (exit 4); starting it again", name)
-			again := startOtactl(t, append(args[:len(args)-1:len(args)-1], "--take-over", plan)...)
-			ca = again.wait(t, 60*time.Second)
-		}
 		if !(ca == ota.ExitOK || cc == ota.ExitOK) || (ca != ota.ExitOK && ca != ota.ExitBusy) || (cc != ota.ExitOK && cc != ota.ExitBusy) {
 			t.Fatalf("%s: exits %d and %d, want one 0 and the other 0 or 4\n--- a:\n%s\n--- b:\n%s", name, ca, cc, tail(a.out.String()), tail(c.out.String()))
 		}

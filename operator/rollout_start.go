@@ -2,15 +2,11 @@ package operator
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
-	"os"
 	"strings"
 	"time"
 
@@ -78,16 +74,24 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			c.close()
 		}
 		// Another controller connecting as the rollout's client ID cuts
-		// this one off while it starts: read the lease again.
+		// this one off while it starts: read the lease again. A claim
+		// read back as lost (two claimed at once) is read again too,
+		// once both have stopped publishing: the broker kept one claim,
+		// so its holder goes on and the other is refused — not both
+		// stopping (docs/contract/rollouts.md, two started at once).
 		if try == startTries || ctx.Err() != nil || errors.Is(err, rollout.ErrBadState) ||
-			errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost) {
+			errors.Is(err, rollout.ErrLeaseHeld) {
 			return err
 		}
-		log.Warn("rollout: start interrupted; reading the lease again", "err", err)
+		pause := time.Duration(200+mrand.IntN(800)) * time.Millisecond
+		if errors.Is(err, rollout.ErrLeaseLost) {
+			pause = claimSettle + time.Duration(mrand.Int64N(int64(claimSettle)))
+		}
+		log.Warn("rollout: start interrupted; reading the lease again", "err", err, "after", pause.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(200+mrand.IntN(800)) * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 	defer c.close()
@@ -110,6 +114,11 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // one off.
 const startTries = 4
 
+// claimSettle is the least wait, after a claim read back as lost while
+// starting, before the lease is read again: long enough for the other
+// claimer to read its own claim back and go on, or to stop as well.
+const claimSettle = time.Second
+
 // start takes the rollout on: the newest retained state (or a new one),
 // the lease claimed and confirmed, the per-device records read back.
 func (c *controller) start(ctx context.Context, d *rollout.Driver) (rollout.State, bool, error) {
@@ -128,57 +137,6 @@ func (c *controller) start(ctx context.Context, d *rollout.Driver) (rollout.Stat
 	}
 	d.Records, err = c.records(ctx, s)
 	return s, resumed, err
-}
-
-// checkLease refuses a rollout whose lease another controller holds live
-// (or, with takeOver, waits once for it to expire).
-func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, takeOver bool, stderr io.Writer) error {
-	for waited := false; ; waited = true {
-		_, s, err := rollout.ReadState(ctx, cfg, name)
-		if errors.Is(err, rollout.ErrNoState) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		l := s.Lease
-		if !l.Live(time.Now()) || l.Holder == holder {
-			return nil
-		}
-		if !takeOver || waited {
-			return fmt.Errorf("%w: rollout %s is held by %s; it expires at %s unless renewed", rollout.ErrLeaseHeld, name,
-				l.String(), l.Expires().UTC().Format(time.RFC3339))
-		}
-		wait := time.Until(l.Expires()) + time.Second
-		fmt.Fprintf(stderr, "rollout %s is held by %s: waiting %v for its lease to expire\n", name, l.Holder, wait.Round(time.Second))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
-// holderName names this controller in the lease: who, where, which
-// process, and a random tag (pids repeat across machines and boots).
-func holderName() string {
-	host, _ := os.Hostname()
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "otactl"
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s@%s pid %d %s", user, host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// controllerID is the MQTT client ID every controller of a rollout
-// connects with: the broker lets one connection have it, so a controller
-// that takes a rollout over cuts the last one off (docs/contract/rollouts.md,
-// one controller per rollout). At most 88 bytes (AWS IoT Core takes 128).
-func controllerID(prefix, name string) string {
-	h := sha256.Sum256([]byte(prefix))
-	return "otactl-rollout-" + name + "-" + hex.EncodeToString(h[:4])
 }
 
 // controller is a rollout controller's connections: the primary session

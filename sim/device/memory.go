@@ -28,7 +28,10 @@ type Shared struct {
 	// Installs bounds the installs running at once (a buffered channel of
 	// that capacity); nil: no bound. An install waiting here has taken no
 	// slot memory and no pipeline buffers yet.
-	Installs     chan struct{}
+	Installs chan struct{}
+	// Slots, when set, keeps the memory of slot writes that ended for the
+	// next ones (one mapping per install at once).
+	Slots        *MemPool
 	AgentVersion string
 	Logger       *slog.Logger
 	// Observe, when set, is given every status snapshot a device's agent
@@ -66,8 +69,9 @@ type Memory struct {
 }
 
 // NewMemory is a new device's storage: slots of slotSize bytes named after
-// the device, the sim bootloader as from the factory (booted A).
-func NewMemory(id string, slotSize int64, attempts int) (*Memory, error) {
+// the device, the sim bootloader as from the factory (booted A); pool, when
+// not nil, lends the slots their memory while written.
+func NewMemory(id string, slotSize int64, attempts int, pool *MemPool) (*Memory, error) {
 	boot, err := sim.NewMemory(attempts)
 	if err != nil {
 		return nil, fmt.Errorf("simulated device %s: %w", id, err)
@@ -76,8 +80,8 @@ func NewMemory(id string, slotSize int64, attempts int) (*Memory, error) {
 		Journal: &agent.MemJournal{},
 		Boot:    boot,
 		Slots: map[ota.Slot]*MemSlot{
-			ota.SlotA: NewMemSlot(id+":A (memory)", slotSize),
-			ota.SlotB: NewMemSlot(id+":B (memory)", slotSize),
+			ota.SlotA: NewMemSlot(id+":A (memory)", slotSize).pooled(pool),
+			ota.SlotB: NewMemSlot(id+":B (memory)", slotSize).pooled(pool),
 		},
 	}, nil
 }
@@ -124,7 +128,7 @@ func NewMemDevice(sh *Shared, id string, slotSize int64, healthy bool) (*MemDevi
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	m, err := NewMemory(id, slotSize, Attempts)
+	m, err := NewMemory(id, slotSize, Attempts, sh.Slots)
 	if err != nil {
 		return nil, err
 	}

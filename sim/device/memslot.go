@@ -5,8 +5,6 @@ import (
 	"io"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 )
@@ -15,10 +13,12 @@ import (
 // thousands in one process keeps no file per slot. At rest it holds only
 // what was written last (size and sha256); the image's bytes take memory
 // only while a write has the slot open, for the readback to read, and are
-// returned to the system when it ends. It is the slot writer's Target.
+// returned to the system when it ends (or kept for the next write, by the
+// fleet's MemPool). It is the slot writer's Target.
 type MemSlot struct {
 	name     string
 	capacity int64
+	pool     *MemPool // nil: each write maps its own memory
 
 	mu      sync.Mutex
 	writing bool
@@ -31,6 +31,12 @@ var _ slots.Target = (*MemSlot)(nil)
 // NewMemSlot is an empty slot of capacity bytes; name is how messages call it.
 func NewMemSlot(name string, capacity int64) *MemSlot {
 	return &MemSlot{name: name, capacity: capacity}
+}
+
+// pooled is the slot writing into pool's memory.
+func (m *MemSlot) pooled(pool *MemPool) *MemSlot {
+	m.pool = pool
+	return m
 }
 
 // Name is how messages call the slot.
@@ -58,8 +64,8 @@ func (m *MemSlot) Open(size int64) (slots.Writer, error) {
 		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s is being written already", m.name))
 	}
 	// Outside the Go heap, so that the memory is the system's again the
-	// moment the install ends (as the writer's buffers are).
-	data, err := unix.Mmap(-1, 0, int(max(size, 1)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// moment the install ends (as the writer's buffers are), or the pool's.
+	data, err := m.pool.get(int(max(size, 1)))
 	if err != nil {
 		return nil, ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("slot %s: allocate %d bytes: %w", m.name, size, err))
 	}
@@ -104,7 +110,7 @@ func (w *memWriter) Commit(sha256 string) error {
 // check leaves the image's digest (a readback failure after that is the
 // caller's to act on, as with a file: the slot is marked bad either way).
 func (w *memWriter) Close() error {
-	err := unix.Munmap(w.mem)
+	err := w.slot.pool.put(w.mem)
 	w.mem, w.data = nil, nil
 	m := w.slot
 	m.mu.Lock()

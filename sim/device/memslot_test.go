@@ -149,3 +149,50 @@ func TestMemSlotRefusesChunked(t *testing.T) {
 		t.Error("the refused install left an image in the slot")
 	}
 }
+
+// Slots sharing a pool write into the memory a finished write left: a
+// smaller image after a larger one still verifies (the readback reads
+// only what was written, not the larger image's tail), a write that
+// fails its hash leaves no image, and the pool keeps at most its bound.
+func TestMemSlotPooled(t *testing.T) {
+	pool := NewMemPool(1)
+	big, bigSum := image(300_000, 8)
+	small, smallSum := image(100_000, 9)
+	a := NewMemSlot("dev1:B", 1<<20).pooled(pool)
+	b := NewMemSlot("dev2:B", 1<<20).pooled(pool)
+	write := func(slot *MemSlot, img []byte, sum string) error {
+		src := writeFile(t, img, false)
+		return slots.Write(t.Context(), slots.Job{Payload: ota.Payload{URL: "file://" + src, Size: int64(len(img)), SHA256: sum}, Target: slot})
+	}
+	if err := write(a, big, bigSum); err != nil {
+		t.Fatal(err)
+	}
+	if len(pool.free) != 1 {
+		t.Fatalf("pool keeps %d mappings after a write, want 1", len(pool.free))
+	}
+	if err := write(b, small, smallSum); err != nil {
+		t.Fatalf("a smaller image into the kept memory: %v", err)
+	}
+	if _, got, ok := b.Image(); !ok || got != smallSum {
+		t.Fatalf("dev2:B holds %q %v, want the small image", got, ok)
+	}
+	if err := write(a, small, bigSum); ota.CodeOf(err) != ota.CodeHashMismatch {
+		t.Fatalf("a wrong hash into kept memory = %v, want hash_mismatch", err)
+	}
+	if _, _, ok := a.Image(); ok {
+		t.Error("a write that failed its hash left an image")
+	}
+	w1, err := a.Open(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := b.Open(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.Close()
+	w2.Close()
+	if len(pool.free) != 1 {
+		t.Fatalf("pool keeps %d mappings, over its bound of 1", len(pool.free))
+	}
+}
