@@ -78,15 +78,18 @@ func (q *queue) run() {
 	}
 }
 
-// idle is how long since a message arrived, or, while the handler works
-// through a backlog, zero.
-func (q *queue) idle() time.Duration {
+// quietSince is how long since a message arrived or since from, whichever
+// is later; zero while the handler works through a backlog.
+func (q *queue) quietSince(from time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) > 0 || q.last.IsZero() {
+	if len(q.items) > 0 {
 		return 0
 	}
-	return time.Since(q.last)
+	if q.last.After(from) {
+		from = q.last
+	}
+	return time.Since(from)
 }
 
 // close stops the handler calls: none after close returns.

@@ -287,27 +287,43 @@ func (s *Session) Sync(ctx context.Context) error {
 	tok := s.c.Subscribe(topic, 1, func(paho.Client, paho.Message) {
 		once.Do(func() { s.q.push(item{reached: arrived}) })
 	})
-	if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+	// What the broker has to deliver first (a million retained statuses
+	// of a wildcard just subscribed) comes before its SUBACK, its PUBACK
+	// and the sync message: each wait gives up only when nothing at all
+	// has arrived for a connect timeout.
+	if err := s.waitArriving(ctx, tok.Done(), tok.Error); err != nil {
 		return fmt.Errorf("subscribe %s: %w", topic, err)
 	}
 	defer s.c.Unsubscribe(topic)
-	if err := waitToken(ctx, s.c.Publish(topic, 1, false, []byte("sync")), s.cfg.connectTimeout()); err != nil {
+	tok = s.c.Publish(topic, 1, false, []byte("sync"))
+	if err := s.waitArriving(ctx, tok.Done(), tok.Error); err != nil {
 		return fmt.Errorf("publish to %s: %w", topic, err)
 	}
-	// What the broker had to deliver before it (a million retained
-	// statuses) can take long: Sync gives up only when nothing at all has
-	// arrived for a connect timeout.
-	tick := time.NewTicker(time.Second)
+	if err := s.waitArriving(ctx, arrived, nil); err != nil {
+		return fmt.Errorf("sync on %s: %w", topic, err)
+	}
+	return nil
+}
+
+// waitArriving waits for done while messages keep arriving: it gives up
+// once none has arrived (and none is waiting for the handler) for a
+// connect timeout. result, when set, is the outcome once done.
+func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result func() error) error {
+	start, limit := time.Now(), s.cfg.connectTimeout()
+	tick := time.NewTicker(min(time.Second, limit))
 	defer tick.Stop()
 	for {
 		select {
-		case <-arrived:
+		case <-done:
+			if result != nil {
+				return result()
+			}
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if idle := s.q.idle(); idle > s.cfg.connectTimeout() {
-				return fmt.Errorf("sync on %s: nothing arrived for %v: %w", topic, idle.Round(time.Second), errTimeout)
+			if quiet := s.q.quietSince(start); quiet > limit {
+				return fmt.Errorf("nothing arrived for %v: %w", quiet.Round(time.Second), errTimeout)
 			}
 		}
 	}

@@ -119,3 +119,42 @@ func (s syncingTarget) Open(size int64) (Writer, error) {
 type syncingWriter struct{ Writer }
 
 func (w syncingWriter) Sync() error { return w.Writer.(*committing).Writer.Commit("") }
+
+// lendingTarget lends the pipeline its buffers (BufferLender) out of one
+// region it keeps, and counts the loans.
+type lendingTarget struct {
+	*otherTarget
+	mem             []byte
+	lent, givenBack int
+	asked           int
+}
+
+func (l *lendingTarget) LendBuffers(size int) ([]byte, func(), error) {
+	l.lent++
+	l.asked = size
+	if len(l.mem) < size {
+		l.mem = make([]byte, size)
+	}
+	return l.mem[:size], func() { l.givenBack++ }, nil
+}
+
+// A Target that lends buffers has the write use them — an image written
+// twice through the same region is right both times — and gets each loan
+// back once.
+func TestWriteLentBuffers(t *testing.T) {
+	img := testImage(900_000, 33)
+	srv := serveBytes(t, compressed(t, img, "zstd"))
+	slot := makeSlot(t, t.TempDir(), "slot", 1<<20)
+	target := &lendingTarget{otherTarget: &otherTarget{File: File(slot)}}
+	for i := range 2 {
+		err := write(t.Context(), Job{Payload: ota.Payload{URL: srv.URL, Compression: "zstd", Size: int64(len(img)), SHA256: sha(img)},
+			Target: target, Readback: true}, testTuning())
+		if err != nil {
+			t.Fatalf("write %d: %v", i+1, err)
+		}
+		checkSlot(t, slot, img, 1<<20)
+	}
+	if target.lent != 2 || target.givenBack != 2 || target.asked == 0 {
+		t.Fatalf("lent %d, given back %d (asked %d bytes), want 2 and 2", target.lent, target.givenBack, target.asked)
+	}
+}

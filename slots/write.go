@@ -44,7 +44,7 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		n += tun.readBufs
 	}
 	size := max(tun.chunk, tun.readChunk)
-	bufs, release, err := mapBuffers(n, size)
+	bufs, release, err := buffersFor(job.Target, n, size)
 	if err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, err)
 	}

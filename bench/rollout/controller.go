@@ -161,8 +161,8 @@ func (w *watcher) largestOf(name string) int {
 	return w.largest[name]
 }
 
-// wait waits until name's latest state satisfies ok.
-func (w *watcher) wait(ctx context.Context, name string, timeout time.Duration, ok func(rollout.State) bool) (rollout.State, error) {
+// wait waits until name's latest state satisfies ok, while its controller p runs.
+func (w *watcher) wait(ctx context.Context, p *proc, name string, timeout time.Duration, ok func(rollout.State) bool) (rollout.State, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		w.mu.Lock()
@@ -177,6 +177,8 @@ func (w *watcher) wait(ctx context.Context, name string, timeout time.Duration, 
 		select {
 		case <-ctx.Done():
 			return s, ctx.Err()
+		case <-p.done:
+			return s, fmt.Errorf("rollout %s: its controller exited first (%s, wave %d)", name, s.Phase, s.Wave)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

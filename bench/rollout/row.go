@@ -92,19 +92,19 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if err != nil {
 		return err
 	}
-	s, err := w.wait(ctx, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
+	s, err := w.wait(ctx, first, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
 	if err != nil {
 		return first.fail(err)
 	}
 	waveStart := s.Waves[0].Started
 	r.ready = waveStart.Sub(first.started)
-	if err := waitCount(ctx, func() int64 { return fl.Offered.Load() }, int64(n), 30*time.Minute); err != nil {
+	if err := waitCount(ctx, first, func() int64 { return fl.Offered.Load() }, int64(n), 30*time.Minute); err != nil {
 		return first.fail(fmt.Errorf("unpaced offers: %w", err))
 	}
 	at := fl.Arrivals()
 	r.unpaced = at[len(at)-1].Sub(waveStart)
 	progress(fmt.Sprintf("%d devices: every offer out %v after the wave started", n, r.unpaced.Round(time.Millisecond)))
-	s, err = w.wait(ctx, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Phase == rollout.PhaseSoaking })
+	s, err = w.wait(ctx, first, "bench-unpaced", 30*time.Minute, func(s rollout.State) bool { return s.Phase == rollout.PhaseSoaking })
 	if err != nil {
 		return first.fail(err)
 	}
@@ -122,7 +122,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 		return again.fail(err)
 	}
 	r.rebuild = time.Since(again.started)
-	if _, err := w.wait(ctx, "bench-unpaced", 2*o.lease, func(s rollout.State) bool {
+	if _, err := w.wait(ctx, again, "bench-unpaced", 2*o.lease, func(s rollout.State) bool {
 		return s.Lease != nil && s.Lease.Holder != holder && s.Counts.Success == n && s.Phase == rollout.PhaseSoaking
 	}); err != nil {
 		return again.fail(fmt.Errorf("the restarted controller's counts: %w", err))
@@ -145,12 +145,12 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if err != nil {
 		return err
 	}
-	s, err = w.wait(ctx, "bench-paced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
+	s, err = w.wait(ctx, third, "bench-paced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
 	if err != nil {
 		return third.fail(err)
 	}
 	pacedStart := s.Waves[0].Started
-	if err := waitCount(ctx, func() int64 { return fl.Offered.Load() }, int64(2*n), 30*time.Minute); err != nil {
+	if err := waitCount(ctx, third, func() int64 { return fl.Offered.Load() }, int64(2*n), 30*time.Minute); err != nil {
 		return third.fail(fmt.Errorf("paced offers: %w", err))
 	}
 	at = fl.Arrivals()[before:]
@@ -206,7 +206,7 @@ func ahead(rate rollout.Rate, start time.Time, at []time.Time) int {
 	return worst
 }
 
-func waitCount(ctx context.Context, count func() int64, want int64, timeout time.Duration) error {
+func waitCount(ctx context.Context, p *proc, count func() int64, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := count()
@@ -219,6 +219,8 @@ func waitCount(ctx context.Context, count func() int64, want int64, timeout time
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.done:
+			return fmt.Errorf("%d of %d when the controller exited", count(), want)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

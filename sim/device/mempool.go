@@ -20,22 +20,28 @@ type MemPool struct {
 	free [][]byte
 }
 
-// NewMemPool keeps up to keep mappings (the installs at once); more are
-// returned to the system.
+// NewMemPool keeps up to keep mappings (two per install at once: the
+// image, and the pipeline's buffers the slots lend it); more are returned
+// to the system.
 func NewMemPool(keep int) *MemPool { return &MemPool{keep: keep} }
 
 // get is a mapping of at least size bytes: a kept one, else a new one.
 func (p *MemPool) get(size int) ([]byte, error) {
 	if p != nil {
+		// The smallest that fits: images and pipeline buffers differ in size.
 		p.mu.Lock()
+		best := -1
 		for i, m := range p.free {
-			if len(m) >= size {
-				last := len(p.free) - 1
-				p.free[i], p.free[last] = p.free[last], nil
-				p.free = p.free[:last]
-				p.mu.Unlock()
-				return m, nil
+			if len(m) >= size && (best < 0 || len(m) < len(p.free[best])) {
+				best = i
 			}
+		}
+		if best >= 0 {
+			m, last := p.free[best], len(p.free)-1
+			p.free[best], p.free[last] = p.free[last], nil
+			p.free = p.free[:last]
+			p.mu.Unlock()
+			return m, nil
 		}
 		p.mu.Unlock()
 	}

@@ -26,7 +26,10 @@ type MemSlot struct {
 	sha256  string // its digest; "" after a write that did not complete
 }
 
-var _ slots.Target = (*MemSlot)(nil)
+var (
+	_ slots.Target       = (*MemSlot)(nil)
+	_ slots.BufferLender = (*MemSlot)(nil)
+)
 
 // NewMemSlot is an empty slot of capacity bytes; name is how messages call it.
 func NewMemSlot(name string, capacity int64) *MemSlot {
@@ -37,6 +40,16 @@ func NewMemSlot(name string, capacity int64) *MemSlot {
 func (m *MemSlot) pooled(pool *MemPool) *MemSlot {
 	m.pool = pool
 	return m
+}
+
+// LendBuffers lends a write into the slot its pipeline's buffers from the
+// pool (slots.BufferLender); without a pool they are mapped for the write.
+func (m *MemSlot) LendBuffers(size int) ([]byte, func(), error) {
+	mem, err := m.pool.get(size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mem, func() { _ = m.pool.put(mem) }, nil
 }
 
 // Name is how messages call the slot.

@@ -110,7 +110,7 @@ func New(o Options) (*Fleet, error) {
 	// Installs at once share connections to the image server.
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxInstalls, o.MaxInstalls
 	sh := &device.Shared{Config: cfg, Keys: keys, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),
-		Slots:        device.NewMemPool(o.MaxInstalls),
+		Slots:        device.NewMemPool(2 * o.MaxInstalls),
 		AgentVersion: "otasim", Logger: o.Logger, Observe: o.Observe}
 	f := &Fleet{MaxInstalls: o.MaxInstalls, Spread: o.Spread, transport: tr}
 	for _, id := range ids {
