@@ -57,6 +57,8 @@ type Fleet struct {
 	fatal    func(error)   // t.Fatal in a test
 	c        paho.Client   // subscribes (report requests, offers)
 	cs       []paho.Client // publish, each a share of the devices
+	senders  []*sender     // one per client in cs, for the answers
+	done     chan struct{} // stops the senders
 	topics   mqtt.Topics
 	Groups   []string     // the groups every device's status lists
 	Answered atomic.Int64 // answers to report requests published
@@ -74,7 +76,10 @@ type Fleet struct {
 func Connect(t testing.TB, broker, prefix string) *Fleet {
 	t.Helper()
 	c := mosquittotest.Client(t, broker, fmt.Sprintf("fakefleet-%d", rand.Int64()))
-	return newFleet(c, prefix, func(err error) { t.Helper(); t.Fatal(err) })
+	f := newFleet(c, prefix, func(err error) { t.Helper(); t.Fatal(err) })
+	f.startSenders()
+	t.Cleanup(func() { close(f.done) })
+	return f
 }
 
 // Dial connects a fleet of clients connections outside a test
@@ -96,6 +101,7 @@ func Dial(broker, prefix string, clients int, fatal func(error)) (*Fleet, error)
 	}
 	f := newFleet(cs[0], prefix, fatal)
 	f.cs = cs
+	f.startSenders()
 	return f, nil
 }
 
@@ -104,15 +110,26 @@ func newFleet(c paho.Client, prefix string, fatal func(error)) *Fleet {
 		offers: map[string]int{}, answered: map[string]bool{}}
 }
 
+func (f *Fleet) startSenders() {
+	f.done = make(chan struct{})
+	for _, c := range f.cs {
+		f.senders = append(f.senders, newSender(c, f.done))
+	}
+}
+
 // Close disconnects the fleet's clients.
 func (f *Fleet) Close() {
+	close(f.done)
 	for _, c := range f.cs {
 		c.Disconnect(250)
 	}
 }
 
-// client is the client that publishes for the i-th device.
-func (f *Fleet) client(i int) paho.Client { return f.cs[i%len(f.cs)] }
+// sendFor publishes device i's payload on topic through its client's
+// sender, without waiting.
+func (f *Fleet) sendFor(i int, topic string, payload []byte) {
+	f.senders[i%len(f.senders)].send(topic, payload)
+}
 
 func (f *Fleet) wait(what string, tok paho.Token) {
 	if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
@@ -177,7 +194,7 @@ func (f *Fleet) Answer(ids []string) {
 		}
 		for i, id := range ids {
 			time.AfterFunc(rand.N(r.Window()), func() {
-				f.client(i).Publish(f.statusTopic(id), 1, true, f.status(id))
+				f.sendFor(i, f.statusTopic(id), f.status(id))
 				f.Answered.Add(1)
 			})
 		}
@@ -221,7 +238,7 @@ func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
 		f.mu.Lock()
 		f.outcome[id] = &ota.Outcome{ID: man.ID, SHA256: man.Payload.SHA256, Result: r}
 		f.mu.Unlock()
-		f.client(int(f.Offered.Load())).Publish(f.statusTopic(id), 1, true, f.status(id))
+		f.sendFor(int(f.Offered.Load()), f.statusTopic(id), f.status(id))
 	}))
 }
 
