@@ -9,6 +9,7 @@ package fakefleet
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -125,10 +126,13 @@ func (f *Fleet) Close() {
 	}
 }
 
-// sendFor publishes device i's payload on topic through its client's
-// sender, without waiting.
-func (f *Fleet) sendFor(i int, topic string, payload []byte) {
-	f.senders[i%len(f.senders)].send(topic, payload)
+// answer publishes device id's status, retained, through the one sender
+// that speaks for it (a device's messages are in order, as over its own
+// connection), without waiting.
+func (f *Fleet) answer(id string) {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	f.senders[int(h.Sum32()%uint32(len(f.senders)))].send(f.statusTopic(id), func() []byte { return f.status(id) })
 }
 
 func (f *Fleet) wait(what string, tok paho.Token) {
@@ -192,9 +196,9 @@ func (f *Fleet) Answer(ids []string) {
 		if err != nil || m.Retained() {
 			return
 		}
-		for i, id := range ids {
+		for _, id := range ids {
 			time.AfterFunc(rand.N(r.Window()), func() {
-				f.sendFor(i, f.statusTopic(id), f.status(id))
+				f.answer(id)
 				f.Answered.Add(1)
 			})
 		}
@@ -238,7 +242,7 @@ func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
 		f.mu.Lock()
 		f.outcome[id] = &ota.Outcome{ID: man.ID, SHA256: man.Payload.SHA256, Result: r}
 		f.mu.Unlock()
-		f.sendFor(int(f.Offered.Load()), f.statusTopic(id), f.status(id))
+		f.answer(id)
 	}))
 }
 

@@ -20,9 +20,12 @@ type sender struct {
 	wake chan struct{}
 }
 
+// publish is one message to send; its payload is made when it is sent, so
+// a status queued behind others is the device's status then, not a stale
+// one written over a newer.
 type publish struct {
 	topic   string
-	payload []byte
+	payload func() []byte
 }
 
 // sendWindow is the publishes a sender has in flight at most.
@@ -35,7 +38,7 @@ func newSender(c paho.Client, done <-chan struct{}) *sender {
 }
 
 // send queues a publish; it never blocks (it runs in paho's handlers).
-func (s *sender) send(topic string, payload []byte) {
+func (s *sender) send(topic string, payload func() []byte) {
 	s.mu.Lock()
 	s.todo = append(s.todo, publish{topic, payload})
 	s.mu.Unlock()
@@ -67,7 +70,7 @@ func (s *sender) run(done <-chan struct{}) {
 			}
 		}
 		for _, p := range batch {
-			toks = append(toks, s.c.Publish(p.topic, 1, true, p.payload))
+			toks = append(toks, s.c.Publish(p.topic, 1, true, p.payload()))
 			if len(toks) == sendWindow {
 				drain()
 			}
