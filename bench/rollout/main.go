@@ -89,9 +89,21 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	ok := printRows(out, rows)
 	fmt.Fprintf(out, "\nload average at end: %s\n", loadAvg())
 	if !ok {
-		return errors.New("a row failed, had a state over 16 KiB, or its paced wave ran ahead of its pace")
+		return errors.New("a row failed, had a state over 16 KiB, missed the controller's targets (1 GiB, a 60 s rebuild, up to 1,000,000 devices) or its paced wave ran ahead of its pace")
 	}
 	return nil
+}
+
+// The controller's targets up to a million devices (issue 20): peak RSS
+// of either controller, and the rebuild after kill -9.
+const (
+	maxControllerRSS = 1 << 20 // KiB
+	maxRebuild       = time.Minute
+	targetsUpTo      = 1_000_000
+)
+
+func (r row) onTarget() bool {
+	return r.n > targetsUpTo || (max(r.ctlRSS, r.rebuiltRSS) <= maxControllerRSS && r.rebuild <= maxRebuild)
 }
 
 func printRows(out io.Writer, rows []row) bool {
@@ -109,7 +121,7 @@ func printRows(out io.Writer, rows []row) bool {
 		if r.pacedAhead > 0 {
 			ahead, ok = fmt.Sprintf("FAIL by %d", r.pacedAhead), false
 		}
-		if r.stateMax > rollout.MaxStateSize {
+		if r.stateMax > rollout.MaxStateSize || !r.onTarget() {
 			ok = false
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
