@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -52,5 +53,65 @@ func TestSessionPublishAndSync(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 1 || seen["ota/devices/d007/desired"] != "offer" {
 		t.Errorf("after Sync the handler has seen %v, want exactly d007's retained offer", seen)
+	}
+}
+
+// Sync's waits (waitArriving) last while messages keep arriving, give up
+// after a connect timeout in which nothing arrived (also when nothing
+// ever did), and return the outcome once done.
+func TestWaitArriving(t *testing.T) {
+	const limit = time.Second // arrivals every 50 ms: far inside it, even on a loaded machine
+	failed := fmt.Errorf("refused by the broker")
+	for _, tc := range []struct {
+		name    string
+		arrive  time.Duration // a message this often (0: none)
+		doneAt  time.Duration // done closed this late (0: never)
+		result  error
+		wantErr error
+	}{
+		{name: "nothing ever arrives", wantErr: errTimeout},
+		{name: "messages keep arriving past the limit, then done", arrive: 50 * time.Millisecond, doneAt: 3 * limit},
+		{name: "done with an error", doneAt: limit / 3, result: failed, wantErr: failed},
+		{name: "arrivals stop, done never comes", arrive: 50 * time.Millisecond, wantErr: errTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue(func(Message) {})
+			q.start()
+			defer q.close()
+			s := &Session{cfg: Config{ConnectTimeout: limit}, q: q}
+			done := make(chan struct{})
+			start := time.Now()
+			if tc.doneAt > 0 {
+				time.AfterFunc(tc.doneAt, func() { close(done) })
+			}
+			if tc.arrive > 0 {
+				stop := time.After(2 * limit) // without done: arrivals stop, then the limit
+				if tc.doneAt > 0 {
+					stop = time.After(tc.doneAt)
+				}
+				go func() {
+					for tick := time.NewTicker(tc.arrive); ; {
+						select {
+						case <-stop:
+							tick.Stop()
+							return
+						case <-tick.C:
+							q.push(item{msg: Message{Topic: "ota/devices/d/status", Payload: []byte("{}")}})
+						}
+					}
+				}()
+			}
+			var result func() error
+			if tc.result != nil {
+				result = func() error { return tc.result }
+			}
+			err := s.waitArriving(context.Background(), done, result)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("waitArriving: %v, want %v", err, tc.wantErr)
+			}
+			if tc.doneAt > limit && err == nil && time.Since(start) < tc.doneAt {
+				t.Fatalf("returned after %v, before done", time.Since(start))
+			}
+		})
 	}
 }
