@@ -42,6 +42,7 @@ type Session struct {
 	check       func(context.Context) error
 	gate        chan struct{} // closed: publishes may go out
 	gateErr     error         // the check failed: no publish ever again
+	stalledGen  int           // the connection last dropped as stalled (stall.go)
 }
 
 // Open connects and subscribes to filters (topic filter → QoS), calling fn
@@ -223,11 +224,13 @@ func (s *Session) PublishRetained(ctx context.Context, payload []byte, topics ..
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
+	gen := s.generation()
 	window := make([]paho.Token, 0, publishWindow)
 	names := make([]string, 0, publishWindow)
 	drain := func() error {
 		for i, tok := range window {
 			if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+				s.stalled(gen, names[i], err)
 				return fmt.Errorf("publish to %s: %w", names[i], err)
 			}
 		}
@@ -252,7 +255,9 @@ func (s *Session) Publish(ctx context.Context, topic string, payload []byte) err
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
+	gen := s.generation()
 	if err := waitToken(ctx, s.c.Publish(topic, 1, false, payload), s.cfg.connectTimeout()); err != nil {
+		s.stalled(gen, topic, err)
 		return fmt.Errorf("publish to %s: %w", topic, err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package brokertest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -19,7 +18,8 @@ type Proxy struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
-	down   bool // refuse connections: the network is out
+	mute   map[net.Conn]bool // connections nothing is written to any more (Stall)
+	down   bool              // refuse connections: the network is out
 }
 
 // NewProxy listens on a free loopback port for the broker at brokerURL, until
@@ -34,7 +34,7 @@ func NewProxy(t testing.TB, brokerURL string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{URL: "mqtt://" + ln.Addr().String(), target: u.Host, ln: ln, conns: map[net.Conn]bool{}}
+	p := &Proxy{URL: "mqtt://" + ln.Addr().String(), target: u.Host, ln: ln, conns: map[net.Conn]bool{}, mute: map[net.Conn]bool{}}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Cut() })
 	return p
@@ -65,15 +65,44 @@ func (p *Proxy) serve() {
 	}
 }
 
-// pipe copies one direction; when either side ends, both are closed.
+// pipe copies one direction, dropping what goes to a muted side; when
+// either side ends, both are closed.
 func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			muted := p.mute[dst]
+			p.mu.Unlock()
+			if !muted {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
+	delete(p.mute, dst)
 	p.mu.Unlock()
 	dst.Close()
 	src.Close()
+}
+
+// Stall keeps the connections open now but lets nothing through them any
+// more, either way (no PUBACK, no PINGRESP): a broker that still holds a
+// connection but stopped answering on it. New connections go through.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.mute[c] = true
+	}
 }
 
 // Cut closes every connection through the proxy.
