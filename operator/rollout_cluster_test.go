@@ -68,7 +68,16 @@ func TestRolloutOnCluster(t *testing.T) {
 			select {
 			case res = <-ended:
 			case <-ctx.Done():
-				t.Fatal("the controller did not end")
+				// Its stderr says where it was stuck (the ctx ended stops it).
+				select {
+				case res = <-ended:
+				case <-time.After(30 * time.Second):
+				}
+				last := "none"
+				if ss := states.of(name); len(ss) > 0 {
+					last = fmt.Sprintf("%s in wave %d %+v", ss[len(ss)-1].Phase, ss[len(ss)-1].Wave, ss[len(ss)-1].Counts)
+				}
+				t.Fatalf("the controller did not end in 4 minutes; last state seen: %s\n%s", last, tail(res.stderr))
 			}
 			cfg := mqtt.Config{Brokers: c.URLs()}
 			_, s, err := rollout.ReadState(context.Background(), cfg, name)

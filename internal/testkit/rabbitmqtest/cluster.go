@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +42,9 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 	first := cl.Nodes[0]
 	up := time.Since(start)
 	if err := each(n-1, func(i int) error { return cl.Nodes[i+1].join(first) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.wholeRegistry(t); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("rabbitmq cluster of %d nodes: up in %v, joined in %v more", n, up.Round(time.Millisecond), (time.Since(start) - up).Round(time.Millisecond))
@@ -101,4 +107,86 @@ func (c *Cluster) NodeOf(clientID string) int {
 		}
 	}
 	return best
+}
+
+// wholeRegistry waits until every node is a member of the MQTT plugin's
+// client-ID registry (a Ra cluster, mqtt_node), restarting the app of a
+// node still left out after 10 s. Nodes that start the plugin at once may
+// not all be added to it; then a lost member can take the registry's
+// majority with it, and no client connects anywhere until it returns.
+func (c *Cluster) wholeRegistry(t testing.TB) error {
+	start, restarted := time.Now(), false
+	for {
+		missing, err := c.outOfRegistry()
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		switch {
+		case time.Since(start) > 90*time.Second:
+			if err != nil {
+				return fmt.Errorf("mqtt client-ID registry: %w", err)
+			}
+			return fmt.Errorf("mqtt client-ID registry: nodes %v are not members after %v", missing, time.Since(start).Round(time.Second))
+		case err == nil && !restarted && time.Since(start) > 10*time.Second:
+			restarted = true
+			for _, b := range missing {
+				t.Logf("rabbitmq node %s is not in the mqtt client-ID registry: restarting its app", b.Node)
+				p := b.proc.Load()
+				for _, args := range [][]string{{"stop_app"}, {"start_app"}} {
+					if _, err := b.Ctl(args...); err != nil {
+						return fmt.Errorf("node %s: %w", b.Node, err)
+					}
+				}
+				if err := p.waitListener(b.Port, 2, b.log); err != nil {
+					return err
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// outOfRegistry are the nodes the first one's client-ID registry lacks.
+func (c *Cluster) outOfRegistry() ([]*Broker, error) {
+	members, err := c.Nodes[0].registryMembers()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Broker
+	for _, b := range c.Nodes {
+		if !slices.Contains(members, b.Node) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+var quotedAtom = regexp.MustCompile(`'([^']+)'`)
+
+// registryMembers are the nodes of the client-ID registry as b sees them.
+func (b *Broker) registryMembers() ([]string, error) {
+	out, err := b.Ctl("eval", "ra:members({mqtt_node, node()}).")
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := parseMembers(out)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: ra:members: %w", b.Node, err)
+	}
+	return nodes, nil
+}
+
+// parseMembers reads ra:members' answer, {ok,[{mqtt_node,'a@localhost'},…],
+// {mqtt_node,'a@localhost'}}: the members, then the leader.
+func parseMembers(out string) ([]string, error) {
+	out = strings.TrimSpace(out)
+	i, j := strings.Index(out, "["), strings.Index(out, "]")
+	if !strings.HasPrefix(out, "{ok,") || i < 0 || j < i {
+		return nil, fmt.Errorf("not a member list: %q", out)
+	}
+	var nodes []string
+	for _, m := range quotedAtom.FindAllStringSubmatch(out[i:j], -1) {
+		nodes = append(nodes, m[1])
+	}
+	return nodes, nil
 }

@@ -3,6 +3,7 @@ package rabbitmqtest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,23 @@ func TestCluster(t *testing.T) {
 	}
 	if i := c.NodeOf("ctl-1"); i != 2 {
 		t.Errorf("ctl-1 on node %d, want 2", i)
+	}
+}
+
+func TestParseMembers(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want []string
+		err  bool
+	}{
+		{"{ok,[{mqtt_node,'a@localhost'},\n {mqtt_node,'b@localhost'}],\n {mqtt_node,'b@localhost'}}\n", []string{"a@localhost", "b@localhost"}, false},
+		{"{ok,[],{mqtt_node,'a@localhost'}}", nil, false},
+		{"{timeout,{mqtt_node,'a@localhost'}}", nil, true},
+		{"{error,noproc}", nil, true},
+	} {
+		got, err := parseMembers(tc.out)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("parseMembers(%q) = %q, %v; want %q (error %v)", tc.out, got, err, tc.want, tc.err)
+		}
 	}
 }
