@@ -130,7 +130,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if r.rebuiltRSS, err = again.stop(); err != nil {
 		return err
 	}
-	progress(fmt.Sprintf("%d devices: rebuilt in %v", n, r.rebuild.Round(time.Millisecond)))
+	progress(fmt.Sprintf("%d devices: rebuilt in %v, %s peak", n, r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS)))
 
 	// The paced wave: a new offer, so every device takes it.
 	rate := rollout.Rate{Start: float64(n) / 4, Increase: 2, Max: float64(n)}
