@@ -73,11 +73,7 @@ func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(Mess
 		SetOnConnectHandler(func(c paho.Client) { s.onConnect(c, subscribed) }).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			s.log.Warn("mqtt session: connection lost", "err", err)
-			s.closeGate()
-			select {
-			case s.lost <- struct{}{}:
-			default:
-			}
+			s.connectionLost()
 		})
 	s.c = paho.NewClient(opts)
 	s.q.start()
@@ -167,6 +163,15 @@ func (s *Session) Gate(check func(context.Context) error) {
 	s.mu.Lock()
 	s.check = check
 	s.mu.Unlock()
+}
+
+// connectionLost holds publishes back and has redial dial again.
+func (s *Session) connectionLost() {
+	s.closeGate()
+	select {
+	case s.lost <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Session) closeGate() {

@@ -31,10 +31,6 @@ func (s *Session) stalled(gen int, topic string, err error) {
 		return
 	}
 	s.log.Warn("mqtt session: a publish was not acknowledged; dropping the connection to dial again", "topic", topic, "timeout", s.cfg.connectTimeout())
-	s.c.Disconnect(0)
-	s.closeGate()
-	select {
-	case s.lost <- struct{}{}:
-	default:
-	}
+	s.c.Disconnect(0) // paho calls no lost handler for it
+	s.connectionLost()
 }

@@ -69,8 +69,14 @@ func each(n int, fn func(i int) error) error {
 // join makes b a member of first's cluster and waits until its MQTT
 // listener is up again.
 func (b *Broker) join(first *Broker) error {
+	return b.ctlThenListen([]string{"stop_app"}, []string{"join_cluster", first.Node}, []string{"start_app"})
+}
+
+// ctlThenListen runs rabbitmqctl commands in turn against b, then waits
+// until its MQTT listener is up again.
+func (b *Broker) ctlThenListen(cmds ...[]string) error {
 	p := b.proc.Load()
-	for _, args := range [][]string{{"stop_app"}, {"join_cluster", first.Node}, {"start_app"}} {
+	for _, args := range cmds {
 		if _, err := b.Ctl(args...); err != nil {
 			return fmt.Errorf("node %s: %w", b.Node, err)
 		}
@@ -131,13 +137,7 @@ func (c *Cluster) wholeRegistry(t testing.TB) error {
 			restarted = true
 			for _, b := range missing {
 				t.Logf("rabbitmq node %s is not in the mqtt client-ID registry: restarting its app", b.Node)
-				p := b.proc.Load()
-				for _, args := range [][]string{{"stop_app"}, {"start_app"}} {
-					if _, err := b.Ctl(args...); err != nil {
-						return fmt.Errorf("node %s: %w", b.Node, err)
-					}
-				}
-				if err := p.waitListener(b.Port, 2, b.log); err != nil {
+				if err := b.ctlThenListen([]string{"stop_app"}, []string{"start_app"}); err != nil {
 					return err
 				}
 			}
