@@ -46,6 +46,8 @@ type Deps struct {
 	Rebooter   Rebooter
 	Health     HealthChecker
 	Clock      Clock
+	// Uptime is the boot clock the commit window counts on (runtime.go).
+	Uptime     Uptime
 	Publishers []Publisher
 }
 
@@ -77,6 +79,10 @@ type Agent struct {
 	recheck   bool // the pending offer is due for its re-check
 }
 
+// runningMarks is how often a commit window's running time is journaled:
+// a reboot loses at most a window over this of the count.
+const runningMarks = 8
+
 // New loads the journal and returns an agent ready to Run.
 func New(cfg Config, d Deps) (*Agent, error) {
 	if cfg.Logger == nil {
@@ -90,6 +96,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	if d.Clock == nil {
 		d.Clock = SystemClock{}
+	}
+	if d.Uptime == nil {
+		d.Uptime = SystemUptime{}
 	}
 	s, _, err := d.Store.Load()
 	if err != nil {
@@ -168,7 +177,7 @@ func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err er
 			err = nil
 		}
 	}()
-	boot := EvBoot{Booted: booted, BootID: bootID, Time: a.now()}
+	boot := EvBoot{Booted: booted, BootID: bootID, Time: a.now(), Uptime: a.d.Uptime.Uptime()}
 	if a.state.Phase == ota.Staged {
 		// Whether the flip happened decides between finishing it and a fallback.
 		order, err := a.d.Bootloader.Order(ctx)
@@ -189,13 +198,18 @@ func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err er
 		beat = t.C
 		a.cfg.Heartbeat()
 	}
+	// While the health check runs, the running time is journaled a few
+	// times a window: a reboot while confirming keeps what this boot ran.
+	running := time.NewTicker(max(a.cfg.CommitWindow/runningMarks, time.Second))
+	defer running.Stop()
 	for {
 		var installDone, healthDone chan Event
+		var runTick <-chan time.Time
 		if a.install != nil {
 			installDone = a.install.done
 		}
 		if a.health != nil {
-			healthDone = a.health.done
+			healthDone, runTick = a.health.done, running.C
 		}
 		var ev Event
 		select {
@@ -240,6 +254,8 @@ func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err er
 			a.install = nil
 		case ev = <-healthDone:
 			a.health = nil
+		case <-runTick:
+			ev = EvRunning{Uptime: a.d.Uptime.Uptime()}
 		}
 		if ev == nil {
 			continue

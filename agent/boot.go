@@ -25,12 +25,14 @@ func (m *machine) boot(ev EvBoot) {
 	case ota.Rebooting:
 		m.bootRebooting(ev, sameBoot)
 	case ota.Confirming:
-		if m.s.Booted == m.s.Target.Slot {
-			if m.s.Target.ConfirmingSince.IsZero() {
-				m.s.Target.ConfirmingSince = ev.Time // journaled by an older otad
+		if t := m.s.Target; m.s.Booted == t.Slot {
+			if t.ConfirmingSince.IsZero() {
+				t.ConfirmingSince = ev.Time // journaled by an older otad
 			}
+			// An older otad journaled no running time: the count starts here.
+			t.Confirming = t.Confirming.At(ev.BootID, ev.Uptime)
 			m.emit(ota.Confirming, nil, "checking health again after a restart, within what is left of the commit window")
-			m.do(StartHealth{Since: m.s.Target.ConfirmingSince})
+			m.do(StartHealth{Used: t.Confirming.Used(), Since: t.ConfirmingSince})
 		} else {
 			m.fellBack()
 		}
@@ -115,6 +117,7 @@ func (m *machine) bootRebooting(ev EvBoot, sameBoot bool) {
 // confirm starts the commit window: the first start on the new slot.
 func (m *machine) confirm(ev EvBoot) {
 	m.s.Target.ConfirmingSince = ev.Time
+	m.s.Target.Confirming = RunTime{Boot: ev.BootID, From: ev.Uptime, Seen: ev.Uptime}
 	m.transition(ota.Confirming, nil, "booted the new slot")
 	m.do(StartHealth{Since: ev.Time})
 }

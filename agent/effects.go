@@ -64,11 +64,13 @@ type Reboot struct{ effect }
 // again and step with the verdict (EvPendingOffer or EvRefused).
 type RecheckPending struct{ effect }
 
-// StartHealth runs the health checks within the commit window, which
-// counts from Since, the first boot of the new slot (docs/contract/installing.md):
-// an agent restarted in confirming has only what is left of it.
+// StartHealth runs the health checks within what is left of the commit
+// window: Used of it has run already (docs/contract/installing.md), on the
+// boot clock; an agent restarted in confirming has only the rest. Since is
+// the first start on the new slot by the wall clock, for the messages.
 type StartHealth struct {
 	effect
+	Used  time.Duration
 	Since time.Time
 }
 

@@ -51,6 +51,23 @@ func (s *State) ended(t *Target) (Ended, bool) {
 	return Ended{}, false
 }
 
+// clockRefusesKnown: r is a refusal by the clock alone (expired, not yet
+// valid) of an offer under way or ended, delivered again (a retained
+// replay) to a clock that has jumped since, as on a board without an RTC
+// once NTP answers on its new slot. Its checks passed when it was taken and
+// the same bytes change nothing now: it is no refusal of the offer.
+func (s *State) clockRefusesKnown(r ota.Outcome) bool {
+	if r.ManifestSHA256 == "" || (r.Code != ota.CodeExpired && r.Code != ota.CodeNotYetValid) {
+		return false
+	}
+	known := Target{ManifestSHA256: r.ManifestSHA256}
+	if t := s.Target; t != nil && t.ManifestSHA256 == r.ManifestSHA256 {
+		return true
+	}
+	_, ended := s.ended(&known)
+	return ended
+}
+
 // notice announces what changed nothing (a refusal, a redelivery) without
 // writing the journal for it: its seq comes from a block reserved by one
 // journal write, so seqs still only grow across restarts.
@@ -72,6 +89,9 @@ func (m *machine) notice(r *ota.Outcome, msg string) {
 // re-check failed) leaves the pending place, and that is journaled.
 func (m *machine) refused(ev EvRefused) {
 	r := ev.Outcome
+	if !ev.Pending && m.s.clockRefusesKnown(r) {
+		return
+	}
 	r.Result = ota.ResultRejected
 	m.s.LastRefusal = &ota.Refusal{ID: r.ID, SHA256: r.SHA256, ManifestSHA256: r.ManifestSHA256, Code: r.Code, Message: r.Message, Time: ev.Time}
 	if ev.Pending && m.s.Pending != nil {

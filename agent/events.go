@@ -22,9 +22,20 @@ type EvBoot struct {
 	// FirstInOrder is the slot the bootloader's order names first, read
 	// before the event when it matters (a journal left in staged).
 	FirstInOrder ota.Slot
-	// Time is when the agent started (the clock, never below its floor):
-	// the commit window of a new slot counts from its first start there.
+	// Time is when the agent started (the clock, never below its floor),
+	// for display.
 	Time time.Time
+	// Uptime is the boot clock at the start: the commit window counts the
+	// new slot's running time on it, never on the wall clock.
+	Uptime time.Duration
+}
+
+// EvRunning is the boot clock read while the health check runs: the
+// running time is journaled now and then, so a reboot while confirming
+// keeps what the boot before it ran.
+type EvRunning struct {
+	event
+	Uptime time.Duration
 }
 
 // EvOffer is an offer that passed every check of docs/contract/checks.md.

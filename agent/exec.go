@@ -87,7 +87,7 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 	case RecheckPending:
 		a.recheck = true // once this batch's effects are done
 	case StartHealth:
-		a.startHealth(e.Since)
+		a.startHealth(e)
 	case PublishProgress:
 		a.publishProgress(e)
 	}
@@ -138,22 +138,17 @@ func (a *Agent) stopInstall() {
 	a.install = nil
 }
 
-// startHealth runs the health check for what is left of the commit window
-// that began at since: a crash-looping agent cannot keep a slot uncommitted
-// for ever by starting the window again each time. A clock set back gives at
-// most one whole window.
-func (a *Agent) startHealth(since time.Time) {
+// startHealth runs the health check for what is left of the commit
+// window, used of it having run already: a crash-looping agent cannot keep
+// a slot uncommitted for ever by starting the window again each time. The
+// window is running time, never the wall clock (runtime.go).
+func (a *Agent) startHealth(e StartHealth) {
 	a.stopHealth()
-	now := a.now()
-	left := a.cfg.CommitWindow
-	if !since.IsZero() && !now.Before(since) {
-		left -= now.Sub(since)
-	}
+	left := a.cfg.CommitWindow - e.Used
 	r := &running{cancel: func() {}, done: make(chan Event, 1)}
 	a.health = r
 	if left <= 0 {
-		r.done <- EvHealth{Message: fmt.Sprintf("the commit window of %s, counted from the first boot of the new slot at %s, ended before the health check passed",
-			a.cfg.CommitWindow, since.UTC().Format(time.RFC3339))}
+		r.done <- windowEnded(a.cfg.CommitWindow, e.Used, e.Since)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), left)
@@ -162,7 +157,11 @@ func (a *Agent) startHealth(since time.Time) {
 		defer cancel()
 		err := a.d.Health.Check(ctx)
 		ev := EvHealth{OK: err == nil}
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() == context.DeadlineExceeded:
+			ev = windowEnded(a.cfg.CommitWindow, a.cfg.CommitWindow, e.Since)
+			ev.Message += ": " + err.Error()
+		case err != nil:
 			ev.Message = err.Error()
 		}
 		r.done <- ev

@@ -94,6 +94,11 @@ func (m *machine) step(ev Event) {
 		m.s.Slots[m.s.Booted] = info
 		m.do(Mark{Op: MarkGood, Slot: m.s.Booted})
 		m.emit(m.s.Phase, nil, "slot "+string(m.s.Booted)+" marked good by operator")
+	case EvRunning:
+		if t := m.s.Target; m.s.Phase == ota.Confirming && t != nil {
+			t.Confirming = t.Confirming.At(m.s.BootID, ev.Uptime)
+			m.persist()
+		}
 	case EvMarkBad:
 		m.markBad()
 	case EvEffectFailed:
@@ -110,7 +115,7 @@ func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string
 func (m *machine) startInstall(t Target, msg string) {
 	slot := m.s.Booted.Other()
 	t.Slot = slot
-	t.BytesDone, t.Transfer, t.ConfirmingSince = 0, ota.Transfer{}, time.Time{}
+	t.BytesDone, t.Transfer, t.ConfirmingSince, t.Confirming = 0, ota.Transfer{}, time.Time{}, RunTime{}
 	t.Envelope = nil // checked for this install; only a pending offer keeps it
 	m.s.Target = &t
 	m.s.InstallGen++

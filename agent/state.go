@@ -28,9 +28,12 @@ type Target struct {
 	BytesDone       int64       `json:"bytes_done"`
 	// Transfer is what the install fetched and reused so far.
 	ota.Transfer
-	// ConfirmingSince is when the agent first started on the new slot: the
-	// commit window counts from here, across restarts.
+	// ConfirmingSince is when the agent first started on the new slot, by
+	// the wall clock: for display only.
 	ConfirmingSince time.Time `json:"confirming_since,omitzero"`
+	// Confirming is the new slot's running time so far: the commit window
+	// counts it, across agent restarts and reboots (runtime.go).
+	Confirming RunTime `json:"confirming,omitzero"`
 	// ManifestSHA256 identifies the offer (docs/contract/installing.md): an ended one never starts again.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	// Envelope is the offer as received, kept while it is pending: it is

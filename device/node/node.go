@@ -29,6 +29,8 @@ type Options struct {
 	Logger       *slog.Logger
 	Publishers   []agent.Publisher
 	Clock        agent.Clock
+	// Uptime is the boot clock the commit window counts on (nil: the system's).
+	Uptime agent.Uptime
 	// Heartbeat is called from the agent loop every HeartbeatEvery.
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
@@ -148,6 +150,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
 			Clock:      opt.Clock,
+			Uptime:     opt.Uptime,
 			Publishers: opt.Publishers,
 		},
 		Booted: st.Booted, BootID: st.BootID, Keys: st.Keys, Sources: sources,

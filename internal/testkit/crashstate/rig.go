@@ -164,6 +164,13 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	rb := &rebooter{}
 	pub := &publisher{r: r, st: st, h: h, out: out, changed: make(chan struct{}, 1)}
 	clock := bootClock{at: r.fx.Epoch.Add(time.Duration(h.boots()) * BootTime), wall: time.Now()} // the run's boots only
+	if st.slots[slot].sha256(ImageSize) == r.fx.NewSHA {
+		// A board without an RTC: on the new slot, NTP has moved the clock
+		// by more than a year, forward and back by turns. Nothing the agent
+		// decides after the flip may depend on it (the commit window counts
+		// running time, docs/contract/installing.md).
+		clock.at = clock.at.Add(ClockJump * time.Duration(1-2*(h.boots()%2)))
+	}
 	p := node.NewParts(r.cfg, node.Options{Logger: discard(), Publishers: []agent.Publisher{pub}, Clock: clock}, node.Storage{
 		Journal: agent.Journal{Dir: filepath.Join(r.root, "state"), FS: fs}, Boot: bl, Booted: slot,
 		BootID: fmt.Sprintf("boot-%d", bootSeq.Add(1)), Reboot: rb, Slots: targets,
@@ -236,6 +243,9 @@ const CheckpointBytes = 48 << 10
 // next: a state is explored long after the update was recorded, and the
 // device's clock must read as if it rebooted at once.
 const BootTime = 10 * time.Second
+
+// ClockJump is how far the wall clock moves between starts on the new slot.
+const ClockJump = 400 * 24 * time.Hour
 
 // bootClock is the device's clock: at the power-on, then running.
 type bootClock struct {
