@@ -38,6 +38,7 @@ func TestHelp(t *testing.T) {
 		{Args: []string{"status", "extra"}, Code: 2, Stderr: "usage: otad status"},
 		{Args: []string{"config"}, Code: 2, Stderr: "usage: otad config check"},
 		{Args: []string{"config", "frob"}, Code: 2, Stderr: "usage: otad config check"},
+		{Args: []string{"config", "chek"}, Code: 2, Stderr: `otad: unknown config command "chek"`},
 		{Args: []string{"-c", "/nonexistent/otad.toml", "-v", "status"}, Code: 2, Stderr: "open /nonexistent/otad.toml"},
 		{Args: []string{"-c=/nonexistent/otad.toml", "config", "check", "-file-only"}, Code: 2, Stderr: "open /nonexistent/otad.toml"},
 		{Args: []string{"-v", "version"}, Stdout: "otad "},

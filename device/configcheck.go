@@ -37,6 +37,11 @@ func cmdConfig(e *env, args []string) int {
 		fmt.Fprint(e.stdout, configUsage)
 		return ota.ExitOK
 	}
+	if len(args) > 0 {
+		fmt.Fprintf(e.stderr, "otad: unknown config command %q (the one there is: check)\n", args[0])
+	} else {
+		fmt.Fprintln(e.stderr, "otad: config needs a command: check")
+	}
 	fmt.Fprint(e.stderr, configUsage)
 	return ota.ExitUsage
 }

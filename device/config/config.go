@@ -113,16 +113,6 @@ type Reboot struct {
 	Policy string `toml:"policy"`
 }
 
-// plainType says the type a key wants, not the Go field go-toml would have
-// put it in ("into struct field config.Config.DeviceID of type string").
-func plainType(msg string) string {
-	i, j := strings.Index(msg, "into struct field "), strings.LastIndex(msg, " of type ")
-	if i < 0 || j < i {
-		return msg
-	}
-	return msg[:i] + "into a " + msg[j+len(" of type "):]
-}
-
 // Error is a configuration error naming the file and key at fault.
 type Error struct {
 	Path string
@@ -170,7 +160,8 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 		var keys []string
 		for _, e := range sm.Errors {
 			row, _ := e.Position()
-			keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
+			key := strings.Join(e.Key(), ".")
+			keys = append(keys, fmt.Sprintf("%s (line %d)%s", key, row, didYouMean(key)))
 		}
 		unknown = &Error{Path: path, Msg: "unknown key " + strings.Join(keys, ", ")}
 		// A typo'd key is one problem among the others: check the rest too.

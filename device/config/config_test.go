@@ -113,12 +113,19 @@ func TestEveryProblemNamed(t *testing.T) {
 		t.Errorf("%d problems, want %d:\n%v", n, len(lines), err)
 	}
 	// A value of the wrong type is named with the type the key wants.
-	if _, err := Decode([]byte("device_id = 5\n"), "f.toml", ""); err == nil || !strings.Contains(err.Error(), "f.toml: device_id: line 1 column 13: toml: cannot decode TOML integer into a string") {
-		t.Errorf("wrong type: %v", err)
+	// Issue 31: in a config writer's words, not go-toml's Go types.
+	for _, c := range []struct{ toml, want string }{
+		{"device_id = 5\n", "f.toml: device_id: line 1 column 13: a string in quotes, not a whole number"},
+		{"[trust]\nthreshold = \"2\"\n", "f.toml: trust.threshold: line 2 column 13: a whole number, not a string (leave out the quotes)"},
+		{"[mqtt]\ngroups = \"a\"\n", "f.toml: mqtt.groups: line 2 column 10: a list [...], not a string"},
+	} {
+		if _, err := Decode([]byte(c.toml), "f.toml", ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("wrong type %q: %v, want %q", c.toml, err, c.want)
+		}
 	}
 	// A typo'd key does not hide the other problems.
 	c, err = Decode([]byte("device_id = \"gw-1\"\ncompatibel = \"x\"\n[reboot]\npolicy = \"later\"\n"), "f.toml", "")
-	for _, want := range []string{"f.toml: unknown key compatibel (line 2)", "f.toml: compatible: ", "f.toml: reboot.policy: "} {
+	for _, want := range []string{`f.toml: unknown key compatibel (line 2) (did you mean "compatible"?)`, "f.toml: compatible: ", "f.toml: reboot.policy: "} {
 		if c == nil || err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("typo'd key: error lacks %q:\n%v", want, err)
 		}
