@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,7 +55,9 @@ func TestDependenciesPointInward(t *testing.T) {
 	}{
 		{"ota", []string{""}}, // "" is the whole module
 		{"agent", append([]string{"verify", "slots", "fetch", "payload", "bootctl", "mqtt", "rollout", "fleetview", "internal", "cmd", "bench"}, programs...)},
-		{"device", []string{"sim", "operator", "internal/testkit", "bench"}},
+		// The fleet side (the view, rollouts) is otactl's: otad must not
+		// link it (what both show, such as rates, is in ota).
+		{"device", []string{"sim", "operator", "fleetview", "rollout", "internal/testkit", "bench"}},
 		{"operator", []string{"device", "slots", "bootctl", "sim", "agent", "internal/testkit", "bench"}},
 		{"sim", []string{"internal/testkit", "bench"}},
 	}
@@ -106,7 +109,7 @@ func TestBinariesCarryOnlyTheirRoom(t *testing.T) {
 			module + "/bootctl", module + "/slots", module + "/agent", module + "/device", module + "/sim",
 			"github.com/mochi-mqtt/server", "github.com/fsnotify/fsnotify", "github.com/coreos/go-systemd",
 		}},
-		{"otad", []string{module + "/sim", module + "/operator", module + "/internal/testkit", "github.com/mochi-mqtt/server"}},
+		{"otad", []string{module + "/sim", module + "/operator", module + "/fleetview", module + "/rollout", module + "/internal/testkit", "github.com/mochi-mqtt/server"}},
 	} {
 		for _, d := range deps(t, "./cmd/"+b.cmd)[module+"/cmd/"+b.cmd] {
 			for _, f := range b.forbidden {
@@ -116,6 +119,47 @@ func TestBinariesCarryOnlyTheirRoom(t *testing.T) {
 			}
 		}
 	}
+}
+
+// otadPackagesFile lists the module's packages linked into otad, one a line.
+const otadPackagesFile = "testdata/otad-packages.txt"
+
+// TestOtadLinksTheListedPackages: what otad links of the module is a
+// decision, not a side effect of a helper called from the wrong package
+// (device/progress.go once pulled the fleet view and the rollouts into the
+// device's binary for one function): a package added to otad or dropped
+// from it changes the list, which a reviewer sees in the diff.
+func TestOtadLinksTheListedPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/otad").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/otad: %v", err)
+	}
+	var got []string
+	for _, p := range strings.Fields(string(out)) {
+		if p == module || strings.HasPrefix(p, module+"/") {
+			got = append(got, p)
+		}
+	}
+	slices.Sort(got)
+	b, err := os.ReadFile(otadPackagesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(b))
+	if slices.Equal(got, want) {
+		return
+	}
+	for _, p := range got {
+		if !slices.Contains(want, p) {
+			t.Errorf("otad links %s, which %s does not list", p, otadPackagesFile)
+		}
+	}
+	for _, p := range want {
+		if !slices.Contains(got, p) {
+			t.Errorf("otad no longer links %s, which %s lists", p, otadPackagesFile)
+		}
+	}
+	t.Errorf("if the change is meant, regenerate the list:\n\tgo list -deps ./cmd/otad | grep '^%s' | sort > %s", module, otadPackagesFile)
 }
 
 // TestInternalHoldsOnlyScaffolding: internal/ is for what no one outside

@@ -38,5 +38,5 @@ func Snapshot(device, agentVersion string, s State, now time.Time) ota.Status {
 }
 
 func targetStatus(t *Target) *ota.TargetStatus {
-	return &ota.TargetStatus{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), BytesDone: t.BytesDone, BytesTotal: t.Payload.Size, Transfer: t.Transfer}
+	return &ota.TargetStatus{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, BytesDone: t.BytesDone, BytesTotal: t.Payload.Size, Transfer: t.Transfer}
 }

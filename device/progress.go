@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/ota"
 )
 
@@ -41,7 +40,7 @@ const pollEvery = 200 * time.Millisecond
 
 func newProgress(w io.Writer, getenv func(string) string, journal bool) *progress {
 	// JOURNAL_STREAM: systemd connected stderr to the journal.
-	tty := fleetview.IsTerminal(w) && getenv("JOURNAL_STREAM") == "" && getenv("TERM") != "dumb"
+	tty := ota.IsTerminal(w) && getenv("JOURNAL_STREAM") == "" && getenv("TERM") != "dumb"
 	return &progress{w: w, tty: tty, journal: journal}
 }
 
@@ -109,7 +108,7 @@ func progressLine(p ota.Progress) string {
 	}
 	eta, r := "--:--", "-"
 	if rate > 0 {
-		r = fleetview.HumanRate(rate)
+		r = ota.HumanRate(rate)
 		if total >= done {
 			eta = clock(time.Duration(float64(total-done) / rate * float64(time.Second)))
 		}
@@ -118,18 +117,7 @@ func progressLine(p ota.Progress) string {
 }
 
 // size is a byte count as people read it: "3.0 GiB".
-func size(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
-}
+func size(n int64) string { return ota.HumanSize(n) }
 
 // clock is a duration as m:ss, or h:mm:ss from an hour.
 func clock(d time.Duration) string {

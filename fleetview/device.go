@@ -43,21 +43,31 @@ type SlotView struct {
 // TargetView is the install in progress, with the freshest byte count (a
 // progress report newer than the status wins).
 type TargetView struct {
-	ID         string `json:"id"`
-	Version    string `json:"version"`
-	BytesDone  int64  `json:"bytes_done"`
-	BytesTotal int64  `json:"bytes_total"`
+	ID             string `json:"id"`
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"` // the offer's identity; "" from an older agent
+	Version        string `json:"version"`
+	BytesDone      int64  `json:"bytes_done"`
+	BytesTotal     int64  `json:"bytes_total"`
 }
 
 // Result is the last result worth showing beside the install in progress:
 // nil while the device installs another offer than the one the result
 // names, so a previous install's outcome is not taken for the current
-// one's.
+// one's. Offers are told apart by their manifest's digest when both give
+// it (the same image signed again has the same id), else by id.
 func (d Device) Result() *ota.Outcome {
-	if d.LastResult == nil || (d.Target != nil && d.Target.ID != "" && d.Target.ID != d.LastResult.ID) {
+	r, t := d.LastResult, d.Target
+	switch {
+	case r == nil:
+		return nil
+	case t != nil && t.ManifestSHA256 != "" && r.ManifestSHA256 != "":
+		if t.ManifestSHA256 != r.ManifestSHA256 {
+			return nil
+		}
+	case t != nil && t.ID != "" && t.ID != r.ID:
 		return nil
 	}
-	return d.LastResult
+	return r
 }
 
 // Failure is the code a failed last result counts under ("" when the last
@@ -92,7 +102,7 @@ func (d *record) device(id string, now time.Time) Device {
 		out.Slots[name] = SlotView{Version: sl.Version, Status: sl.Status}
 	}
 	if t := s.Target; t != nil && (t.ID != "" || t.Version != "") {
-		tv := &TargetView{ID: t.ID, Version: t.Version, BytesDone: t.BytesDone, BytesTotal: t.BytesTotal}
+		tv := &TargetView{ID: t.ID, ManifestSHA256: t.ManifestSHA256, Version: t.Version, BytesDone: t.BytesDone, BytesTotal: t.BytesTotal}
 		if p := d.freshProgress(now); p != nil && p.ID == t.ID {
 			tv.BytesDone, tv.BytesTotal = p.BytesDone, p.BytesTotal
 		}

@@ -127,14 +127,18 @@ func TestSummary(t *testing.T) {
 
 // The last result is shown only beside the install it belongs to.
 func TestResultOfTheCurrentTarget(t *testing.T) {
-	r := &ota.Outcome{ID: "rel-1", Result: ota.ResultSuccess}
+	first, again := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	r := &ota.Outcome{ID: "rel-1", ManifestSHA256: first, Result: ota.ResultSuccess}
 	for _, tt := range []struct {
 		target *TargetView
 		shown  bool
 	}{
 		{nil, true},
 		{&TargetView{ID: "rel-1"}, true},
+		{&TargetView{ID: "rel-1", ManifestSHA256: first}, true},
 		{&TargetView{ID: "rel-2"}, false},
+		// The same image signed again: the same id, another manifest.
+		{&TargetView{ID: "rel-1", ManifestSHA256: again}, false},
 	} {
 		if got := (Device{LastResult: r, Target: tt.target}).Result() != nil; got != tt.shown {
 			t.Errorf("target %+v: shown %v", tt.target, got)

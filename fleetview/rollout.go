@@ -39,11 +39,16 @@ type Finish struct {
 
 // Begin starts following offer id: outcomes for it count from now on. The
 // view knows the offer by its manifest id alone (rollout.Ref with no
-// sha256).
-func (v *View) Begin(id string) {
+// sha256): BeginOffer tells two signatures of one image apart.
+func (v *View) Begin(id string) { v.BeginOffer(rollout.Ref{ID: id}) }
+
+// BeginOffer starts following offer: outcomes for it count from now on,
+// matched by its manifest's digest when offer and the device both give it
+// (rollout.OutcomeOf). Finished takes the offer's Key.
+func (v *View) BeginOffer(offer rollout.Ref) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.follow = &follow{offer: rollout.Ref{ID: id}, start: v.now()}
+	v.follow = &follow{offer: offer, start: v.now()}
 	for _, d := range v.devices {
 		d.baseline = nil
 		if r := lastRefusal(d); r != nil {
@@ -77,7 +82,7 @@ func (v *View) Check(ids []string, want rollout.Outcome) Verdict {
 			out.Pending = append(out.Pending, id)
 			continue
 		}
-		if f, ok := d.finish[v.follow.offer.ID]; ok {
+		if f, ok := d.finish[key(v.follow.offer)]; ok {
 			if f.Result != want.Result || f.Code != want.Code {
 				out.Wrong = append(out.Wrong, fmt.Sprintf("%s: %s, want %s", id, f.Outcome, want))
 			}
@@ -88,7 +93,7 @@ func (v *View) Check(ids []string, want rollout.Outcome) Verdict {
 		// still ends the offer on that device.
 		// A refusal naming another offer (an older one, retained elsewhere
 		// and delivered again) says nothing of this one.
-		if r := lastRefusal(d); r != nil && (r.ID == "" || r.ID == v.follow.offer.ID) && (d.baseline == nil || *r != *d.baseline) {
+		if r := lastRefusal(d); r != nil && v.follow.mayName(r) && (d.baseline == nil || *r != *d.baseline) {
 			out.Wrong = append(out.Wrong, fmt.Sprintf("%s: offer refused: %s: %s", id, r.Code, r.Message))
 			continue
 		}
@@ -104,16 +109,37 @@ func lastRefusal(d *record) *ota.Refusal {
 	return d.status.LastRefusal
 }
 
-// Finished is how offer id ended on the device.
-func (v *View) Finished(device, id string) (Finish, bool) {
+// Finished is how the offer followed under key ended on the device: its
+// manifest's digest when BeginOffer was given one, else its id.
+func (v *View) Finished(device, key string) (Finish, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	d := v.devices[device]
 	if d == nil {
 		return Finish{}, false
 	}
-	f, ok := d.finish[id]
+	f, ok := d.finish[key]
 	return f, ok
+}
+
+// key is what the finishes of offer are kept under.
+func key(offer rollout.Ref) string {
+	if offer.ManifestSHA256 != "" {
+		return offer.ManifestSHA256
+	}
+	return offer.ID
+}
+
+// mayName reports whether refusal r may be of the followed offer: it names
+// it, or it names nothing (a forged or garbled envelope).
+func (f *follow) mayName(r *ota.Refusal) bool {
+	switch {
+	case r.ManifestSHA256 != "" && f.offer.ManifestSHA256 != "":
+		return r.ManifestSHA256 == f.offer.ManifestSHA256
+	case r.ID == "":
+		return true
+	}
+	return r.ID == f.offer.ID
 }
 
 // Describe says where each of the devices ids stands, for a message when a

@@ -135,6 +135,48 @@ func TestRolloutCheck(t *testing.T) {
 	}
 }
 
+// The same image signed again after its first offer failed (issue 27): a
+// follower given the new offer's digest takes neither the first offer's
+// failure nor its refusal for the new one's, and a device installing the
+// new one is pending.
+func TestFollowAnOfferSignedAgain(t *testing.T) {
+	first, again := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	good := map[ota.Slot]ota.SlotStatus{"A": {Version: "1.0.0", Status: ota.SlotGood}}
+	st := func(dev string, seq uint64, phase ota.Phase, target string, last *ota.Outcome, refusal *ota.Refusal) msg {
+		s := ota.Status{Device: dev, Seq: seq, BootID: "boot", State: phase, BootedSlot: "A", Slots: good, LastResult: last, LastRefusal: refusal}
+		if target != "" {
+			s.Target = &ota.TargetStatus{ID: "fw-2", SHA256: "img", ManifestSHA256: target}
+		}
+		b, _ := json.Marshal(s)
+		return status(dev, b)
+	}
+	failed := &ota.Outcome{ID: "fw-2", SHA256: "img", ManifestSHA256: first, Result: ota.ResultFailed, Code: ota.CodeDownloadFailed}
+	tr := New("")
+	tr.Observe(st("d1", 1, ota.Idle, "", failed, nil).topic, st("d1", 1, ota.Idle, "", failed, nil).payload)
+	tr.BeginOffer(rollout.Ref{ID: "fw-2", SHA256: "img", ManifestSHA256: again})
+	for _, m := range []msg{
+		st("d1", 2, ota.Downloading, again, failed, nil),
+		st("d2", 1, ota.Idle, "", nil, &ota.Refusal{ID: "fw-2", SHA256: "img", ManifestSHA256: first, Code: ota.CodeExpired}),
+	} {
+		tr.Observe(m.topic, m.payload)
+	}
+	want := rollout.Outcome{Result: ota.ResultSuccess}
+	if v := tr.Check([]string{"d1", "d2"}, want); len(v.Wrong) != 0 || len(v.Pending) != 2 {
+		t.Fatalf("verdict %+v: want both pending (the first offer's failure and refusal are not this one's)", v)
+	}
+	ok := &ota.Outcome{ID: "fw-2", SHA256: "img", ManifestSHA256: again, Result: ota.ResultSuccess}
+	m := st("d1", 3, ota.Idle, "", ok, nil)
+	tr.Observe(m.topic, m.payload)
+	if f, done := tr.Finished("d1", again); !done || f.Result != ota.ResultSuccess {
+		t.Fatalf("finish %+v %v", f, done)
+	}
+	m = st("d2", 2, ota.Idle, "", nil, &ota.Refusal{ID: "fw-2", SHA256: "img", ManifestSHA256: again, Code: ota.CodeExpired})
+	tr.Observe(m.topic, m.payload)
+	if v := tr.Check([]string{"d1", "d2"}, want); len(v.Wrong) != 1 || !strings.HasPrefix(v.Wrong[0], "d2: rejected/expired") {
+		t.Fatalf("verdict %+v: want d2's refusal of this offer", v)
+	}
+}
+
 func TestFinishAndReady(t *testing.T) {
 	tr := New("ota")
 	clock := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,29 +121,7 @@ func progressBar(done, total int64, rate float64) string {
 	n := pct * width / 100
 	s := fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
 	if rate > 0 {
-		s += " " + HumanRate(rate)
+		s += " " + ota.HumanRate(rate)
 	}
 	return s
-}
-
-// HumanRate shows bytes per second as "12.3 MiB/s".
-func HumanRate(r float64) string {
-	units := []string{"B/s", "KiB/s", "MiB/s", "GiB/s"}
-	i := 0
-	for r >= 1024 && i < len(units)-1 {
-		r /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", r, units[i])
-}
-
-// IsTerminal reports whether w is a terminal, where the table is redrawn in
-// place rather than printed again.
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -32,7 +32,7 @@ type record struct {
 	progress   *ota.Progress
 	progressAt time.Time
 	baseline   *ota.Refusal      // the last refusal when the followed offer began
-	finish     map[string]Finish // by offer ID
+	finish     map[string]Finish // by the offer's key
 	// How its statuses arrived, for Coverage: delivered retained on
 	// subscribing, and published while the view listened (an answer to the
 	// report request, or a change).
@@ -162,7 +162,7 @@ func (v *View) noteFinish(d *record, st ota.Status) {
 	if f == nil {
 		return
 	}
-	if _, done := d.finish[f.offer.ID]; done {
+	if _, done := d.finish[key(f.offer)]; done {
 		return
 	}
 	o := rollout.OutcomeOf(st, f.offer)
@@ -170,10 +170,10 @@ func (v *View) noteFinish(d *record, st ota.Status) {
 		return
 	}
 	fin := Finish{Outcome: o, Took: v.now().Sub(f.start), Booted: st.BootedSlot, Running: st.Slots[st.BootedSlot].Version}
-	if r := st.LastResult; r != nil && r.ID == f.offer.ID {
+	if r := st.LastResult; r != nil && f.offer.Names(r.ID, r.SHA256, r.ManifestSHA256) {
 		fin.Transfer = r.Transfer
 	}
-	d.finish[f.offer.ID] = fin
+	d.finish[key(f.offer)] = fin
 }
 
 // Len is how many devices have been heard of.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
 
@@ -96,7 +96,7 @@ type liveTable struct {
 	last *rollout.Change // the newest history entry printed
 }
 
-func newLiveTable(w io.Writer) *liveTable { return &liveTable{w: w, tty: fleetview.IsTerminal(w)} }
+func newLiveTable(w io.Writer) *liveTable { return &liveTable{w: w, tty: ota.IsTerminal(w)} }
 
 func (l *liveTable) show(s rollout.State) {
 	if l.tty {

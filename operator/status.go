@@ -11,6 +11,7 @@ import (
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
 )
 
 // status prints the fleet table (docs/contract/commands.md): the retained statuses, and the
@@ -175,7 +176,7 @@ func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleet
 		return err
 	}
 	defer sess.Close()
-	tty := fleetview.IsTerminal(stdout)
+	tty := ota.IsTerminal(stdout)
 	for {
 		select {
 		case <-ctx.Done():

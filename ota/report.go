@@ -56,9 +56,12 @@ type SlotStatus struct {
 
 // TargetStatus describes the install in progress (or the pending offer).
 type TargetStatus struct {
-	ID         string `json:"id"`
-	Version    string `json:"version"`
-	SHA256     string `json:"sha256"`
+	ID      string `json:"id"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+	// ManifestSHA256 names the offer being installed, as in Refusal: the
+	// fleet side tells it from an earlier offer of the same image by it.
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	BytesDone  int64  `json:"bytes_done"`
 	BytesTotal int64  `json:"bytes_total"`
 	Transfer

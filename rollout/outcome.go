@@ -37,36 +37,61 @@ func (o Outcome) String() string {
 }
 
 // OutcomeOf is what a device's status says came of offer (docs/contract/rollouts.md,
-// rule 3). Only a result for this offer counts: the same manifest id, and
-// the same payload sha256 when both the status and offer give one; a result
-// for an earlier image is not an outcome of this offer. A refusal by the
-// offer checks is in last_refusal, never last_result (docs/contract/mqtt.md):
-// one naming this offer is rejected, unless the device already has or wants
-// something newer (stale, downgrade), which is superseded, not a failure. A
-// result for the offer wins over a refusal of it (the retained offer
-// delivered again after the install is refused as already ended). Staged
-// and pending are not ends: the install goes on.
+// rule 3). An offer is its signed manifest: a result or a refusal counts
+// when it carries the manifest's SHA-256 and it is the offer's; one
+// without it (an older agent) counts when it has the offer's id and, when
+// given, its payload sha256. A device whose target or pending offer is this
+// one installs it: it is pending, whatever its last result says (an
+// earlier offer of the same image, signed again, has the same id and
+// payload). A refusal by the offer checks is in last_refusal, never
+// last_result (docs/contract/mqtt.md): one naming this offer is rejected,
+// unless the device already has or wants something newer (stale,
+// downgrade), which is superseded, not a failure. A result for the offer
+// wins over a refusal of it (the retained offer delivered again after the
+// install is refused as already ended). Staged and pending are not ends:
+// the install goes on.
 func OutcomeOf(st ota.Status, offer Ref) Outcome {
-	if r := st.LastResult; r != nil && offer.names(r.ID, r.SHA256) {
+	if r := st.LastResult; r != nil && offer.Names(r.ID, r.SHA256, r.ManifestSHA256) {
 		switch r.Result {
 		case ota.ResultRejected:
 			return Outcome{Result: rejected(r.Code), Code: r.Code, Message: r.Message, Settled: settled(st)}
 		case ota.ResultSuccess, ota.ResultUpToDate, ota.ResultFailed, ota.ResultRolledBack, ota.ResultSuperseded:
-			return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, Settled: settled(st)}
+			if !offer.installing(st, r.ManifestSHA256) {
+				return Outcome{Result: r.Result, Code: r.Code, Message: r.Message, Settled: settled(st)}
+			}
 		}
 		return Outcome{}
 	}
-	if r := st.LastRefusal; r != nil && r.ID != "" && offer.names(r.ID, r.SHA256) {
+	if offer.installing(st, "") {
+		return Outcome{}
+	}
+	if r := st.LastRefusal; r != nil && (r.ID != "" || r.ManifestSHA256 != "") && offer.Names(r.ID, r.SHA256, r.ManifestSHA256) {
 		return Outcome{Result: rejected(r.Code), Code: r.Code, Message: r.Message, Settled: true}
 	}
 	return Outcome{}
 }
 
-// names reports whether id and sha256 name the offer: the same id, and the
-// same sha256 unless one side gives none (a follower that knows only the
-// offer's id matches on it alone).
-func (r Ref) names(id, sha256 string) bool {
-	return id == r.ID && (sha256 == "" || r.SHA256 == "" || sha256 == r.SHA256)
+// Names reports whether a report naming id, sha256 and manifest (the
+// manifest's digest) is about the offer: by the digest when both sides
+// have it; else the same id, and the same sha256 unless one side gives
+// none (a follower that knows only the offer's id matches on it alone).
+func (r Ref) Names(id, sha256, manifest string) bool {
+	if manifest != "" && r.ManifestSHA256 != "" {
+		return manifest == r.ManifestSHA256
+	}
+	return id != "" && id == r.ID && (sha256 == "" || r.SHA256 == "" || sha256 == r.SHA256)
+}
+
+// installing reports whether the device's target or pending offer is this
+// one, other than the offer whose digest is ended (a result that names
+// the target itself is its end, not an earlier offer's).
+func (r Ref) installing(st ota.Status, ended string) bool {
+	for _, t := range []*ota.TargetStatus{st.Target, st.Pending} {
+		if t != nil && r.Names(t.ID, t.SHA256, t.ManifestSHA256) && (ended == "" || t.ManifestSHA256 != ended) {
+			return true
+		}
+	}
+	return false
 }
 
 // rejected is the outcome of a refusal with code.

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -26,6 +27,44 @@ func TestOutcome(t *testing.T) {
 			LastResult: result(ours.ID, ours.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeStale)}, ota.ResultSuccess},
 		{"an old result and a refusal of ours", ota.Status{
 			LastResult: result(oldRef.ID, oldRef.SHA256, ota.ResultSuccess), LastRefusal: refusal(ours.ID, ours.SHA256, ota.CodeIncompatible)}, ota.ResultRejected},
+	}
+	for _, tc := range tests {
+		if got := OutcomeOf(tc.st, ours); got.Result != tc.want || got.Ended() != (tc.want != "") {
+			t.Errorf("%s: %+v, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The same image signed again (a new issued_at, so a new manifest and a new
+// digest) after its first offer failed: the id and the payload are the same,
+// the manifest's digest tells the offers apart (docs/contract/rollouts.md,
+// rule 3). Issue 27: rollout fw-2_0b halted on fw-2_0's 404.
+func TestOutcomeOfAnOfferSignedAgain(t *testing.T) {
+	first, again := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	ours := Ref{ID: testOffer.ID, SHA256: testOffer.SHA256, ManifestSHA256: again}
+	failed := func(manifest string) *ota.Outcome {
+		return &ota.Outcome{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: manifest, Result: ota.ResultFailed, Code: ota.CodeDownloadFailed}
+	}
+	target := func(manifest string) *ota.TargetStatus {
+		return &ota.TargetStatus{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: manifest}
+	}
+	tests := []struct {
+		name string
+		st   ota.Status
+		want ota.Result
+	}{
+		{"the first offer's failure, the device idle", ota.Status{State: ota.Idle, LastResult: failed(first)}, ""},
+		{"the first offer's failure while it installs ours", ota.Status{State: ota.Downloading, Target: target(again), LastResult: failed(first)}, ""},
+		{"an older agent's failure (no digest) while it installs ours", ota.Status{State: ota.Downloading, Target: target(again), LastResult: failed("")}, ""},
+		{"an older agent installing (no digest in the target or the result)", ota.Status{State: ota.Downloading, Target: target(""), LastResult: failed("")}, ""},
+		{"the first offer's failure while ours is pending", ota.Status{State: ota.Rebooting, Target: &ota.TargetStatus{ID: "other"}, Pending: target(again), LastResult: failed(first)}, ""},
+		{"ours failed", ota.Status{State: ota.Idle, LastResult: failed(again)}, ota.ResultFailed},
+		{"an older agent's failure, nothing installing", ota.Status{State: ota.Idle, LastResult: failed("")}, ota.ResultFailed},
+		{"the first offer refused", ota.Status{State: ota.Idle, LastRefusal: &ota.Refusal{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: first, Code: ota.CodeExpired}}, ""},
+		{"ours refused before its signature verified (the digest alone names it)", ota.Status{State: ota.Idle,
+			LastRefusal: &ota.Refusal{ManifestSHA256: again, Code: ota.CodeBadSignature}}, ota.ResultRejected},
+		{"ours refused while installing it (a redelivery)", ota.Status{State: ota.Downloading, Target: target(again),
+			LastRefusal: &ota.Refusal{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: again, Code: ota.CodeStale}}, ""},
 	}
 	for _, tc := range tests {
 		if got := OutcomeOf(tc.st, ours); got.Result != tc.want || got.Ended() != (tc.want != "") {

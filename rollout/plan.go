@@ -70,7 +70,13 @@ type PlanOffer struct {
 	ID       string
 	Version  string
 	SHA256   string
+	// ManifestSHA256 is the SHA-256 of the signed manifest bytes: the
+	// offer's identity.
+	ManifestSHA256 string
 }
+
+// Ref is how device statuses name the offer.
+func (o PlanOffer) Ref() Ref { return Ref{ID: o.ID, SHA256: o.SHA256, ManifestSHA256: o.ManifestSHA256} }
 
 // Plan limits: a plan is written by people; these bound what a fuzzer or a
 // typo can make the controller hold.
@@ -348,7 +354,7 @@ func (p *Plan) AttachOffer(envelope []byte) error {
 		// Devices outside the list would refuse it and count as failures.
 		return &PlanError{Path: p.Path, Key: "offer", Err: fmt.Errorf("manifest %s names devices %v; a rollout releases an offer for the whole group", m.ID, m.Devices)}
 	}
-	p.Offer = PlanOffer{Envelope: envelope, ID: m.ID, Version: m.Version, SHA256: m.Payload.SHA256}
+	p.Offer = PlanOffer{Envelope: envelope, ID: m.ID, Version: m.Version, SHA256: m.Payload.SHA256, ManifestSHA256: verify.EnvelopeDigest(envelope)}
 	p.Hash = p.hash()
 	return nil
 }

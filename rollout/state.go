@@ -25,10 +25,16 @@ const (
 	PhaseFinished = "finished" // the last wave ended; final
 )
 
-// Ref names an image: a manifest's id and its payload's sha256.
+// Ref names an offer: the SHA-256 of its signed manifest bytes, which
+// identifies it (docs/contract/rollouts.md, rule 3), with the manifest's id
+// (a display name: two signatures of one image may share it) and its
+// payload's sha256. A Ref without ManifestSHA256 (a state written before it
+// was kept, a follower that knows only the id) names every offer with that
+// id and image.
 type Ref struct {
-	ID     string `json:"id"`
-	SHA256 string `json:"sha256,omitempty"`
+	ID             string `json:"id"`
+	SHA256         string `json:"sha256,omitempty"`
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 }
 
 // State is a rollout's state as retained on ota/rollouts/{name}/state. Its
@@ -214,7 +220,7 @@ const (
 // NewState is the state of a rollout that has not started.
 func NewState(p *Plan, now time.Time) State {
 	return State{
-		Name: p.Name, PlanHash: p.Hash, Group: p.Group, Offer: Ref{ID: p.Offer.ID, SHA256: p.Offer.SHA256},
+		Name: p.Name, PlanHash: p.Hash, Group: p.Group, Offer: p.Offer.Ref(),
 		Phase: PhaseWaiting, WaveCount: len(p.Waves), Waves: []WaveState{}, Created: now.UTC(), Updated: now.UTC(),
 		History: []Change{{Time: now.UTC(), Event: "created"}},
 	}

@@ -52,7 +52,7 @@ func NewTracker(p *Plan, prefix string, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{name: p.Name, group: p.Group, prefix: prefix, offer: Ref{ID: p.Offer.ID, SHA256: p.Offer.SHA256},
+	return &Tracker{name: p.Name, group: p.Group, prefix: prefix, offer: p.Offer.Ref(),
 		now: now, devices: trackedDevices{}, failed: map[string]Failure{}}
 }
 

@@ -45,12 +45,8 @@ func Observed(name, group string, offer Ref, id string, st ota.Status, prev *Dev
 	case d.Outcome != "":
 		d.Moved = true
 	}
-	d.Working = !o.Ended() && (names(st.Target, offer) || names(st.Pending, offer))
+	d.Working = !o.Ended() && offer.installing(st, "")
 	return d
-}
-
-func names(t *ota.TargetStatus, offer Ref) bool {
-	return t != nil && offer.names(t.ID, t.SHA256)
 }
 
 // Devices is the fleet as observed; Step only reads it.

@@ -62,7 +62,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	d := &run{out: out, tty: fleetview.IsTerminal(out), opt: o, start: time.Now()}
+	d := &run{out: out, tty: ota.IsTerminal(out), opt: o, start: time.Now()}
 	return d.run(ctx)
 }
 
@@ -232,7 +232,7 @@ func (d *run) startServices() (stop func(), err error) {
 	d.files = fs
 	speed := "full speed"
 	if d.opt.Rate > 0 {
-		speed = "at most " + fleetview.HumanRate(float64(d.opt.Rate)) + " per download, so progress shows"
+		speed = "at most " + ota.HumanRate(float64(d.opt.Rate)) + " per download, so progress shows"
 	}
 	d.say("image server on %s serving www/ (%s)", fs.URL, speed)
 	return func() {
