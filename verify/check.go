@@ -135,7 +135,7 @@ func checkPolicy(m *Manifest, p Policy, f Facts) error {
 			m.IssuedAt.Format(time.RFC3339Nano), f.NewestIssuedAt.UTC().Format(time.RFC3339Nano)))
 	}
 	if f.InactiveSlotSize > 0 && m.Payload.Size > f.InactiveSlotSize {
-		return refuse(ota.CodeTooBigForSlot, "payload.size", fmt.Sprintf("%s do not fit the inactive slot (%s)", ota.Size(m.Payload.Size), ota.Size(f.InactiveSlotSize)))
+		return refuse(ota.CodeTooBigForSlot, "payload.size", fmt.Sprintf("%s (%d bytes) do not fit the inactive slot (%s)", ota.HumanSize(m.Payload.Size), m.Payload.Size, ota.HumanSize(f.InactiveSlotSize)))
 	}
 	if err := checkFromSizes(m.Payload.Chunks, f.InactiveSlotSize); err != nil {
 		return err
