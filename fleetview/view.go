@@ -146,11 +146,30 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	return true
 }
 
-// decodeStatus decodes a status snapshot from the broker (outside input).
+// Bounds on a status snapshot read from the broker (docs/contract/rollouts.md,
+// reads are bounded): the view keeps each device's, and loops over its
+// groups and slots.
+const (
+	maxStatusSize = 128 << 10
+	maxGroups     = 256
+	maxSlots      = 8
+)
+
+// decodeStatus decodes a status snapshot from the broker (outside input),
+// its size and lists within their bounds.
 func decodeStatus(b []byte) (*ota.Status, error) {
+	if len(b) > maxStatusSize {
+		return nil, fmt.Errorf("status snapshot of %d bytes, over the limit of %d", len(b), maxStatusSize)
+	}
 	var s ota.Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("status snapshot: %w", err)
+	}
+	switch {
+	case len(s.Groups) > maxGroups:
+		return nil, fmt.Errorf("status snapshot: groups: %d, at most %d", len(s.Groups), maxGroups)
+	case len(s.Slots) > maxSlots:
+		return nil, fmt.Errorf("status snapshot: slots: %d, at most %d", len(s.Slots), maxSlots)
 	}
 	return &s, nil
 }

@@ -72,9 +72,9 @@ func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return enc.Encode(v)
 	}
 	if !*watch {
-		return rollout.Render(stdout, rs.state, 10)
+		return rollout.Render(ctx, stdout, rs.state, 10)
 	}
-	live := newLiveTable(stdout)
+	live := newLiveTable(ctx, stdout)
 	live.show(rs.state)
 	for !rs.state.Terminal() {
 		select {

@@ -37,8 +37,8 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if *settle <= 0 || *tick <= 0 || *lease < 3*time.Second {
-		return usagef("--settle and --tick must be positive, --lease at least 3s")
+	if *settle <= 0 || *tick <= 0 || *lease < 3*time.Second || *lease > rollout.MaxLeaseTTL {
+		return usagef("--settle and --tick must be positive, --lease from 3s to %v", rollout.MaxLeaseTTL)
 	}
 	plan, err := rollout.LoadPlan(pos[0])
 	if err != nil {
@@ -47,7 +47,7 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger = log
 	holder := holderName()
-	live := newLiveTable(stdout)
+	live := newLiveTable(ctx, stdout)
 	var (
 		c       *controller
 		d       *rollout.Driver

@@ -91,17 +91,21 @@ func publishEverywhere(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session,
 // liveTable shows a rollout's state as it changes: redrawn in place on a
 // terminal, else a line per change of its history.
 type liveTable struct {
+	ctx  context.Context
 	w    io.Writer
 	tty  bool
 	last *rollout.Change // the newest history entry printed
 }
 
-func newLiveTable(w io.Writer) *liveTable { return &liveTable{w: w, tty: ota.IsTerminal(w)} }
+// newLiveTable shows states on w until ctx ends.
+func newLiveTable(ctx context.Context, w io.Writer) *liveTable {
+	return &liveTable{ctx: ctx, w: w, tty: ota.IsTerminal(w)}
+}
 
 func (l *liveTable) show(s rollout.State) {
 	if l.tty {
 		io.WriteString(l.w, "\x1b[H\x1b[2J") // home, clear screen
-		rollout.Render(l.w, s, 8)
+		rollout.Render(l.ctx, l.w, s, 8)
 		return
 	}
 	from := 0
@@ -126,6 +130,6 @@ func (l *liveTable) done(s rollout.State) {
 	l.show(s)
 	if !l.tty {
 		fmt.Fprintln(l.w)
-		rollout.Render(l.w, s, 0)
+		rollout.Render(l.ctx, l.w, s, 0)
 	}
 }

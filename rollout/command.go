@@ -45,6 +45,9 @@ func (c Command) Encode() ([]byte, error) { return json.Marshal(c) }
 // an ID (so it is applied once) and a known op.
 func DecodeCommand(b []byte) (Command, error) {
 	var c Command
+	if len(b) > MaxReadSize {
+		return c, fmt.Errorf("command of %d bytes, over the limit of %d", len(b), MaxReadSize)
+	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("not a command: %w", err)
 	}
@@ -54,5 +57,5 @@ func DecodeCommand(b []byte) (Command, error) {
 	case !c.Op.Valid():
 		return c, fmt.Errorf("unknown op %q", c.Op)
 	}
-	return c, nil
+	return c, c.bounds()
 }

@@ -93,7 +93,7 @@ func TestDriverStart(t *testing.T) {
 	otherPlan := running
 	otherPlan.PlanHash = "h2"
 	tooFar := running
-	tooFar.Wave = 3
+	tooFar.Wave = 2
 	held := running
 	held.Lease = &Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-10 * time.Second), TTLMS: 30000}
 	expired := held
@@ -109,7 +109,7 @@ func TestDriverStart(t *testing.T) {
 		{"its own", enc(running), true, 1, ""},
 		{"another plan's", enc(otherPlan), false, 0, "rollout r1 already exists with another plan (hash h2, this plan's h1): a changed plan needs a new name"},
 		{"not JSON", []byte("{"), false, 0, "retained state of rollout r1 on " + topic + ": unexpected end of JSON input"},
-		{"waves no controller wrote", enc(tooFar), false, 0, "retained state of rollout r1 on " + topic + `: rollout "r1" in wave 3 of 2 with 1 waves recorded`},
+		{"waves no controller wrote", enc(tooFar), false, 0, "retained state of rollout r1 on " + topic + `: rollout "r1" in wave 2 of 2 with 1 waves recorded`},
 		{"held by a live controller", enc(held), true, 0, "rollout held by another controller: rollout r1 is held by ctl-a (epoch 4) since 2026-11-29T09:00:00Z, renewed 2026-11-29T09:59:50Z; it expires at 2026-11-29T10:00:20Z unless renewed"},
 		{"a lease expired: taken over", enc(expired), true, 5, ""},
 	}
@@ -176,7 +176,7 @@ func TestInbox(t *testing.T) {
 	if got := fmt.Sprint(in.Topics()); got != "map[ota/rollouts/r1/control:1 ota/rollouts/r1/devices/+:0 ota/rollouts/r1/state:1]" {
 		t.Fatalf("topics %s", got)
 	}
-	retained := `{"name":"r1","seq":3,"lease":{"holder":"a","epoch":2}}`
+	retained := `{"name":"r1","wave_count":1,"seq":3,"lease":{"holder":"a","epoch":2,"ttl_ms":30000}}`
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte(retained)})
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: []byte(`{"id":"c1","op":"pause"}`)})
 	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: []byte(`{"op":"pause"}`)}) // no id: dropped
@@ -189,7 +189,7 @@ func TestInbox(t *testing.T) {
 	if r := in.Records(); len(r) != 1 || r["d1"].Accepted != ota.ResultFailed {
 		t.Fatalf("records %+v", r)
 	}
-	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte(`{"name":"r1","seq":4,"lease":{"holder":"a","epoch":2}}`)})
+	in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Payload: []byte(`{"name":"r1","wave_count":1,"seq":4,"lease":{"holder":"a","epoch":2,"ttl_ms":30000}}`)})
 	if got, _ := in.Retained(); string(got) != retained {
 		t.Fatalf("after starting, an echo replaced the retained state: %q", got)
 	}

@@ -55,6 +55,11 @@ type Driver struct {
 	// (default DefaultLease).
 	Holder string
 	TTL    time.Duration
+	// Host, BootID and PID say where this controller runs (in the lease);
+	// Gone is a live lease's holder proven gone (Claim).
+	Host, BootID string
+	PID          int
+	Gone         string
 	// Commands carries the operator's commands (the control topic); Seen
 	// the rollout's state as delivered after a reconnect.
 	Commands <-chan Command
@@ -184,7 +189,7 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed b
 	} else {
 		s = NewState(d.Plan, d.Now())
 	}
-	next, acts := Step(s, d.Plan, Claim{Holder: d.Holder, TTL: d.TTL}, d.Now())
+	next, acts := Step(s, d.Plan, Claim{Holder: d.Holder, TTL: d.TTL, Host: d.Host, BootID: d.BootID, PID: d.PID, Gone: d.Gone}, d.Now())
 	for _, a := range acts {
 		if r, ok := a.(Refused); ok {
 			return s, resumed, fmt.Errorf("%w: rollout %s is held by %s; it expires at %s unless renewed",

@@ -17,7 +17,13 @@ type Lease struct {
 	Epoch   uint64    `json:"epoch"`  // 1 for the first holder, one more for each taker
 	Since   time.Time `json:"since"`
 	Renewed time.Time `json:"renewed"`
-	TTLMS   int64     `json:"ttl_ms"`
+	TTLMS   int64     `json:"ttl_ms"` // at most MaxLeaseTTL
+	// Where the holder runs: a controller started again on the same host
+	// and boot may prove the holder gone (its pid not running) and take
+	// over at once, without waiting out the TTL.
+	Host   string `json:"host,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+	PID    int    `json:"pid,omitempty"`
 	// Released: the holder stopped (the rollout ended, or it was
 	// interrupted); the next controller need not wait for the TTL.
 	Released time.Time `json:"released,omitzero"`
@@ -69,10 +75,17 @@ var (
 	ErrLeaseLost = errors.New("rollout lease lost")
 )
 
-// Claim asks for the lease as Holder, for TTL.
+// Claim asks for the lease as Holder, for TTL, from the process Host,
+// BootID, PID. Gone names a live lease's holder that the claimer proved
+// gone (same host and boot, its process not running): that lease is taken
+// at once.
 type Claim struct {
 	Holder string
 	TTL    time.Duration
+	Host   string
+	BootID string
+	PID    int
+	Gone   string
 }
 
 // Seen is a copy of the rollout's state as the broker delivered it (after
@@ -98,7 +111,7 @@ func (LeaseLost) isAction() {}
 // claim takes the lease unless another holds it live.
 func (m *machine) claim(c Claim) {
 	s := &m.s
-	if l := s.Lease; l.Live(m.now) && l.Holder != c.Holder {
+	if l := s.Lease; l.Live(m.now) && l.Holder != c.Holder && (c.Gone == "" || l.Holder != c.Gone) {
 		m.acts = append(m.acts, Refused{Lease: *l})
 		return
 	}
@@ -107,10 +120,13 @@ func (m *machine) claim(c Claim) {
 	case l == nil:
 	case !l.Released.IsZero():
 		what = fmt.Sprintf("takes the lease %s released at %s", l.Holder, l.Released.UTC().Format(time.RFC3339))
+	case l.Holder != c.Holder && l.Live(m.now):
+		what = fmt.Sprintf("takes the lease over from %s (its process %d is not running on this host since boot %s)", l.Holder, l.PID, l.BootID)
 	case l.Holder != c.Holder:
 		what = fmt.Sprintf("takes the lease over from %s (expired %s)", l.Holder, l.Expires().UTC().Format(time.RFC3339))
 	}
-	s.Lease = &Lease{Holder: c.Holder, Epoch: s.Lease.epoch() + 1, Since: m.now, Renewed: m.now, TTLMS: c.TTL.Milliseconds()}
+	s.Lease = &Lease{Holder: c.Holder, Epoch: s.Lease.epoch() + 1, Since: m.now, Renewed: m.now, TTLMS: c.TTL.Milliseconds(),
+		Host: c.Host, BootID: c.BootID, PID: c.PID}
 	s.run.renewed = m.clock
 	m.note("controller %s %s (epoch %d)", c.Holder, what, s.Lease.Epoch)
 }

@@ -22,8 +22,8 @@ func TestReadState(t *testing.T) {
 	p := testPlan(5, 1, Wave{Percent: 100})
 	older, newer := NewState(p, t0), NewState(p, t0)
 	older.Seq, newer.Seq = 7, 8
-	newer.Lease = &Lease{Holder: "x", Epoch: 2}
-	older.Lease = &Lease{Holder: "y", Epoch: 1}
+	newer.Lease = &Lease{Holder: "x", Epoch: 2, TTLMS: 30000}
+	older.Lease = &Lease{Holder: "y", Epoch: 1, TTLMS: 30000}
 	older.Seq = 90 // a higher seq under an older epoch is older
 	put := func(u, topic string, payload []byte) {
 		if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: u}, topic, payload); err != nil {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -15,8 +16,9 @@ const barWidth = 30
 
 // Render writes a rollout's state for people: the headline, then a row per
 // wave with a progress bar ('#' a good outcome, 'x' a failed one, '.' none
-// yet), then the last changes.
-func Render(w io.Writer, s State, history int) error {
+// yet), then the last changes. The rows come from a state read from a
+// broker (bounded by DecodeState); the loop stops when ctx ends.
+func Render(ctx context.Context, w io.Writer, s State, history int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rollout %s: %s", s.Name, strings.ToUpper(s.Phase))
 	if s.Reason != "" {
@@ -39,6 +41,9 @@ func Render(w io.Writer, s State, history int) error {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tDEVICES\tQUEUED\tPROGRESS\tOUTCOMES\tSTARTED\tENDED")
 	for i := range max(s.WaveCount, len(s.Waves)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if i >= len(s.Waves) {
 			fmt.Fprintf(tw, "%d\t-\t-\t-\tnot started\t-\t-\n", i+1)
 			continue

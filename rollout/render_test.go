@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ func TestRender(t *testing.T) {
 	p := testPlan(5, 10, named(0, "d1", "d2"), Wave{Percent: 100})
 	s, _ := run(t, p, obs(0, "d1", "d2", "d3"), sent(time.Minute, 1), obs(2*time.Minute, "d1=success", "d2=rolled_back", "d3"))
 	var out strings.Builder
-	if err := Render(&out, s, 2); err != nil {
+	if err := Render(context.Background(), &out, s, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

@@ -245,13 +245,17 @@ func (s State) Encode() ([]byte, error) {
 }
 
 // DecodeState reads a rollout's state as retained on its state topic
-// (outside input).
+// (outside input): within MaxReadSize, and every count, list and duration
+// within its bound (a *BoundsError names the field).
 func DecodeState(b []byte) (State, error) {
 	if len(b) > MaxReadSize {
 		return State{}, fmt.Errorf("%d bytes, over the limit of %d", len(b), MaxReadSize)
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
+		return State{}, err
+	}
+	if err := s.bounds(); err != nil {
 		return State{}, err
 	}
 	return s, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -97,5 +98,27 @@ func TestRolloutsObserve(t *testing.T) {
 	call(t, h, "/api/rollouts", &vs)
 	if len(vs) != 2 || vs[0].Name != "a" || vs[0].Phase != "running" || len(vs[0].Waves) != 2 || vs[1].Name != "b" || !strings.Contains(vs[1].BadState, "invalid character") {
 		t.Errorf("rollouts %+v", vs)
+	}
+}
+
+// The 36-byte state that took the dashboard to 2 GB: refused where it is
+// decoded, shown as a bad state naming the field, and a summary of it
+// allocates far under 64 MiB.
+func TestBombStateInSummary(t *testing.T) {
+	s, h := testServer(t, 10)
+	for _, n := range []int{1_000_000, 100_000_000} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s.Rollouts.Observe(mqtt.Message{Topic: "ota/rollouts/bomb/state", Payload: fmt.Appendf(nil, `{"name":"bomb","wave_count":%d}`, n)})
+		var o Overview
+		code := call(t, h, "/api/summary", &o)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+			t.Errorf("wave_count %d: the summary allocated %d bytes, want under 64 MiB", n, alloc)
+		}
+		if code != http.StatusOK || len(o.Rollouts) != 1 || !strings.Contains(o.Rollouts[0].BadState, "wave_count") || len(o.Rollouts[0].Waves) != 0 {
+			t.Errorf("wave_count %d: %d %+v", n, code, o.Rollouts)
+		}
 	}
 }
