@@ -39,7 +39,7 @@ func within(pkg, dir string) bool {
 // the edges they are built from.
 var (
 	programs = []string{"device", "operator", "sim"}
-	edges    = []string{"verify", "slots", "fetch", "backoff", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable"}
+	edges    = []string{"verify", "slots", "fetch", "backoff", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable", "trust"}
 )
 
 // TestDependenciesPointInward enforces the dependency rule of the layout:

@@ -44,6 +44,14 @@ type Checker interface {
 	Check(raw []byte, facts Facts) (Target, error)
 }
 
+// TrustChecker is what a Checker may also do: check an accepted offer's
+// signatures again with the keys trusted now. The loop runs it just before
+// the boot slot changes (docs/contract/trust.md): a release key revoked
+// while the image was downloading must not get its image booted.
+type TrustChecker interface {
+	CheckTrust(raw []byte) error
+}
+
 // Facts are what the offer checks need from the agent's state.
 type Facts struct {
 	SecurityFloor  uint64

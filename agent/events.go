@@ -95,4 +95,7 @@ type EvEffectFailed struct {
 	event
 	Effect  Effect
 	Message string
+	// Code is the failure's code when the effect gave one (a flip refused
+	// by the trust check: bad_signature); write_failed otherwise.
+	Code ota.Code
 }

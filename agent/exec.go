@@ -36,10 +36,11 @@ func (a *Agent) apply(ctx context.Context, ev Event) error {
 		}
 		// A bootloader operation failed: memory goes back to what the journal
 		// says, and the machine decides from there.
+		// Waiters hear from the step that handles the failure: settled now,
+		// an install whose flip failed would be answered "staged".
 		a.log.Error("effect failed", "effect", fmt.Sprintf("%T", e), "err", err)
-		a.settleWaiters(events)
 		a.state = a.persisted.Clone()
-		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error()})
+		return a.apply(ctx, EvEffectFailed{Effect: e, Message: err.Error(), Code: ota.CodeOf(err)})
 	}
 	a.settleWaiters(events)
 	if a.recheck {
@@ -69,7 +70,9 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 		case MarkBad:
 			err = a.d.Bootloader.MarkBad(mctx, e.Slot)
 		case MarkActive:
-			err = a.d.Bootloader.MarkActive(mctx, e.Slot)
+			if err = a.checkTrust(e.Slot); err == nil {
+				err = a.d.Bootloader.MarkActive(mctx, e.Slot)
+			}
 		case MarkGood:
 			err = a.d.Bootloader.MarkGood(mctx, e.Slot)
 		}
@@ -90,6 +93,20 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 		a.startHealth(e)
 	case PublishProgress:
 		a.publishProgress(e)
+	}
+	return nil
+}
+
+// checkTrust checks the signatures of the install about to become primary
+// in slot again, with the keys trusted now (TrustChecker).
+func (a *Agent) checkTrust(slot ota.Slot) error {
+	tc, ok := a.d.Checker.(TrustChecker)
+	t := a.state.Target
+	if !ok || t == nil || t.Slot != slot || len(t.Envelope) == 0 {
+		return nil
+	}
+	if err := tc.CheckTrust(t.Envelope); err != nil {
+		return fmt.Errorf("the flip to slot %s was refused: %w", slot, err)
 	}
 	return nil
 }

@@ -116,7 +116,8 @@ func (m *machine) startInstall(t Target, msg string) {
 	slot := m.s.Booted.Other()
 	t.Slot = slot
 	t.BytesDone, t.Transfer, t.ConfirmingSince, t.Confirming = 0, ota.Transfer{}, time.Time{}, RunTime{}
-	t.Envelope = nil // checked for this install; only a pending offer keeps it
+	// The envelope stays with the install: its signatures are checked
+	// again before the flip (TrustChecker).
 	m.s.Target = &t
 	m.s.InstallGen++
 	// The journal forgets the slot's contents before the first byte is written

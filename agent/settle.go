@@ -136,7 +136,11 @@ func (m *machine) effectFailed(ev EvEffectFailed) {
 		info.Status = ota.SlotBad
 		m.s.Slots[t.Slot] = info
 		m.s.Target = nil
-		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ota.CodeWriteFailed, ev.Message), "")
+		code := ota.CodeWriteFailed
+		if ev.Code != "" {
+			code = ev.Code
+		}
+		m.transition(ota.Idle, m.result(t, ota.ResultFailed, code, ev.Message), "")
 		m.do(Mark{Op: MarkBad, Slot: t.Slot})
 	case ota.Confirming:
 		// Neither commit nor rejection reached the bootloader. Rebooting keeps

@@ -36,8 +36,9 @@ type Target struct {
 	Confirming RunTime `json:"confirming,omitzero"`
 	// ManifestSHA256 identifies the offer (docs/contract/installing.md): an ended one never starts again.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
-	// Envelope is the offer as received, kept while it is pending: it is
-	// checked again when it is taken up.
+	// Envelope is the offer as received, kept while it is pending (it is
+	// checked again when it is taken up) and while it installs (its
+	// signatures are checked again before the flip).
 	Envelope []byte `json:"envelope,omitempty"`
 }
 

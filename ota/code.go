@@ -33,6 +33,15 @@ const (
 	CodeChunkMismatch          Code = "chunk_mismatch" // chunked payloads
 )
 
+// Root-of-trust refusal codes (docs/contract/trust.md): a root document or
+// chain was refused and the trusted root did not change.
+const (
+	CodeBadRoot        Code = "bad_root"         // not a well-formed root document
+	CodeRootSignature  Code = "root_signature"   // too few of the root keys signed it
+	CodeRootVersion    Code = "root_version"     // not newer, or not the next version
+	CodeRootChainLimit Code = "root_chain_limit" // more steps than a device walks at once
+)
+
 // Refusal reports whether c is an offer-check code: the offer was refused
 // before anything was downloaded or written.
 func (c Code) Refusal() bool {

@@ -262,3 +262,7 @@ func (k *Keyring) VerifyThreshold(manifest []byte, sigs []Signature, threshold i
 		fmt.Sprintf("%d of %d required trusted signatures verified (%d signatures, %d trusted keys)",
 			len(verified), threshold, len(sigs), k.Len()))
 }
+
+// ParsePublicKeyPEM reads one PEM public key from memory, with the checks of
+// LoadKeyFile; the key's ID is set.
+func ParsePublicKeyPEM(b []byte) (Key, error) { return parsePublicKeyPEM(b) }

@@ -69,3 +69,7 @@ func foldKey(s string) string {
 		return m
 	}, s)
 }
+
+// DuplicateKey is duplicateKey for the other strict documents of the
+// project (the root of trust, docs/contract/trust.md).
+func DuplicateKey(b []byte) string { return duplicateKey(b) }
