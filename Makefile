@@ -100,8 +100,9 @@ bench-rollout:
 	$(GO) run ./bench/rollout $(ROLLOUT_FLAGS)
 
 # The whole flow on this machine, nothing but Go: broker, image server, five simulated devices (docs/operating.md).
+# DEMO_FLAGS=--keep keeps the devices, the broker and the dashboard up afterwards (Ctrl-C ends).
 demo:
-	$(GO) run ./cmd/otasim demo
+	$(GO) run ./cmd/otasim demo $(DEMO_FLAGS)
 
 # QEMU image tests under TCG: OVMF + GRUB + Debian's amd64 kernel (TestQEMU, about
 # 5 minutes), a real U-Boot on arm64 virt + Debian's arm64 kernel (TestUBoot,

@@ -1,6 +1,8 @@
 package device
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -16,9 +18,13 @@ import (
 // the agent's own step on the journal (node.Inspect) without fetching or
 // writing anything and without the state lock. Exit 0 when it would be
 // installed (or waits as pending, or the device is already up to date), 3
-// with the code when a check refuses it, 1 when it ended before.
+// with the code when a check refuses it, 1 when it ended before. --json
+// prints the same as one object (docs/contract/commands.md).
 func cmdInfo(e *env, args []string) int {
-	pos, cfg, code := e.setup(args, 1, nil)
+	var asJSON bool
+	pos, cfg, code := e.setup(args, 1, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the offer and the verdict as one JSON object")
+	})
 	if cfg == nil {
 		return code
 	}
@@ -35,56 +41,111 @@ func cmdInfo(e *env, args []string) int {
 	if err != nil {
 		return e.fail(exitCode(err), "%v", err)
 	}
-	printOffer(e, raw)
-	v := node.Inspect(cfg, s, booted, raw)
-	if v.Refused != nil {
-		e.printErr(fmt.Sprintf("otad: %s: would be refused: %v", file, v.Refused))
-		if ota.CodeOf(v.Refused) == "" {
-			return exitCode(v.Refused) // the device's own state (the trust directory), not the offer
+	r := infoReport{Offer: offerOf(raw)}
+	r.verdict(node.Inspect(cfg, s, booted, raw), booted)
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return e.fail(ota.ExitFailure, "%v", err)
 		}
-		return ota.ExitRefused
+		return r.Exit
+	}
+	printOffer(e, r.Offer)
+	if r.Verdict == "refused" {
+		e.printErr(fmt.Sprintf("otad: %s: would be refused: %s", file, r.Message))
+		return r.Exit
+	}
+	fmt.Fprintf(e.stdout, "verdict:   %s\n", r.Message)
+	return r.Exit
+}
+
+// infoReport is what `otad info` says of an offer.
+type infoReport struct {
+	Offer *offerInfo `json:"offer,omitempty"` // nil: the envelope or its manifest does not parse
+	// Verdict is one of install, pending, up_to_date, in_progress, ended,
+	// refused; Message says it in words.
+	Verdict string   `json:"verdict"`
+	Code    ota.Code `json:"code,omitempty"` // the refusal's code
+	Slot    ota.Slot `json:"slot,omitempty"` // the slot an install would write
+	Message string   `json:"message"`
+	Exit    int      `json:"exit"`
+}
+
+// verdict fills in what the checks and the agent's step decided.
+func (r *infoReport) verdict(v node.Verdict, booted ota.Slot) {
+	set := func(verdict, msg string, exit int) { r.Verdict, r.Message, r.Exit = verdict, msg, exit }
+	if v.Refused != nil {
+		r.Code = ota.CodeOf(v.Refused)
+		exit := ota.ExitRefused
+		if r.Code == "" {
+			exit = exitCode(v.Refused) // the device's own state (the trust directory), not the offer
+		}
+		set("refused", v.Refused.Error(), exit)
+		return
 	}
 	for _, fx := range v.Effects {
 		if si, ok := fx.(agent.StartInstall); ok {
-			fmt.Fprintf(e.stdout, "verdict:   would install into slot %s (booted %s)\n", si.Target.Slot, booted)
-			return ota.ExitOK
+			r.Slot = si.Target.Slot
+			set("install", fmt.Sprintf("would install into slot %s (booted %s)", si.Target.Slot, booted), ota.ExitOK)
+			return
 		}
 	}
 	if p := v.State.Pending; p != nil && p.Key() == v.Target.Key() {
-		fmt.Fprintf(e.stdout, "verdict:   would wait as pending until %s is settled (%s)\n", v.State.Target.ID, v.State.Phase)
-		return ota.ExitOK
+		set("pending", fmt.Sprintf("would wait as pending until %s is settled (%s)", v.State.Target.ID, v.State.Phase), ota.ExitOK)
+		return
 	}
 	for _, fx := range v.Effects {
 		if em, ok := fx.(agent.Emit); ok {
 			switch ev := em.Event; {
 			case ev.Result == ota.ResultUpToDate:
-				fmt.Fprintf(e.stdout, "verdict:   up to date: %s\n", ev.Message)
-				return ota.ExitOK
+				set("up_to_date", "up to date: "+ev.Message, ota.ExitOK)
+				return
+			case ev.Message != "" && strings.Contains(ev.Message, "is the install in progress"):
+				set("in_progress", "would not be installed: "+ev.Message, ota.ExitOK)
+				return
 			case ev.Message != "":
-				fmt.Fprintf(e.stdout, "verdict:   would not be installed: %s\n", ev.Message)
-				if strings.Contains(ev.Message, "is the install in progress") {
-					return ota.ExitOK
-				}
-				return ota.ExitFailure
+				set("ended", "would not be installed: "+ev.Message, ota.ExitFailure)
+				return
 			}
 		}
 	}
-	fmt.Fprintln(e.stdout, "verdict:   would not be installed")
-	return ota.ExitFailure
+	set("ended", "would not be installed", ota.ExitFailure)
 }
 
-// printOffer prints what the envelope says, signed or not: the checks say
-// whether to believe it.
-func printOffer(e *env, raw []byte) {
+// offerInfo is what an envelope says, signed or not: the checks say whether
+// to believe it.
+type offerInfo struct {
+	ID              string         `json:"id"`
+	Version         string         `json:"version"`
+	SecurityVersion uint64         `json:"security_version"`
+	Signatures      int            `json:"signatures"`
+	IssuedAt        time.Time      `json:"issued_at"`
+	ExpiresAt       time.Time      `json:"expires_at"`
+	Compatible      []string       `json:"compatible"`
+	Devices         []string       `json:"devices,omitempty"`
+	Payload         verify.Payload `json:"payload"`
+}
+
+func offerOf(raw []byte) *offerInfo {
 	env, err := verify.ParseEnvelope(raw)
 	if err != nil {
-		return
+		return nil
 	}
 	m, err := verify.ParseManifest(env.Manifest)
 	if err != nil {
+		return nil
+	}
+	return &offerInfo{ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, Signatures: len(env.Signatures),
+		IssuedAt: m.IssuedAt, ExpiresAt: m.ExpiresAt, Compatible: m.Compatible, Devices: m.Devices, Payload: m.Payload}
+}
+
+// printOffer prints what the envelope says.
+func printOffer(e *env, m *offerInfo) {
+	if m == nil {
 		return
 	}
-	fmt.Fprintf(e.stdout, "offer:     %s, version %s, security_version %d, %d signature(s)\n", m.ID, m.Version, m.SecurityVersion, len(env.Signatures))
+	fmt.Fprintf(e.stdout, "offer:     %s, version %s, security_version %d, %d signature(s)\n", m.ID, m.Version, m.SecurityVersion, m.Signatures)
 	fmt.Fprintf(e.stdout, "issued:    %s, expires %s\n", m.IssuedAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
 	devices := "any device"
 	if len(m.Devices) > 0 {

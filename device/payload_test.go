@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/otad/otad/internal/testkit/devicetest"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/ota"
 )
 
 // unreachable is a payload URL nothing answers: the offer was signed for a
@@ -138,6 +140,28 @@ func TestInfo(t *testing.T) {
 			if !strings.Contains(stdout, w) {
 				t.Errorf("%s: stdout lacks %q:\n%s", c.name, w, stdout)
 			}
+		}
+	}
+	// Issue 31: --json says the same as one object.
+	for _, c := range []struct {
+		env     []byte
+		code    int
+		verdict string
+		refusal ota.Code
+		id      string
+	}{{good, 0, "install", "", "rel-good"}, {expired, 3, "refused", ota.CodeExpired, "rel-old"}} {
+		code, stdout, stderr := otad(t, "info", "--json", "-c", cfg, writeEnv(t, c.env))
+		var r struct {
+			Offer struct {
+				ID      string      `json:"id"`
+				Payload ota.Payload `json:"payload"`
+			} `json:"offer"`
+			Verdict string   `json:"verdict"`
+			Code    ota.Code `json:"code"`
+			Exit    int      `json:"exit"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != c.code || r.Exit != c.code || r.Verdict != c.verdict || r.Code != c.refusal || r.Offer.ID != c.id || r.Offer.Payload.Size == 0 {
+			t.Errorf("info --json %s: exit %d, %+v (%v)\n%s%s", c.id, code, r, err, stdout, stderr)
 		}
 	}
 	if n := hits(tb, served...); n != 0 {

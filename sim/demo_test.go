@@ -123,6 +123,7 @@ func TestDemo(t *testing.T) {
 		"dashboard: http://127.0.0.1:", "$ otactl rollout check --broker", "  wave 1: 1 device: gw-01",
 		"$ otactl rollout start --broker", "rollout demo-2_1_0 HALTED", "gw-01  failed  health_check_failed",
 		"otactl rollout abort --withdraw",
+		"the dashboard, the broker and the devices stop now; to keep them up for a look: make demo DEMO_FLAGS=--keep",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)

@@ -153,7 +153,9 @@ func (d *run) run(ctx context.Context) (err error) {
 		len(d.ids), rollouts[0].version, last.version, time.Since(d.start).Round(100*time.Millisecond))
 	if d.opt.Keep {
 		d.keepUp(ctx)
+		return nil
 	}
+	d.say("the dashboard, the broker and the devices stop now; to keep them up for a look: make demo DEMO_FLAGS=--keep (otasim demo --keep)")
 	return nil
 }
 
