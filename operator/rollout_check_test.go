@@ -114,4 +114,20 @@ func TestRolloutList(t *testing.T) {
 			t.Errorf("no /%s/ in:\n%s", re, r.stdout)
 		}
 	}
+	// Issue 31: --json, the same rollouts as data.
+	var list []struct {
+		Name  string         `json:"name"`
+		State *rollout.State `json:"state"`
+		Error string         `json:"error"`
+	}
+	r = mustRun(t, "rollout", "list", "--json", "--broker", b.URL)
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 3 {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if l := list[0]; l.Name != "fw-a" || l.State == nil || l.State.Phase != rollout.PhaseHalted || l.State.Counts.Failed != 1 {
+		t.Errorf("--json fw-a: %+v", l)
+	}
+	if l := list[2]; l.Name != "junk" || l.State != nil || l.Error == "" {
+		t.Errorf("--json junk: %+v", l)
+	}
 }

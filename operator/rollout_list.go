@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -18,8 +19,9 @@ import (
 // rolloutList prints every rollout whose state the broker retains, a line
 // each (docs/contract/rollouts.md).
 func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("rollout list", "--broker URL", stderr)
+	fs := newFlagSet("rollout list", "--broker URL [--json]", stderr)
 	bf := addBrokerFlags(fs)
+	asJSON := fs.Bool("json", false, "print the rollouts as a JSON array: name, and the state as retained or the error decoding it")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -51,32 +53,48 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	mu.Lock()
 	defer mu.Unlock()
 	prefix, _ := strings.CutSuffix(filter, "+/state")
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLLOUT\tSTATE\tWAVE\tGROUP\tOFFER\tDEVICES\tOUTCOMES\tFAILED\tPENDING\tUPDATED")
-	n := 0
+	var list []listedRollout
 	for _, topic := range slices.Sorted(maps.Keys(states)) {
-		name := strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")
-		raw := states[topic]
-		if len(raw) == 0 {
+		if len(states[topic]) == 0 {
 			continue // cleared
 		}
-		n++
-		s, err := rollout.DecodeState(raw)
+		l := listedRollout{Name: strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")}
+		s, err := rollout.DecodeState(states[topic])
 		if err != nil {
-			fmt.Fprintf(tw, "%s\t(bad state: %v)\t-\t-\t-\t-\t-\t-\t-\t-\n", clean(name), err)
+			l.Error = err.Error()
+		} else {
+			l.State = &s
+		}
+		list = append(list, l)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(stderr, "no rollout state retained under %s (a broker that delivers no retained message to a wildcard subscription, as RabbitMQ, lists none: ask for one with otactl rollout status NAME)\n", filter)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(append([]listedRollout{}, list...)) // [] rather than null for none
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLLOUT\tSTATE\tWAVE\tGROUP\tOFFER\tDEVICES\tOUTCOMES\tFAILED\tPENDING\tUPDATED")
+	for _, l := range list {
+		s := l.State
+		if s == nil {
+			fmt.Fprintf(tw, "%s\t(bad state: %s)\t-\t-\t-\t-\t-\t-\t-\t-\n", clean(l.Name), l.Error)
 			continue
 		}
 		c := s.Counts
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", clean(name), clean(s.Phase), s.Wave, s.WaveCount, clean(s.Group),
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", clean(l.Name), clean(s.Phase), s.Wave, s.WaveCount, clean(s.Group),
 			clean(s.Offer.ID), c.Devices, c.Outcomes(), c.Bad(), c.Pending, s.Updated.Local().Format(time.DateTime))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if n == 0 {
-		fmt.Fprintf(stderr, "no rollout state retained under %s (a broker that delivers no retained message to a wildcard subscription, as RabbitMQ, lists none: ask for one with otactl rollout status NAME)\n", filter)
-	}
-	return nil
+	return tw.Flush()
+}
+
+// listedRollout is one line of `rollout list`, one element of its --json.
+type listedRollout struct {
+	Name  string         `json:"name"`
+	State *rollout.State `json:"state,omitempty"`
+	Error string         `json:"error,omitempty"` // why the retained state does not decode
 }
 
 // clean keeps what came from the broker from breaking a table or the terminal.
