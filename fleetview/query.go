@@ -1,6 +1,7 @@
 package fleetview
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ type Filter struct {
 	Version string   // the version it runs
 	Online  string   // OnlineYes, OnlineNo or OnlineUnknown
 	Failure string   // its last result failed with this code (Device.Failure)
+	Refusal string   // its last refusal has this code
 	Search  string   // case-insensitive part of its ID, running version or a group
 }
 
@@ -61,6 +63,8 @@ func (f Filter) match(id string, d *record) bool {
 	case f.Online != "" && f.Online != d.presence():
 		return false
 	case f.Failure != "" && (s == nil || failureOf(s.LastResult) != f.Failure):
+		return false
+	case f.Refusal != "" && (s == nil || refusalOf(s.LastRefusal) != f.Refusal):
 		return false
 	}
 	if f.Search == "" {
@@ -101,6 +105,14 @@ func (d *record) presence() string {
 }
 
 func failureOf(r *ota.Outcome) string { return Device{LastResult: r}.Failure() }
+
+// refusalOf is the code a refusal counts under; "" for none.
+func refusalOf(r *ota.Refusal) string {
+	if r == nil {
+		return ""
+	}
+	return string(cmp.Or(r.Code, "refused"))
+}
 
 // Page is one page of the devices a Filter picks, in ID order.
 type Page struct {

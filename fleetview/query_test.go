@@ -2,7 +2,9 @@ package fleetview
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -86,6 +88,45 @@ func TestQuery(t *testing.T) {
 	}
 	if bad := v.Query(Filter{State: StateBad}, 0, 0).Devices[0]; bad.BadStatus == "" || bad.State != "" {
 		t.Errorf("bad status shown as %+v", bad)
+	}
+}
+
+// Issue 27: an offer the checks refused changed nothing on the device and
+// showed nowhere but --json; an install past its flip waiting for a manual
+// reboot, which devices report as staged, counts as staged.
+func TestSummaryCountsRefusalsAndStaged(t *testing.T) {
+	v := New("ota")
+	good := map[ota.Slot]ota.SlotStatus{"A": {Version: "1.0.0", Status: ota.SlotGood}, "B": {Version: "2.0.0", Status: ota.SlotStaged}}
+	for _, st := range []ota.Status{
+		{Device: "d1", State: ota.Idle, BootedSlot: "A", Slots: good, LastRefusal: &ota.Refusal{ID: "r", Code: ota.CodeExpired}},
+		{Device: "d2", State: ota.Idle, BootedSlot: "A", Slots: good, LastRefusal: &ota.Refusal{ID: "r", Code: ota.CodeExpired}},
+		{Device: "d3", State: ota.Idle, BootedSlot: "A", Slots: good, LastRefusal: &ota.Refusal{Code: ota.CodeIncompatible}},
+		{Device: "d4", State: ota.Staged, BootedSlot: "A", Slots: good, Target: &ota.TargetStatus{ID: "r2", Version: "2.0.0", BytesDone: 10, BytesTotal: 10}},
+	} {
+		b, _ := json.Marshal(st)
+		v.Observe("ota/devices/"+st.Device+"/status", b)
+	}
+	s := v.Summary(Filter{})
+	if s.Refusals["expired"] != 2 || s.Refusals["incompatible"] != 1 || len(s.Refusals) != 2 || s.States["staged"] != 1 {
+		t.Errorf("summary %+v", s)
+	}
+	var buf bytes.Buffer
+	if err := s.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := "4 devices\nstate:    3 idle, 1 staged\nrunning:  4 1.0.0\nonline:   4 unknown\nrefused:  2 expired, 1 incompatible\n"
+	if buf.String() != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	if got := v.Query(Filter{Refusal: "expired"}, 0, 0).Devices; len(got) != 2 || got[0].ID != "d1" || got[1].ID != "d2" {
+		t.Errorf("devices refused as expired: %+v", got)
+	}
+	buf.Reset()
+	if err := v.Render(&buf, Filter{State: "staged"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(lines) != 2 || !regexp.MustCompile(`^d4\s+\?\s+staged\s+1\.0\.0\s+A\s+1\.0\.0 \(good\)\s+2\.0\.0 \(staged\)\s+2\.0\.0 100%`).MatchString(lines[1]) {
+		t.Errorf("staged device:\n%s", buf.String())
 	}
 }
 

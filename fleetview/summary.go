@@ -10,8 +10,10 @@ import (
 )
 
 // Summary is the fleet at a glance: devices counted by state, by the
-// version they run, by presence, and by the code their last result failed
-// with. `otactl status` prints it under the table (and alone with
+// version they run, by presence, by the code their last result failed
+// with, and by the code their last refusal gave (an offer the checks
+// refused changes nothing on the device, so without this line it would go
+// unseen). `otactl status` prints it under the table (and alone with
 // --summary), the dashboard charts it.
 type Summary struct {
 	Devices  int            `json:"devices"`
@@ -19,11 +21,12 @@ type Summary struct {
 	Versions map[string]int `json:"versions"` // the running version; "" for none known
 	Online   map[string]int `json:"online"`   // OnlineYes, OnlineNo, OnlineUnknown
 	Failures map[string]int `json:"failures"` // Device.Failure
+	Refusals map[string]int `json:"refusals"` // the code of the status's last_refusal
 }
 
 // Summary counts the devices f picks.
 func (v *View) Summary(f Filter) Summary {
-	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}}
+	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, d := range v.devices {
@@ -38,6 +41,9 @@ func (v *View) Summary(f Filter) Summary {
 			if c := failureOf(st.LastResult); c != "" {
 				s.Failures[c]++
 			}
+			if c := refusalOf(st.LastRefusal); c != "" {
+				s.Refusals[c]++
+			}
 		}
 	}
 	return s
@@ -50,13 +56,14 @@ func (v *View) Summary(f Filter) Summary {
 //	running:  20 2.0.0, 10 1.0.0
 //	online:   28 yes, 2 no
 //	failures: 3 health_check_failed
+//	refused:  2 expired, 1 incompatible
 func (s Summary) Write(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", plural(s.Devices, "device"))
 	for _, l := range []struct {
 		name string
 		m    map[string]int
-	}{{"state", s.States}, {"running", s.Versions}, {"online", s.Online}, {"failures", s.Failures}} {
+	}{{"state", s.States}, {"running", s.Versions}, {"online", s.Online}, {"failures", s.Failures}, {"refused", s.Refusals}} {
 		if len(l.m) > 0 {
 			fmt.Fprintf(&b, "%-9s %s\n", l.name+":", countList(l.m))
 		}

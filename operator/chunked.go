@@ -24,6 +24,8 @@ type chunkedOpts struct {
 	chunking  ota.Chunking
 	// stream, when set, receives the image as it is read (to size the full stream).
 	stream io.Writer
+	// progress counts the image's bytes as they are read; nil: none shown.
+	progress *signProgress
 }
 
 // pending are files written beside their paths, to be renamed into place together
@@ -74,9 +76,9 @@ func prepareChunked(ctx context.Context, image, out string, o chunkedOpts, files
 	files.add(idx)
 
 	bw := bufio.NewWriterSize(store, copyBufferSize)
-	var src io.Reader = in
+	src := o.progress.reader(in)
 	if o.stream != nil {
-		src = io.TeeReader(in, o.stream)
+		src = io.TeeReader(src, o.stream)
 	}
 	res, err := payload.Build(ctx, src, bw, payload.Options{ChunkSize: o.chunkSize, Compression: o.comp, Level: chunkedLevel, Chunking: o.chunking})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -169,7 +170,7 @@ func TestKeygenSignVerify(t *testing.T) {
 				if m.Payload.SHA256 != wantSHA || m.Payload.Size != int64(len(image)) || m.Payload.Compression != ota.Compression(comp) {
 					t.Errorf("payload %+v, want sha %s size %d", m.Payload, wantSHA, len(image))
 				}
-				if m.ID != "4.2.0-"+wantSHA[:12] || m.Version != "4.2.0" || m.SecurityVersion != 7 {
+				if !strings.HasPrefix(m.ID, "4.2.0-") || len(m.ID) != len("4.2.0-")+12 || m.Version != "4.2.0" || m.SecurityVersion != 7 {
 					t.Errorf("manifest %+v", m)
 				}
 				if strings.Join(m.Compatible, " ") != "acme,gw-v2 acme,gw-v3" || strings.Join(m.Devices, " ") != "gw-0001 gw-0002" {
@@ -293,9 +294,9 @@ func TestSignOptions(t *testing.T) {
 	base := []string{"sign", "--key", key + ".key", "--image", img, "--compatible", "c", "--url", "https://h/p"}
 
 	t.Run("explicit id and issued_at", func(t *testing.T) {
-		r := mustRun(t, append(base, "--version", "2", "--id", "rel-7", "--issued-at", "2026-01-02T03:04:05+01:00", "--expires", "1h")...)
+		r := mustRun(t, append(base, "--version", "2", "--id", "rel-7", "--issued-at", "2026-01-02T03:04:05+01:00", "--expires", "87600h")...)
 		m, raw := manifestOf(t, r.stdout)
-		if m.ID != "rel-7" || !m.IssuedAt.Equal(time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)) || !m.ExpiresAt.Equal(m.IssuedAt.Add(time.Hour)) {
+		if m.ID != "rel-7" || !m.IssuedAt.Equal(time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)) || !m.ExpiresAt.Equal(m.IssuedAt.Add(87600*time.Hour)) {
 			t.Errorf("manifest %+v", m)
 		}
 		if !bytes.Contains(raw, []byte(`"issued_at":"2026-01-02T02:04:05Z"`)) {
@@ -317,6 +318,23 @@ func TestSignOptions(t *testing.T) {
 		m2, _ := manifestOf(t, mustRun(t, append(base, "--version", "1")...).stdout)
 		if !m2.IssuedAt.After(m1.IssuedAt) {
 			t.Errorf("issued_at %s then %s: not increasing", m1.IssuedAt, m2.IssuedAt)
+		}
+		// Issue 27: the same image signed again is another offer, and its
+		// default id says so (the first failed; people read the id).
+		if m1.ID == m2.ID || !strings.HasPrefix(m2.ID, "1-") {
+			t.Errorf("default ids %q and %q of two signatures", m1.ID, m2.ID)
+		}
+	})
+	t.Run("a summary on stderr, no progress line off a terminal", func(t *testing.T) {
+		out := filepath.Join(dir, "summary.img.zst")
+		r := mustRun(t, append(base, "--version", "3", "--id", "rel-3", "--compress", "zstd", "--out-payload", out)...)
+		st, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("signed rel-3 (version 3, manifest sha256 "+short12(verifyDigest(t, r.stdout))+"): image 0.0 MiB, payload %s (zstd, %s); expires ", mib(st.Size()), out)
+		if !strings.HasPrefix(r.stderr, want) || strings.Contains(r.stderr, "\r") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("stderr %q, want one line starting %q", r.stderr, want)
 		}
 	})
 	t.Run("uncompressed copy with --out-payload", func(t *testing.T) {
@@ -340,6 +358,9 @@ func TestSignOptions(t *testing.T) {
 		{"unknown compression", append(base, "--version", "1", "--compress", "lz4", "--out-payload", "x"), ota.ExitUsage, "lz4"},
 		{"bad issued-at", append(base, "--version", "1", "--issued-at", "yesterday"), ota.ExitUsage, "--issued-at"},
 		{"negative expires", append(base, "--version", "1", "--expires", "-1h"), ota.ExitUsage, "--expires"},
+		// Issue 27: every device would refuse it (expired).
+		{"expires_at already past", append(base, "--version", "1", "--issued-at", "2026-01-01T00:00:00Z", "--expires", "24h"), ota.ExitUsage,
+			"expires_at 2026-01-02T00:00:00Z (--issued-at 2026-01-01T00:00:00Z + --expires 24h0m0s) is already past"},
 		{"bad id", append(base, "--version", "1", "--id", "a/b"), ota.ExitUsage, "bad_manifest: id"},
 		{"url without scheme", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "h/p"}, ota.ExitUsage, "payload.url"},
 		{"url no device fetches", []string{"sign", "--key", key + ".key", "--image", img, "--version", "1", "--compatible", "c", "--url", "ftp://h/p"}, ota.ExitUsage, "url_not_allowed"},

@@ -26,7 +26,7 @@ type payloadInfo struct {
 // preparePayload streams the image once: hashing and counting the raw bytes and, when
 // out is set, compressing them into out (written to a temporary file and renamed, so a
 // failed run leaves no half payload behind). The image is never held in memory.
-func preparePayload(ctx context.Context, image, compression, out string) (payloadInfo, error) {
+func preparePayload(ctx context.Context, image, compression, out string, prog *signProgress) (payloadInfo, error) {
 	in, err := os.Open(image)
 	if err != nil {
 		return payloadInfo{}, fmt.Errorf("image: %w", err)
@@ -56,7 +56,7 @@ func preparePayload(ctx context.Context, image, compression, out string) (payloa
 	}
 
 	buf := make([]byte, copyBufferSize)
-	if _, err := io.CopyBuffer(io.MultiWriter(sinks...), ctxReader{ctx, in}, buf); err != nil {
+	if _, err := io.CopyBuffer(io.MultiWriter(sinks...), prog.reader(ctxReader{ctx, in}), buf); err != nil {
 		return payloadInfo{}, fmt.Errorf("image %s: %w", image, err)
 	}
 	if raw.n == 0 {

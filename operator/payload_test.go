@@ -26,7 +26,7 @@ func TestStreamWindow(t *testing.T) {
 	}
 	t.Run("zstd", func(t *testing.T) {
 		out := filepath.Join(dir, "p.zst")
-		if _, err := preparePayload(context.Background(), img, "zstd", out); err != nil {
+		if _, err := preparePayload(context.Background(), img, "zstd", out, nil); err != nil {
 			t.Fatal(err)
 		}
 		data, err := os.ReadFile(out)
@@ -56,7 +56,7 @@ func TestStreamWindow(t *testing.T) {
 	})
 	t.Run("xz", func(t *testing.T) {
 		out := filepath.Join(dir, "p.xz")
-		if _, err := preparePayload(context.Background(), img, "xz", out); err != nil {
+		if _, err := preparePayload(context.Background(), img, "xz", out, nil); err != nil {
 			t.Fatal(err)
 		}
 		data, err := os.ReadFile(out)

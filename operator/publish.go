@@ -91,7 +91,8 @@ func checkName(flagName, v string) error {
 
 // publish makes an envelope a device's or group's desired state: retained, QoS 1 (docs/contract/mqtt.md).
 // It first reads the target devices' statuses, to warn when the offer
-// already ended there (a device never installs an offer twice); --clear
+// already ended there (a device never installs an offer twice) or they
+// would refuse it (wouldRefuse); --clear
 // --group clears the desired topics of the group's devices too.
 func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fset := newFlagSet("publish", "--broker URL (--device ID | --group G) [flags] FILE ('-' reads stdin)", stderr)
@@ -161,7 +162,11 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if *clearOffer {
 		return clearTarget(ctx, cfg, t, topic, stderr)
 	}
-	if w := alreadyEnded(payload, t.statuses()); w != "" {
+	statuses := t.statuses()
+	if w := alreadyEnded(payload, statuses); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
+	for _, w := range wouldRefuse(payload, statuses, time.Now()) {
 		fmt.Fprintln(stderr, w)
 	}
 	if err := publishOnEveryNode(ctx, cfg, topic, payload, stderr); err != nil {

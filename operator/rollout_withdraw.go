@@ -83,7 +83,9 @@ func withdraw(ctx context.Context, cfg mqtt.Config, s rollout.State, window time
 	mu.Lock()
 	var clear []string
 	for topic, payload := range desired {
-		if offerOf(payload) == s.Offer {
+		// By the manifest's digest: the same image signed again for
+		// another rollout has the same id and payload, and stays.
+		if o := offerOf(payload); o.ID != "" && s.Offer.Names(o.ID, o.SHA256, o.ManifestSHA256) {
 			clear = append(clear, topic)
 		}
 	}
@@ -96,8 +98,8 @@ func withdraw(ctx context.Context, cfg mqtt.Config, s rollout.State, window time
 	return nil
 }
 
-// offerOf names the offer an envelope carries (its manifest's id and
-// payload sha256); zero for what is none.
+// offerOf names the offer an envelope carries (its manifest's digest, id
+// and payload sha256); zero for what is none.
 func offerOf(envelope []byte) rollout.Ref {
 	if len(envelope) == 0 {
 		return rollout.Ref{}
@@ -110,5 +112,5 @@ func offerOf(envelope []byte) rollout.Ref {
 	if err != nil {
 		return rollout.Ref{}
 	}
-	return rollout.Ref{ID: m.ID, SHA256: m.Payload.SHA256}
+	return rollout.Ref{ID: m.ID, SHA256: m.Payload.SHA256, ManifestSHA256: verify.EnvelopeDigest(envelope)}
 }

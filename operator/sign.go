@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type signOptions struct {
 	devices         stringList
 	id              string
 	issuedAt        string
+	progress        *signProgress // nil: stderr is no terminal
 }
 
 func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,7 +60,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
 	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
 	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
-	fset.StringVar(&o.id, "id", "", `manifest id (default "<version>-<first 12 hex of sha256>")`)
+	fset.StringVar(&o.id, "id", "", `manifest id, a name for people (default "<version>-<12 hex of a digest of the image's sha256 and issued_at>": each signature its own)`)
 	fset.StringVar(&o.issuedAt, "issued-at", "", "issued_at, RFC 3339 (default now)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
@@ -83,7 +85,9 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		signers = append(signers, s)
 	}
 
+	o.progress = newSignProgress(stderr, ota.IsTerminal(stderr), o.reading(), imageSize(o.image), time.Now)
 	pl, err := o.payload(ctx, chunkSize, stderr)
+	o.progress.finish()
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Payload:         pl,
 	}
 	if m.ID == "" {
-		m.ID = defaultID(o.version, pl.SHA256)
+		m.ID = defaultID(o.version, pl.SHA256, issuedAt)
 	}
 	manifest, err := json.Marshal(m)
 	if err != nil {
@@ -128,6 +132,7 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, err := stdout.Write(append(env, '\n')); err != nil {
 		return fmt.Errorf("write envelope: %w", err)
 	}
+	io.WriteString(stderr, signSummary(m, manifest, o.outPayload))
 	return nil
 }
 
@@ -136,7 +141,7 @@ func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Wr
 	if o.chunked {
 		return o.chunkedPayload(ctx, chunkSize, stderr)
 	}
-	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload)
+	p, err := preparePayload(ctx, o.image, o.compress, o.outPayload, o.progress)
 	if err != nil {
 		return verify.Payload{}, err
 	}
@@ -152,7 +157,7 @@ func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Wr
 // chunkedPayload writes PATH.idx, PATH.store and, with --delta-from, a delta file
 // per older image, and describes them for the manifest.
 func (o *signOptions) chunkedPayload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
-	co := chunkedOpts{chunkSize: chunkSize, comp: ota.Compression(o.compress), chunking: ota.Chunking(o.chunking)}
+	co := chunkedOpts{chunkSize: chunkSize, comp: ota.Compression(o.compress), chunking: ota.Chunking(o.chunking), progress: o.progress}
 	olds := splitList(o.deltaFrom)
 	var sizer *streamSizer
 	if len(olds) > 0 {
@@ -219,6 +224,18 @@ func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 	if o.expires <= 0 {
 		return time.Time{}, 0, usagef("--expires %s: want a positive duration", o.expires)
 	}
+	issuedAt := now.UTC() // sub-second precision: two offers signed within one second still order (check 9)
+	if o.issuedAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, o.issuedAt)
+		if err != nil {
+			return time.Time{}, 0, usagef("--issued-at: want RFC 3339: %w", err)
+		}
+		issuedAt = t.UTC()
+	}
+	if exp := issuedAt.Add(o.expires); !exp.After(now) {
+		return time.Time{}, 0, usagef("expires_at %s (--issued-at %s + --expires %s) is already past: every device would refuse the offer (expired); give a later --issued-at or a longer --expires",
+			exp.Format(time.RFC3339), issuedAt.Format(time.RFC3339), o.expires)
+	}
 	// What no device would take: a scheme none can be configured for, a
 	// device ID none can have.
 	if u, err := url.Parse(o.url); err == nil && u.Scheme != "" && !slices.Contains(ota.Schemes(), u.Scheme) { // else the manifest check names payload.url
@@ -229,15 +246,28 @@ func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 			return time.Time{}, 0, usagef("--device: %w", err)
 		}
 	}
-	if o.issuedAt == "" {
-		// Sub-second precision: two offers signed within one second still order (check 9).
-		return now.UTC(), chunkSize, nil
+	return issuedAt, chunkSize, nil
+}
+
+// reading is what signing does with the image as it reads it, for the progress line.
+func (o *signOptions) reading() string {
+	switch {
+	case o.chunked:
+		return "chunking (" + o.compress + ")"
+	case o.outPayload != "" && o.compress != string(ota.CompressionNone):
+		return "hashing and compressing (" + o.compress + ")"
 	}
-	t, err := time.Parse(time.RFC3339Nano, o.issuedAt)
-	if err != nil {
-		return time.Time{}, 0, usagef("--issued-at: want RFC 3339: %w", err)
+	return "hashing"
+}
+
+// imageSize is the image's size, 0 when it cannot be known (a pipe, an
+// error reported when it is read).
+func imageSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
 	}
-	return t.UTC(), chunkSize, nil
+	return st.Size()
 }
 
 // checkChunked checks the flags of a chunked payload and returns the chunk size; for
@@ -273,10 +303,12 @@ func (o *signOptions) checkChunked() (int64, error) {
 	return n, nil
 }
 
-// defaultID is "<version>-<first 12 hex of sha256>", with characters the id syntax does
-// not allow (SemVer "+build", spaces) replaced by "-".
-func defaultID(version, sha string) string {
-	suffix := "-" + sha[:12]
+// defaultID is "<version>-<12 hex>", with characters the id syntax does not allow
+// (SemVer "+build", spaces) replaced by "-". The hex digits are of a digest of
+// the image's sha256 and issued_at, so each signature has its own id: the same
+// image signed again after a failure is another offer and reads as one.
+func defaultID(version, sha string, issuedAt time.Time) string {
+	suffix := "-" + digestOf([]byte(sha + " " + issuedAt.UTC().Format(time.RFC3339Nano)))[:12]
 	v := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
 			return r

@@ -22,13 +22,14 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bf := addBrokerFlags(fset)
 	watch := fset.Bool("watch", false, "keep running and redraw on every message, with progress bars (Ctrl-C ends)")
 	asJSON := fset.Bool("json", false, "print one JSON object per device, a line each (docs/contract/commands.md), instead of the table")
-	summary := fset.Bool("summary", false, "print only the totals by state, running version, presence and failure code")
+	summary := fset.Bool("summary", false, "print only the totals by state, running version, presence, failure code and refusal code")
 	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
 	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s, longer while answers still arrive)")
 	var f fleetview.Filter
 	var devices stringList
 	fset.StringVar(&f.Group, "group", "", "only the devices whose status lists this group (and ask only them to report)")
 	fset.Var(&devices, "device", "only this device (repeatable)")
+	fset.StringVar(&f.Refusal, "refused", "", "only devices whose last refused offer gave this code (expired, incompatible, too_big_for_slot, …)")
 	fset.StringVar(&f.State, "state", "", "only devices in this state: idle, downloading, verifying, staged, rebooting, confirming, bad (a status that did not decode), none (no status)")
 	pos, err := parseFlags(fset, args)
 	if err != nil {

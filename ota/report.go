@@ -62,8 +62,8 @@ type TargetStatus struct {
 	// ManifestSHA256 names the offer being installed, as in Refusal: the
 	// fleet side tells it from an earlier offer of the same image by it.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
-	BytesDone  int64  `json:"bytes_done"`
-	BytesTotal int64  `json:"bytes_total"`
+	BytesDone      int64  `json:"bytes_done"`
+	BytesTotal     int64  `json:"bytes_total"`
 	Transfer
 }
 

@@ -76,7 +76,9 @@ type PlanOffer struct {
 }
 
 // Ref is how device statuses name the offer.
-func (o PlanOffer) Ref() Ref { return Ref{ID: o.ID, SHA256: o.SHA256, ManifestSHA256: o.ManifestSHA256} }
+func (o PlanOffer) Ref() Ref {
+	return Ref{ID: o.ID, SHA256: o.SHA256, ManifestSHA256: o.ManifestSHA256}
+}
 
 // Plan limits: a plan is written by people; these bound what a fuzzer or a
 // typo can make the controller hold.

@@ -122,3 +122,37 @@ func TestBombStateInSummary(t *testing.T) {
 		}
 	}
 }
+
+// Issue 27: the rollout of an image signed again does not list as failed
+// the devices whose last result is the first signature's failure (same id,
+// same image, another manifest); a device that failed this very offer is.
+// The refusals are charted and filter the table.
+func TestRolloutFailuresAreThisOffersOnly(t *testing.T) {
+	s, h := testServer(t, 0)
+	first, again := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	for id, manifest := range map[string]string{"gw-old": first, "gw-new": again} {
+		s.Fleet.Observe("ota/devices/"+id+"/status", fmt.Appendf(nil, `{"device":%q,"seq":1,"state":"idle","booted_slot":"A","groups":["fleet"],
+		 "slots":{"A":{"version":"1","status":"good"}},
+		 "last_result":{"id":"fw-2.0","sha256":"img","manifest_sha256":%q,"result":"failed","code":"download_failed"},
+		 "last_refusal":{"id":"fw-1","code":"expired","time":"2026-12-01T00:00:00Z"}}`, id, manifest))
+	}
+	s.Rollouts.Observe(mqtt.Message{Topic: "ota/rollouts/fw-2_0b/state", Payload: fmt.Appendf(nil,
+		`{"name":"fw-2_0b","group":"fleet","state":"running","offer":{"id":"fw-2.0","sha256":"img","manifest_sha256":%q},"wave_count":1,"waves":[]}`, again)})
+	var vs []RolloutView
+	call(t, h, "/api/rollouts", &vs)
+	if len(vs) != 1 || vs[0].FailedAll != 1 || vs[0].Failed[0].Device != "gw-new" {
+		t.Errorf("rollouts %+v, want gw-new alone failed", vs)
+	}
+	var o Overview
+	call(t, h, "/api/summary", &o)
+	if o.Summary.Refusals["expired"] != 2 {
+		t.Errorf("refusals %+v", o.Summary.Refusals)
+	}
+	var p fleetview.Page
+	if call(t, h, "/api/devices?refusal=expired", &p); p.Total != 2 {
+		t.Errorf("devices refused as expired: %d", p.Total)
+	}
+	if call(t, h, "/api/devices?refusal=incompatible", &p); p.Total != 0 {
+		t.Errorf("devices refused as incompatible: %d", p.Total)
+	}
+}

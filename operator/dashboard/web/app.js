@@ -68,6 +68,7 @@ function renderOverview(o) {
   chart($("chart-versions"), s.versions);
   chart($("chart-online"), s.online);
   chart($("chart-failures"), s.failures);
+  chart($("chart-refusals"), s.refusals || {});
   renderRollouts(o.rollouts);
 }
 
