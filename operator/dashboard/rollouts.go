@@ -178,7 +178,7 @@ func view(s rollout.State, now time.Time) RolloutView {
 			}
 		}
 	}
-	v.History = slices.Clone(s.History[max(0, len(s.History)-maxHistory):])
+	v.History = append([]rollout.Change{}, s.History[max(0, len(s.History)-maxHistory):]...) // never null for the page
 	return v
 }
 
