@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
@@ -120,5 +121,16 @@ func TestBombStateInSummary(t *testing.T) {
 		if code != http.StatusOK || len(o.Rollouts) != 1 || !strings.Contains(o.Rollouts[0].BadState, "wave_count") || len(o.Rollouts[0].Waves) != 0 {
 			t.Errorf("wave_count %d: %d %+v", n, code, o.Rollouts)
 		}
+	}
+}
+
+// The rollouts followed are bounded: their names come from outside.
+func TestRolloutsBounded(t *testing.T) {
+	r := NewRollouts("ota")
+	for i := range maxRollouts + 50 {
+		r.Observe(mqtt.Message{Topic: fmt.Sprintf("ota/rollouts/r%d/state", i), Payload: []byte(`{`)})
+	}
+	if n := len(r.Views(fleetview.New("ota"), time.Now())); n != maxRollouts {
+		t.Errorf("%d rollouts followed, want %d", n, maxRollouts)
 	}
 }
