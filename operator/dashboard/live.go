@@ -133,6 +133,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		client = r.RemoteAddr
 	}
+	// A stream reads nothing more: no read deadline of the server's
+	// (ReadTimeout) is left to end it.
+	_ = rc.SetReadDeadline(time.Time{})
 	s, first := h.open(client)
 	defer h.close(s)
 	if first == nil {

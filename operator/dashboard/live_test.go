@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -69,5 +70,42 @@ func TestLiveStreamsFair(t *testing.T) {
 	// The oldest stream was closed for it.
 	if _, err := io.ReadAll(readers[0]); err != nil {
 		t.Errorf("the oldest stream: %v", err)
+	}
+}
+
+// A stream outlives the server's read and write timeouts: it clears its
+// read deadline and moves its write deadline on every update.
+func TestLiveStreamOutlivesTimeouts(t *testing.T) {
+	s, h := testServer(t, 1)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.live().run(ctx)
+	res, err := http.Get(srv.URL + "/api/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := bufio.NewReader(res.Body)
+	next := func() string {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			if strings.HasPrefix(line, "data: ") {
+				return line
+			}
+		}
+	}
+	next()
+	time.Sleep(1500 * time.Millisecond) // past both timeouts
+	s.Fleet.Observe("ota/devices/gw-new/status", []byte(`{"device":"gw-new","seq":1,"state":"idle"}`))
+	s.Changed()
+	if line := next(); !strings.Contains(line, `"devices":2`) {
+		t.Errorf("after the timeouts: %.100s", line)
 	}
 }
