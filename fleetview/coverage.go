@@ -119,13 +119,19 @@ func (a *asked) due() time.Time {
 // complete it is: no view knows the size of the fleet, but it can tell
 // when retained delivery evidently lost statuses.
 type Coverage struct {
-	Devices      int           // devices in the view (with Group: those whose status lists it)
-	Live         int           // of them, statuses heard live: they answered the report request (or changed)
-	RetainedOnly int           // of them, statuses known only from a retained delivery
-	NoStatus     int           // of them, heard of without a valid status (presence, progress, a bad status)
-	Missed       int           // of the live ones, those whose retained status never arrived
-	Window       time.Duration // the report request's window; 0: none was sent
-	Group        string        // the request asked only this group
+	Devices      int // devices in the view (with Group: those whose status lists it)
+	Live         int // of them, statuses heard live: they answered the report request (or changed)
+	RetainedOnly int // of them, statuses known only from a retained delivery
+	NoStatus     int // of them, heard of without a valid status (presence, progress, a bad status)
+	// Missed: of the live ones, those whose retained status never arrived
+	// though they were online before the view subscribed: evidence that
+	// the broker lost retained statuses, so offline devices may be
+	// missing. A device that connected while the view listened (its
+	// presence went online live) or first spoke after the answers were
+	// due is not missed: it had no retained status to deliver yet.
+	Missed int
+	Window time.Duration // the report request's window; 0: none was sent
+	Group  string        // the request asked only this group
 }
 
 // Coverage counts how the devices' statuses arrived.
@@ -148,8 +154,11 @@ func (v *View) Coverage() Coverage {
 		case d.live:
 			c.Live++
 			// A device first heard after the answers were due came online
-			// since (a --watch runs on): its status was not retained to miss.
-			if !d.retained && (due.IsZero() || !d.firstLive.After(due)) {
+			// since (a --watch runs on), and one whose presence went online
+			// while the view listened connected since: neither had a
+			// status retained to miss (a healthy fleet started after the
+			// dashboard was called incomplete).
+			if !d.retained && !d.connected && (due.IsZero() || !d.firstLive.After(due)) {
 				c.Missed++
 			}
 		default:
@@ -179,13 +188,13 @@ func (c Coverage) String() string {
 	}
 	if c.Window == 0 {
 		return fmt.Sprintf("%s, from retained statuses only (no report request sent%s); "+
-			"the view may be incomplete: a broker may deliver only part of them", what, without)
+			"offline devices may be missing: a broker may deliver only part of the saved statuses", what, without)
 	}
 	s := fmt.Sprintf("%s (%d answered the report request within %v, %d from retained only%s)",
 		what, c.Live, c.Window, c.RetainedOnly, without)
 	if c.Missed > 0 {
-		s += fmt.Sprintf("; the view may be incomplete: retained delivery missed %d of the %d devices that answered, "+
-			"so devices that did not answer (offline now) may be missing", c.Missed, c.Live)
+		s += fmt.Sprintf("; offline devices may be missing: the broker did not deliver the saved status of %d of the %d devices that answered, "+
+			"so it may not have delivered those of devices that are offline now", c.Missed, c.Live)
 	}
 	return s
 }

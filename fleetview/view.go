@@ -38,7 +38,11 @@ type record struct {
 	// report request, or a change).
 	retained, live bool
 	firstLive      time.Time // when it was first heard live
-	events         eventLog  // the last events heard (FollowOptions.Events)
+	// connected: it announced itself online while the view listened (it
+	// connected since the view subscribed), so no retained status of it
+	// need have been there to deliver.
+	connected bool
+	events    eventLog // the last events heard (FollowOptions.Events)
 }
 
 // follow is the offer Begin follows.
@@ -123,6 +127,7 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	switch leaf {
 	case "online":
 		d.online = online
+		d.connected = d.connected || (!m.Retained && online != nil && *online)
 	case "progress":
 		d.progress, d.progressAt = &p, v.now()
 	case "events":

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/operator/dashboard"
+	"github.com/otad/otad/rollout"
 )
 
 // dashboardCmd serves the fleet dashboard (docs/operating.md) until
@@ -19,7 +21,7 @@ func dashboardCmd(ctx context.Context, args []string, _, stderr io.Writer) error
 	fs.StringVar(&acc.Listen, "listen", "127.0.0.1:8080", "address to serve the page on; one that is not loopback needs --tls-cert, --tls-key and --token-file")
 	fs.StringVar(&acc.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	fs.StringVar(&acc.TLSKey, "tls-key", "", "the certificate's key (PEM)")
-	fs.StringVar(&acc.TokenFile, "token-file", "", "require the token in this file (at least 16 characters): open the page as /?token=TOKEN")
+	fs.StringVar(&acc.TokenFile, "token-file", "", "require the token in this file (at least 16 characters, mode 0600): open the page as /?token=TOKEN; with it the rollout pages offer pause, resume and abort")
 	window := fs.Duration("window", 3*time.Second, "ask the devices to report within this long when starting and after a reconnect; 0: retained statuses only")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -39,7 +41,12 @@ func dashboardCmd(ctx context.Context, args []string, _, stderr io.Writer) error
 		return usagef("%v", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return dashboard.Run(ctx, dashboard.Options{Broker: cfg, Access: acc, Window: *window, Log: log}, func(url string) {
+	// The page's pause, resume and abort are otactl's (behind the token).
+	command := func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error {
+		_, err := publishCommand(ctx, cfg, sess, name, rollout.NewCommand(op, reason, "dashboard", time.Now()))
+		return err
+	}
+	return dashboard.Run(ctx, dashboard.Options{Broker: cfg, Access: acc, Window: *window, Log: log, Command: command}, func(url string) {
 		fmt.Fprintf(stderr, "dashboard of the fleet on %s: %s (Ctrl-C ends)\n", cfg.Broker, url)
 	})
 }

@@ -20,11 +20,12 @@ const passwordEnv = "OTACTL_MQTT_PASSWORD"
 type brokerFlags struct {
 	brokers                                   stringList
 	prefix, ca, cert, key, username, password string
+	fs                                        *flag.FlagSet // which were given: they win over the config file
 }
 
 func addBrokerFlags(fs *flag.FlagSet) *brokerFlags {
-	b := &brokerFlags{}
-	fs.Var(&b.brokers, "broker", "broker URL: mqtt://host:port or mqtts://host:port (required; again for each node of a cluster: start at a random one, fail over to the others)")
+	b := &brokerFlags{fs: fs}
+	fs.Var(&b.brokers, "broker", "broker URL: mqtt://host:port or mqtts://host:port (again for each node of a cluster: start at a random one, fail over to the others); default: the config file's brokers ($"+configEnv+" or ~/.config/otactl/config.toml)")
 	fs.StringVar(&b.prefix, "prefix", mqtt.DefaultTopicPrefix, "topic prefix")
 	fs.StringVar(&b.ca, "ca", "", "mqtts: CA certificate file to trust (default: system roots)")
 	fs.StringVar(&b.cert, "cert", "", "mqtts: client certificate file (mTLS)")
@@ -35,8 +36,11 @@ func addBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 }
 
 func (b *brokerFlags) config() (mqtt.Config, error) {
+	if err := b.fromConfig(); err != nil {
+		return mqtt.Config{}, err
+	}
 	if len(b.brokers) == 0 {
-		return mqtt.Config{}, usagef("missing --broker")
+		return mqtt.Config{}, usagef("missing --broker (or brokers in $%s, ~/.config/otactl/config.toml)", configEnv)
 	}
 	if err := checkName("prefix", b.prefix); err != nil {
 		return mqtt.Config{}, err

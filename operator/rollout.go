@@ -119,18 +119,27 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 		return fmt.Errorf("rollout %s is %s: nothing to %s", name, rs.state.Phase, op)
 	}
 	c := rollout.NewCommand(op, *reason, os.Getenv("USER"), time.Now())
-	b, err := c.Encode()
+	topic, err := publishCommand(ctx, cfg, rs.sess, name, c)
 	if err != nil {
-		return err
-	}
-	topic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutControl(name)
-	if err := publishEverywhere(ctx, cfg, rs.sess, b, topic); err != nil {
 		return err
 	}
 	if err := awaitCommand(ctx, rs, c, *wait, topic, stdout); err != nil || !withdrawOffers {
 		return err
 	}
 	return withdraw(ctx, cfg, rs.state, window, stdout)
+}
+
+// publishCommand publishes c on rollout name's control topic (retained,
+// on every broker node) through sess, and returns the topic: what `otactl
+// rollout pause/resume/abort` and the dashboard's buttons do. Signing the
+// command with an operator key goes here (docs/contract/rollouts.md).
+func publishCommand(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session, name string, c rollout.Command) (string, error) {
+	b, err := c.Encode()
+	if err != nil {
+		return "", err
+	}
+	topic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutControl(name)
+	return topic, publishEverywhere(ctx, cfg, sess, b, topic)
 }
 
 // awaitCommand waits up to wait for a running controller to apply c.

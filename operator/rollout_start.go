@@ -25,7 +25,9 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	settle := fs.Duration("settle", 3*time.Second, "ask the group's devices to report within this long, and collect statuses at least this long (and until they stop arriving) before judging anything")
 	tick := fs.Duration("tick", time.Second, "how often the controller looks at the fleet")
 	lease := fs.Duration("lease", rollout.DefaultLease, "the controller's lease: renewed every third of it; another controller may take over a lease unrenewed this long")
-	takeOver := fs.Bool("take-over", false, "if another controller holds the lease, wait until it expires and take the rollout over (refused if it is renewed meanwhile)")
+	// What --take-over did is the default now: a lease not renewed is
+	// waited out. The flag stays for the scripts that pass it.
+	_ = fs.Bool("take-over", false, "kept for scripts: a controller always waits out a lease that is not renewed, and takes the rollout over")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +48,7 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger = log
-	holder := holderName()
+	holder, here := holderName(), thisProcess()
 	live := newLiveTable(ctx, stdout)
 	var (
 		c       *controller
@@ -58,13 +60,14 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		// Read first without disturbing a controller that runs: a live
 		// lease held by another is refused before anything connects as
 		// the rollout's controller.
-		if err := checkLease(ctx, cfg, plan.Name, holder, *takeOver, stderr); err != nil {
+		gone, err := checkLease(ctx, cfg, plan.Name, holder, here, stderr)
+		if err != nil {
 			return err
 		}
 		c, err = openController(ctx, cfg, plan, *settle, log)
 		if err == nil {
 			d = &rollout.Driver{Plan: plan, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
-				Holder: holder, TTL: *lease, Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: *tick, OnState: live.show, Log: log}
+				Holder: holder, TTL: *lease, Host: here.host, BootID: here.bootID, PID: here.pid, Gone: gone, Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: *tick, OnState: live.show, Log: log}
 			s, resumed, err = c.start(ctx, d)
 		}
 		if err == nil {

@@ -36,8 +36,8 @@ func TestStatusAtFleetScale(t *testing.T) {
 			if !k.RetainedToWildcards { // broker behaviour: only the devices that answer are seen, and it says so
 				shown = ids[:online]
 				summary = fmt.Sprintf("%d devices (%d answered the report request within 5s, 0 from retained only); "+
-					"the view may be incomplete: retained delivery missed %d of the %d devices that answered, "+
-					"so devices that did not answer (offline now) may be missing", online, online, online, online)
+					"offline devices may be missing: the broker did not deliver the saved status of %d of the %d devices that answered, "+
+					"so it may not have delivered those of devices that are offline now", online, online, online, online)
 			}
 			t.Run(fmt.Sprintf("%d online", online), func(t *testing.T) {
 				r := mustRun(t, "status", "--broker", b.Address(), "--window", "5s")

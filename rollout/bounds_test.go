@@ -101,3 +101,16 @@ func TestDecodeCommandBounds(t *testing.T) {
 		t.Errorf("a good command: %v", err)
 	}
 }
+
+// A record's wave is one of the plan's.
+func TestDecodeRecordBounds(t *testing.T) {
+	for _, w := range []int{0, -1, maxWaves + 1, 1 << 40} {
+		var be *BoundsError
+		if _, err := DecodeRecord(fmt.Appendf(nil, `{"device":"d1","wave":%d}`, w), "d1"); !errors.As(err, &be) || be.Field != "wave" {
+			t.Errorf("wave %d: %v", w, err)
+		}
+	}
+	if _, err := DecodeRecord([]byte(`{"device":"d1","wave":32,"kept":"success"}`), "d1"); err != nil {
+		t.Errorf("a good record: %v", err)
+	}
+}

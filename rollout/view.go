@@ -124,6 +124,9 @@ func DecodeRecord(b []byte, device string) (Record, error) {
 	if r.Device != device {
 		return Record{}, fmt.Errorf("record of device %q on device %s's topic", r.Device, device)
 	}
+	if r.Wave < 1 || r.Wave > maxWaves {
+		return Record{}, fmt.Errorf("record of device %s: %w", device, &BoundsError{Field: "wave", Value: r.Wave, Limit: fmt.Sprintf("1 to %d", maxWaves)})
+	}
 	if (r.Kept != "" && !knownOutcome(r.Kept)) || (r.Accepted != "" && !bad(r.Accepted)) {
 		return Record{}, fmt.Errorf("record of device %s: outcome %q or accepted %q is not one", device, r.Kept, r.Accepted)
 	}

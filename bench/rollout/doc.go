@@ -18,7 +18,8 @@
 //     peak in: os/exec starts the child with vfork), the run that offered
 //     everybody;
 //   - rebuild: the controller killed with -9 while soaking after that
-//     wave, its lease waited out, and a new one started: from its start
+//     wave and a new one started at once (it proves the old one gone and
+//     takes over without waiting out the lease): from its start
 //     until it publishes a state as the new holder with every outcome
 //     counted again (it read N statuses, rebuilt the counts and went on);
 //     the peak RSS of that process too;

@@ -37,7 +37,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 0, "the controller's --settle (default: 3s, and a second more per 40,000 devices)")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.otactl, "otactl", "", "the otactl binary to run (default: go build ./cmd/otactl)")
-	fs.DurationVar(&o.lease, "lease", o.lease, "the controller's --lease (the restart waits it out)")
+	fs.DurationVar(&o.lease, "lease", o.lease, "the controller's --lease")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}

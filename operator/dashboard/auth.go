@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -11,16 +12,19 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Access says who may load the page: anyone who can reach a loopback
 // address (the default), or, on any other address, only over TLS and with
 // the token (docs/operating.md, the dashboard).
 type Access struct {
-	Listen            string // host:port
-	TLSCert, TLSKey   string // PEM files; both or neither
-	TokenFile         string // the token, alone in the file
+	Listen            string           // host:port
+	TLSCert, TLSKey   string           // PEM files; both or neither
+	TokenFile         string           // the token, alone in the file (mode 0600 or stricter)
+	Now               func() time.Time // the clock sessions expire by; nil: time.Now
 	token             []byte
 	tls               *tls.Config
 	loopback, checked bool
@@ -53,6 +57,14 @@ func (a *Access) Check() error {
 		a.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 	if a.TokenFile != "" {
+		fi, err := os.Stat(a.TokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		// Anyone who can read the token can steer rollouts from the page.
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			return fmt.Errorf("--token-file %s is mode %04o, readable or writable by others than its owner: want 0600 (chmod 600 %s)", a.TokenFile, perm, a.TokenFile)
+		}
 		b, err := os.ReadFile(a.TokenFile)
 		if err != nil {
 			return fmt.Errorf("--token-file: %w", err)
@@ -82,10 +94,30 @@ func isLoopback(host string) bool {
 // cookieName carries the session once the token was given.
 const cookieName = "otad_dashboard"
 
-// session is the cookie's value for a token: not the token itself.
-func session(token []byte) string {
-	h := sha256.Sum256(append([]byte("otad dashboard session\x00"), token...))
-	return hex.EncodeToString(h[:])
+// sessionLife is how long a session cookie lasts: in the browser
+// (Max-Age) and on the server, which checks the expiry the cookie carries.
+const sessionLife = 12 * time.Hour
+
+// session is the cookie's value for a token, expiring at exp: the expiry
+// and a MAC of it under the token (never the token itself), so a cookie
+// cannot be made to last longer.
+func session(token []byte, exp time.Time) string {
+	e := strconv.FormatInt(exp.Unix(), 10)
+	m := hmac.New(sha256.New, append([]byte("otad dashboard session\x00"), token...))
+	m.Write([]byte(e))
+	return e + "." + hex.EncodeToString(m.Sum(nil))
+}
+
+// sessionValid reports whether v is a session made with token that has not
+// expired by now.
+func sessionValid(token []byte, v string, now time.Time) bool {
+	e, _, ok := strings.Cut(v, ".")
+	sec, err := strconv.ParseInt(e, 10, 64)
+	if !ok || err != nil {
+		return false
+	}
+	exp := time.Unix(sec, 0)
+	return now.Before(exp) && hmac.Equal([]byte(v), []byte(session(token, exp)))
 }
 
 // guard lets a request through when it may see the fleet:
@@ -116,8 +148,8 @@ func (a *Access) guard(next http.Handler) http.Handler {
 				http.Error(w, "wrong token", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session(a.token), Path: "/",
-				HttpOnly: true, Secure: a.tls != nil, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session(a.token, a.now().Add(sessionLife)), Path: "/",
+				MaxAge: int(sessionLife / time.Second), HttpOnly: true, Secure: a.tls != nil, SameSite: http.SameSiteStrictMode})
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
@@ -135,7 +167,14 @@ func (a *Access) allowed(r *http.Request) bool {
 		return true
 	}
 	c, err := r.Cookie(cookieName)
-	return err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(session(a.token))) == 1
+	return err == nil && sessionValid(a.token, c.Value, a.now())
+}
+
+func (a *Access) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
 }
 
 func (a *Access) tokenIs(s string) bool {

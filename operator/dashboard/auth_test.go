@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
@@ -31,6 +34,14 @@ func TestAccessCheck(t *testing.T) {
 	pki := mosquittotest.NewPKI(t)
 	cert, key := pki.Server(t, "127.0.0.1")
 	tok, short := tokenFile(t, testToken), tokenFile(t, "short")
+	open := tokenFile(t, testToken)
+	if err := os.Chmod(open, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	group := tokenFile(t, testToken)
+	if err := os.Chmod(group, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name string
 		a    Access
@@ -50,6 +61,8 @@ func TestAccessCheck(t *testing.T) {
 		{"a short token", Access{Listen: "127.0.0.1:0", TokenFile: short}, "at least 16"},
 		{"no token file", Access{Listen: "127.0.0.1:0", TokenFile: tok + ".missing"}, "--token-file"},
 		{"no port", Access{Listen: "127.0.0.1"}, "host:port"},
+		{"a token anyone may read", Access{Listen: "127.0.0.1:0", TokenFile: open}, "is mode 0666, readable or writable by others than its owner: want 0600"},
+		{"a token its group may read", Access{Listen: "127.0.0.1:0", TokenFile: group}, "is mode 0640"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.a.Check()
@@ -146,7 +159,7 @@ func TestTLSAndToken(t *testing.T) {
 	res, _ = get(t, c, url+"?token="+testToken)
 	cookies := res.Cookies()
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" || len(cookies) != 1 ||
-		!cookies[0].Secure || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || strings.Contains(cookies[0].Value, testToken) {
+		cookies[0].MaxAge != int(sessionLife/time.Second) || !cookies[0].Secure || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || strings.Contains(cookies[0].Value, testToken) {
 		t.Fatalf("login: %s, Location %q, cookies %+v", res.Status, res.Header.Get("Location"), cookies)
 	}
 	res, body = get(t, c, url, "Cookie", cookies[0].Name+"="+cookies[0].Value)
@@ -176,5 +189,45 @@ func TestLoopbackHost(t *testing.T) {
 	}
 	if res, _ := get(t, c, url+"api/summary", "Host", "attacker.example:8080"); res.StatusCode != http.StatusForbidden {
 		t.Errorf("a rebound name: %s", res.Status)
+	}
+}
+
+// A session expires on the server too: a cookie kept past its life, or one
+// whose expiry was moved later, is refused.
+func TestSessionExpires(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	a := &Access{Listen: "127.0.0.1:0", TokenFile: tokenFile(t, testToken), Now: func() time.Time { return now }}
+	if err := a.Check(); err != nil {
+		t.Fatal(err)
+	}
+	h := a.guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/?token="+testToken, nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	cookies := w.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("no session cookie: %d", w.Code)
+	}
+	with := func(value string) int {
+		req := httptest.NewRequest(http.MethodGet, "/api/summary", nil)
+		req.AddCookie(&http.Cookie{Name: cookieName, Value: value})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := with(cookies[0].Value); code != http.StatusOK {
+		t.Errorf("a fresh session: %d", code)
+	}
+	now = now.Add(sessionLife - time.Minute)
+	if code := with(cookies[0].Value); code != http.StatusOK {
+		t.Errorf("a session near its end: %d", code)
+	}
+	now = now.Add(2 * time.Minute)
+	if code := with(cookies[0].Value); code != http.StatusUnauthorized {
+		t.Errorf("an expired session: %d", code)
+	}
+	_, mac, _ := strings.Cut(cookies[0].Value, ".")
+	if code := with(fmt.Sprint(now.Add(time.Hour).Unix()) + "." + mac); code != http.StatusUnauthorized {
+		t.Errorf("a session whose expiry was moved later: %d", code)
 	}
 }

@@ -8,17 +8,25 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/otad/otad/internal/testkit/browsertest"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/rollout"
 )
 
 // startDashboard runs the dashboard of the fleet on broker on a loopback
 // port until the end of the test, and returns its URL.
 func startDashboard(t *testing.T, broker string) string {
 	t.Helper()
-	acc := &Access{Listen: "127.0.0.1:0"}
+	return startDashboardWith(t, broker, &Access{Listen: "127.0.0.1:0"}, nil)
+}
+
+// startDashboardWith is startDashboard with acc (not checked yet) and the
+// rollout commands' publisher.
+func startDashboardWith(t *testing.T, broker string, acc *Access, command func(context.Context, *mqtt.Session, string, rollout.Op, string) error) string {
+	t.Helper()
 	if err := acc.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +34,7 @@ func startDashboard(t *testing.T, broker string) string {
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Broker: mqtt.Config{Broker: broker}, Access: acc, Window: time.Second}, func(u string) { urls <- u })
+		done <- Run(ctx, Options{Broker: mqtt.Config{Broker: broker}, Access: acc, Window: time.Second, Command: command}, func(u string) { urls <- u })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -149,6 +157,59 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 	browsertest.Eval[string](t, br, `location.hash = ""`)
 	pub("ota/devices/gw-ok/status", `{"device":"gw-ok","seq":2,"state":"downloading","booted_slot":"A","slots":{"A":{"version":"1.0","status":"good"}},"target":{"id":"r2","version":"2.0","bytes_done":1,"bytes_total":4}}`)
 	br.WaitFor(t, 15*time.Second, "the change, live", row("gw-ok")+`?.cells[2].textContent === "downloading" && `+row("gw-ok")+`.cells[7].textContent === "2.0 25%"`)
+	if p := br.Problems(); len(p) > 0 {
+		t.Errorf("the page reported problems: %q", p)
+	}
+}
+
+// The rollout page's buttons, behind the token: pause on a running
+// rollout publishes a pause command on its control topic through the
+// dashboard's session (as otactl rollout pause does), resume shows on a
+// paused one, and a finished one offers none.
+func TestRolloutButtons(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
+	c := mosquittotest.Client(t, b.URL, "states")
+	for name, phase := range map[string]string{"run": rollout.PhaseRunning, "held": rollout.PhasePaused, "done": rollout.PhaseFinished} {
+		st := rollout.State{Name: name, Phase: phase, Group: "g", WaveCount: 1, Waves: []rollout.WaveState{}}
+		if phase == rollout.PhaseFinished {
+			st.Finished = &rollout.Mark{}
+		}
+		raw, _ := st.Encode()
+		c.Publish("ota/rollouts/"+name+"/state", 1, true, raw).Wait()
+	}
+	commands := make(chan rollout.Command, 4)
+	mosquittotest.Subscribe(t, c, "ota/rollouts/+/control", func(_ paho.Client, m paho.Message) {
+		if cmd, err := rollout.DecodeCommand(m.Payload()); err == nil {
+			commands <- cmd
+		}
+	})
+	publish := func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error {
+		raw, _ := rollout.NewCommand(op, reason, "dashboard", time.Now()).Encode()
+		return sess.PublishRetained(ctx, raw, "ota/rollouts/"+name+"/control")
+	}
+	url := startDashboardWith(t, b.URL, &Access{Listen: "127.0.0.1:0", TokenFile: tokenFile(t, testToken)}, publish)
+
+	br := browsertest.Start(t, time.Minute)
+	br.Run(t, 30*time.Second, "log in", chromedp.Navigate(url+"?token="+testToken))
+	br.WaitFor(t, 20*time.Second, "the rollouts", `document.querySelectorAll(".rollout").length === 3`)
+	ops := func(name string) string {
+		return fmt.Sprint(browsertest.Eval[any](t, br, `[...document.querySelectorAll('.rollout[data-name="`+name+`"] button.action')].map(b => b.dataset.op).join(",")`))
+	}
+	for name, want := range map[string]string{"run": "pause,abort", "held": "resume,abort", "done": ""} {
+		if got := ops(name); got != want {
+			t.Errorf("rollout %s offers %q, want %q", name, got, want)
+		}
+	}
+	browsertest.Eval[any](t, br, `document.querySelector('.rollout[data-name="run"] button[data-op="pause"]').click(), 0`)
+	select {
+	case cmd := <-commands:
+		if cmd.Op != rollout.OpPause || cmd.Reason != "from the dashboard" {
+			t.Errorf("published %+v", cmd)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no command published")
+	}
+	br.WaitFor(t, 10*time.Second, "the note", `(document.querySelector('.rollout[data-name="run"] .action-note')?.textContent || "").startsWith("pause published")`)
 	if p := br.Problems(); len(p) > 0 {
 		t.Errorf("the page reported problems: %q", p)
 	}

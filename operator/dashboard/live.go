@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -12,12 +13,26 @@ import (
 // The live stream (server-sent events on /api/live): after a change, the
 // overview is sent to every open page at most every liveEvery; a comment
 // every liveKeep keeps proxies from closing a quiet stream. maxStreams
-// bounds the pages open at once.
+// bounds the pages open at once; a page that opens one more closes the
+// oldest stream of the client holding the most (its page reconnects after
+// liveRetry), so no client can lock the others out. Every write must be
+// taken within liveWrite, or the stream is dropped: a reader that stalls
+// holds no goroutine and no buffer for long.
 const (
 	liveEvery  = 500 * time.Millisecond
 	liveKeep   = 15 * time.Second
+	liveWrite  = 10 * time.Second
+	liveRetry  = 5 * time.Second
 	maxStreams = 32
 )
+
+// stream is one open page's.
+type stream struct {
+	msgs   chan []byte
+	client string        // the remote address's host
+	n      uint64        // the order it opened in
+	closed chan struct{} // closed when evicted for a newer page
+}
 
 // hub sends the overview to the open streams.
 type hub struct {
@@ -25,12 +40,13 @@ type hub struct {
 	dirty    chan struct{} // a change since the last send
 
 	mu      sync.Mutex
-	streams map[chan []byte]struct{}
+	streams map[*stream]struct{}
+	opened  uint64
 	last    []byte // the last overview sent, for a stream that opens
 }
 
 func newHub(snapshot func() Overview) *hub {
-	return &hub{snapshot: snapshot, dirty: make(chan struct{}, 1), streams: map[chan []byte]struct{}{}}
+	return &hub{snapshot: snapshot, dirty: make(chan struct{}, 1), streams: map[*stream]struct{}{}}
 }
 
 func (h *hub) changed() {
@@ -63,33 +79,65 @@ func (h *hub) run(ctx context.Context) {
 		h.last = b
 		for s := range h.streams {
 			select { // a slow page gets the newest only
-			case <-s:
+			case <-s.msgs:
 			default:
 			}
-			s <- b
+			s.msgs <- b
 		}
 		h.mu.Unlock()
 	}
 }
 
+// open adds a stream for client, closing the oldest stream of the client
+// that holds the most when there are maxStreams already.
+func (h *hub) open(client string) (*stream, []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.streams) >= maxStreams {
+		per := map[string]int{}
+		for s := range h.streams {
+			per[s.client]++
+		}
+		var victim *stream
+		for s := range h.streams {
+			if victim == nil || per[s.client] > per[victim.client] || (per[s.client] == per[victim.client] && s.n < victim.n) {
+				victim = s
+			}
+		}
+		delete(h.streams, victim)
+		close(victim.closed)
+	}
+	h.opened++
+	s := &stream{msgs: make(chan []byte, 1), client: client, n: h.opened, closed: make(chan struct{})}
+	h.streams[s] = struct{}{}
+	return s, h.last
+}
+
+func (h *hub) close(s *stream) {
+	h.mu.Lock()
+	delete(h.streams, s)
+	h.mu.Unlock()
+}
+
+// open is how many streams are open.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.streams)
+}
+
 // serve is one page's stream: the overview now, then after every change.
 func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	s := make(chan []byte, 1)
-	h.mu.Lock()
-	if len(h.streams) >= maxStreams {
-		h.mu.Unlock()
-		http.Error(w, "too many live pages open", http.StatusServiceUnavailable)
-		return
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
 	}
-	h.streams[s] = struct{}{}
-	first := h.last
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		delete(h.streams, s)
-		h.mu.Unlock()
-	}()
+	// A stream reads nothing more: no read deadline of the server's
+	// (ReadTimeout) is left to end it.
+	_ = rc.SetReadDeadline(time.Time{})
+	s, first := h.open(client)
+	defer h.close(s)
 	if first == nil {
 		var err error
 		if first, err = json.Marshal(h.snapshot()); err != nil {
@@ -100,8 +148,14 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	keep := time.NewTicker(liveKeep)
 	defer keep.Stop()
+	fmt.Fprintf(w, "retry: %d\n", liveRetry.Milliseconds())
 	msg := first
 	for {
+		// A page that does not take what is sent within liveWrite is
+		// dropped (the server's WriteTimeout does not fit a stream).
+		if rc.SetWriteDeadline(time.Now().Add(liveWrite)) != nil {
+			return
+		}
 		if msg != nil {
 			// JSON holds no raw newline, so one data line carries it.
 			fmt.Fprintf(w, "data: %s\n\n", msg)
@@ -115,7 +169,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case msg = <-s:
+		case <-s.closed:
+			return // a newer page took its place
+		case msg = <-s.msgs:
 		case <-keep.C:
 		}
 	}

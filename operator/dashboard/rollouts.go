@@ -52,6 +52,9 @@ func (r *Rollouts) Observe(m mqtt.Message) bool {
 		delete(r.states, name)
 		return true
 	}
+	if _, known := r.states[name]; !known && len(r.states) >= maxRollouts {
+		return true // a page of more would be no use; whoever writes them is not a controller
+	}
 	s, err := rollout.DecodeState(m.Payload)
 	if err != nil {
 		r.states[name] = entry{err: err.Error()}
@@ -107,6 +110,9 @@ type FailedDevice struct {
 const (
 	maxFailed  = 100
 	maxHistory = 20
+	// maxRollouts bounds the rollouts followed: their names come from
+	// whoever may write under {prefix}/rollouts/.
+	maxRollouts = 1000
 )
 
 // Views are the rollouts, by name. Their failed devices come from the
@@ -178,7 +184,7 @@ func view(s rollout.State, now time.Time) RolloutView {
 			}
 		}
 	}
-	v.History = slices.Clone(s.History[max(0, len(s.History)-maxHistory):])
+	v.History = append([]rollout.Change{}, s.History[max(0, len(s.History)-maxHistory):]...) // never null for the page
 	return v
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/rollout"
 )
 
 // Options shape Run.
@@ -18,6 +19,10 @@ type Options struct {
 	// Window is the report request's (fleetview.FollowOptions.Window).
 	Window time.Duration
 	Log    *slog.Logger
+	// Command publishes a rollout's operator commands through the
+	// dashboard's session (otactl's rollout pause/resume/abort code); nil:
+	// the page offers none.
+	Command func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error
 }
 
 // Run follows the fleet and the rollouts on the broker and serves the page
@@ -46,6 +51,11 @@ func Run(ctx context.Context, o Options, ready func(url string)) error {
 		return err
 	}
 	defer sess.Close()
+	if o.Command != nil {
+		s.Command = func(ctx context.Context, name string, op rollout.Op, reason string) error {
+			return o.Command(ctx, sess, name, op, reason)
+		}
+	}
 	if ready != nil {
 		ready(o.Access.URL(ln.Addr()))
 	}

@@ -29,6 +29,9 @@ type Server struct {
 	Log      *slog.Logger
 	// Coverage says how the view was filled (fleetview.Coverage); nil: not shown.
 	Coverage func() string
+	// Command publishes pause, resume and abort (behind the token); nil:
+	// the page offers none.
+	Command Commander
 
 	hubOnce sync.Once
 	hub     *hub
@@ -55,6 +58,9 @@ func (s *Server) live() *hub {
 
 // Handler is the page, its files and its API, behind the access rules.
 func (s *Server) Handler() http.Handler {
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
 	files, _ := fs.Sub(web, "web")
 	mux := http.NewServeMux()
 	mux.Handle("GET /", http.FileServerFS(files))
@@ -63,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/device", s.getDevice)
 	mux.HandleFunc("GET /api/rollouts", s.getRollouts)
 	mux.HandleFunc("GET /api/live", s.live().serve)
+	mux.HandleFunc("POST /api/rollouts/{name}/{op}", s.postAction)
 	return headers(s.Access.guard(mux))
 }
 
@@ -81,12 +88,13 @@ func headers(next http.Handler) http.Handler {
 
 // Serve serves on ln until ctx ends (TLS when Access has it).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.Log == nil {
-		s.Log = slog.New(slog.DiscardHandler)
-	}
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler: s.Handler(),
+		// A request is small, an answer quick; the live stream moves its
+		// own write deadline on every event (hub.serve).
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,
 		TLSConfig:         s.Access.TLS(),
 		BaseContext:       func(net.Listener) context.Context { return ctx }, // ends the live streams
@@ -123,12 +131,14 @@ type Overview struct {
 	Summary  fleetview.Summary `json:"summary"`
 	Coverage string            `json:"coverage"`
 	Rollouts []RolloutView     `json:"rollouts"`
-	Time     time.Time         `json:"time"`
+	// Actions: the page offers pause, resume and abort.
+	Actions bool      `json:"actions"`
+	Time    time.Time `json:"time"`
 }
 
 func (s *Server) snapshot() Overview {
 	now := time.Now()
-	o := Overview{Summary: s.Fleet.Summary(fleetview.Filter{}), Rollouts: s.Rollouts.Views(s.Fleet, now), Time: now.UTC()}
+	o := Overview{Summary: s.Fleet.Summary(fleetview.Filter{}), Rollouts: s.Rollouts.Views(s.Fleet, now), Actions: s.actionsOn(), Time: now.UTC()}
 	if s.Coverage != nil {
 		o.Coverage = s.Coverage()
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
@@ -154,5 +155,16 @@ func TestRolloutFailuresAreThisOffersOnly(t *testing.T) {
 	}
 	if call(t, h, "/api/devices?refusal=incompatible", &p); p.Total != 0 {
 		t.Errorf("devices refused as incompatible: %d", p.Total)
+	}
+}
+
+// The rollouts followed are bounded: their names come from outside.
+func TestRolloutsBounded(t *testing.T) {
+	r := NewRollouts("ota")
+	for i := range maxRollouts + 50 {
+		r.Observe(mqtt.Message{Topic: fmt.Sprintf("ota/rollouts/r%d/state", i), Payload: []byte(`{`)})
+	}
+	if n := len(r.Views(fleetview.New("ota"), time.Now())); n != maxRollouts {
+		t.Errorf("%d rollouts followed, want %d", n, maxRollouts)
 	}
 }

@@ -69,7 +69,7 @@ function renderOverview(o) {
   chart($("chart-online"), s.online);
   chart($("chart-failures"), s.failures);
   chart($("chart-refusals"), s.refusals || {});
-  renderRollouts(o.rollouts);
+  renderRollouts(o.rollouts, o.actions);
 }
 
 // chart draws one bar a key, the largest first; a click filters the table.
@@ -115,14 +115,57 @@ function renderChips() {
 
 // ---- rollouts ----
 
-function renderRollouts(rollouts) {
+function renderRollouts(rollouts, actions) {
   const list = $("rollout-list");
   clear(list);
   $("no-rollouts").hidden = rollouts.length > 0;
-  for (const r of rollouts) list.append(rolloutCard(r));
+  for (const r of rollouts) list.append(rolloutCard(r, actions));
 }
 
-function rolloutCard(r) {
+// actionNotes keeps what the last action on each rollout answered, across
+// the redraws of the live stream.
+const actionNotes = {};
+
+// actionButtons are pause, resume and abort, as otactl rollout pause,
+// resume and abort (the server offers them only behind its token).
+function actionButtons(r) {
+  const box = el("div", { className: "actions" });
+  const final = r.state === "finished" || r.state === "aborted";
+  const ops = [];
+  if (!final && r.state !== "paused" && r.state !== "halted") ops.push("pause");
+  if (r.state === "paused" || r.state === "halted") ops.push("resume");
+  if (!final) ops.push("abort");
+  for (const op of ops) {
+    const b = el("button", { className: "action", "data-op": op }, op);
+    b.addEventListener("click", () => act(r.name, op));
+    box.append(b);
+  }
+  if (actionNotes[r.name]) box.append(el("span", { className: "action-note muted" }, actionNotes[r.name]));
+  return box;
+}
+
+async function act(name, op) {
+  let note;
+  try {
+    const res = await fetch("api/rollouts/" + encodeURIComponent(name) + "/" + op, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-Otad-Action": "1", "Content-Type": "application/json" },
+      body: JSON.stringify({ reason: "from the dashboard" }),
+    });
+    note = res.ok ? op + " published; the controller applies it" : op + " refused: " + (await res.text()).trim();
+  } catch (e) {
+    note = op + " failed: " + e;
+  }
+  actionNotes[name] = note;
+  const box = document.querySelector('.rollout[data-name="' + CSS.escape(name) + '"] .actions');
+  if (box) {
+    const old = box.querySelector(".action-note");
+    if (old) old.remove();
+    box.append(el("span", { className: "action-note muted" }, note));
+  }
+}
+
+function rolloutCard(r, actions) {
   const card = el("article", { className: "rollout", "data-name": r.name, "data-state": r.state || "bad" });
   card.append(el("h3", {}, r.name, " ", el("span", { className: "phase phase-" + (r.state || "bad") }, r.state || "bad state")));
   if (r.bad_state) {
@@ -130,6 +173,7 @@ function rolloutCard(r) {
     return card;
   }
   if (r.reason) card.append(el("p", { className: "reason" }, r.reason));
+  if (actions) card.append(actionButtons(r));
   const c = r.counts;
   card.append(el("p", { className: "muted" },
     "offer " + r.offer.id + " to group " + r.group + " — wave " + r.wave + " of " + r.wave_count +
