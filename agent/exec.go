@@ -242,5 +242,8 @@ func (a *Agent) publishProgress(e PublishProgress) {
 func (a *Agent) snapshot(s State, now time.Time) ota.Status {
 	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now)
 	st.Groups = a.cfg.Groups
+	if a.cfg.TrustVersion != nil {
+		st.TrustVersion = a.cfg.TrustVersion()
+	}
 	return st
 }
