@@ -209,8 +209,12 @@ func (a *Agent) publish(e Emit) {
 	a.mu.Unlock()
 	ev := e.Event
 	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
-	a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
-		"result", ev.Result, "code", ev.Code, "msg", ev.Message)
+	if ev.Seq == 0 {
+		a.log.Debug("status refreshed", "trust_version", st.TrustVersion)
+	} else {
+		a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
+			"result", ev.Result, "code", ev.Code, "msg", ev.Message)
+	}
 	for _, p := range a.d.Publishers {
 		p.Publish(st, ev)
 	}

@@ -1,9 +1,9 @@
 package device
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/otad/otad/device/control"
@@ -35,6 +35,7 @@ func cmdTrust(e *env, args []string) int {
 }
 
 func trustUpdate(e *env, args []string) int {
+	e.logLevel = slog.LevelWarn // one line says what happened; -v brings the log back
 	files, cfg, code := e.setup(args, -1, nil)
 	if cfg == nil {
 		return code
@@ -52,14 +53,17 @@ func trustUpdate(e *env, args []string) int {
 	}
 	u, err := control.Client{Path: cfg.ControlSocket}.UpdateRoot(e.ctx, docs)
 	if errors.Is(err, control.ErrNoDaemon) {
-		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
-			var ierr error
-			u.From, u.To, ierr = n.UpdateRoot(ctx, docs)
-			return ierr
-		})
-		if code != ota.ExitOK {
+		// No agent is needed: under the state lock, the kept root only.
+		lock, code := e.lock(cfg)
+		if lock == nil {
 			return code
 		}
+		defer lock.Release()
+		keys, lerr := node.LoadRoot(cfg.Trust.Root, cfg.StateDir, nil, e.logger())
+		if lerr != nil {
+			return e.fail(ota.ExitUsage, "%s: trust.root: %v", cfg.Path, lerr)
+		}
+		u.From, u.To, err = keys.Update(docs)
 	}
 	if err != nil {
 		if ota.CodeOf(err) != "" {

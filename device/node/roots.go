@@ -163,24 +163,31 @@ func (s *rootStore) keep(r *trust.Root, revoked map[string]uint64) error {
 	return nil
 }
 
+// Update is UpdateRoot on docs, each a root document or a chain, taken
+// together as one chain, oldest first.
+func (k *Keys) Update(docs [][]byte) (from, to uint64, err error) {
+	var chain []*trust.Root
+	for i, d := range docs {
+		c, err := trust.ParseChain(d)
+		if err != nil {
+			v := k.Version()
+			if len(docs) > 1 {
+				return v, v, fmt.Errorf("root document %d: %w", i+1, err)
+			}
+			return v, v, err
+		}
+		chain = append(chain, c...)
+	}
+	slices.SortStableFunc(chain, func(a, b *trust.Root) int { return cmp.Compare(a.Version, b.Version) })
+	return k.UpdateRoot(chain)
+}
+
 // UpdateRoot is a root update from outside (otad trust update, the
 // retained MQTT topic): each of docs is a root document or a chain, taken
 // together as one chain (trust.ParseChain, UpdateRoot). Once accepted, the
 // status says the new version at once.
 func (n *Node) UpdateRoot(ctx context.Context, docs [][]byte) (from, to uint64, err error) {
-	var chain []*trust.Root
-	for i, d := range docs {
-		c, err := trust.ParseChain(d)
-		if err != nil {
-			if len(docs) > 1 {
-				return 0, 0, fmt.Errorf("root document %d: %w", i+1, err)
-			}
-			return 0, 0, err
-		}
-		chain = append(chain, c...)
-	}
-	slices.SortStableFunc(chain, func(a, b *trust.Root) int { return cmp.Compare(a.Version, b.Version) })
-	from, to, err = n.Keys.UpdateRoot(chain)
+	from, to, err = n.Keys.Update(docs)
 	if err != nil {
 		return from, to, err
 	}
