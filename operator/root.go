@@ -23,7 +23,8 @@ const rootUsage = `usage: otactl root SUBCOMMAND [flags] (docs/contract/trust.md
   next    --from PREV [--root ...] [--release ...] [--operator ...] [thresholds] --out NEXT
   sign    --key R.key FILE        add one signature, in place
   verify  --trusted OLD CHAIN...  walk the chain as a device would
-  publish --broker URL [--group G] FILE...`
+  publish --broker URL [--group G] FILE...
+  attach  --chain FILE[,...] ENVELOPE   the envelope carrying the chain (stdout)`
 
 // rootCmd dispatches the root-of-trust subcommands.
 func rootCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,6 +42,8 @@ func rootCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return rootVerify(rest, stdout, stderr)
 	case "publish":
 		return rootPublish(ctx, rest, stdout, stderr)
+	case "attach":
+		return rootAttach(rest, stdout, stderr)
 	default:
 		return usagef("unknown subcommand %q\n%s", sub, rootUsage)
 	}
@@ -262,21 +265,13 @@ func rootPublish(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if err := trust.Anchor(chain[0]); err != nil {
+	if err := holdsTogether(chain); err != nil {
 		return err
 	}
-	if _, err := trust.Walk(chain[0], chain[1:]); err != nil && len(chain) > 1 {
+	payload, err := chainDoc(chain)
+	if err != nil {
 		return err
 	}
-	docs := make([]string, len(chain))
-	for i, r := range chain {
-		b, err := r.Marshal()
-		if err != nil {
-			return err
-		}
-		docs[i] = string(b)
-	}
-	payload := []byte("[" + strings.Join(docs, ",") + "]")
 	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
 	topic := topics.Root()
 	if *group != "" {
@@ -290,4 +285,67 @@ func rootPublish(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "published root versions %d to %d on %s (retained)\n", chain[0].Version, chain[len(chain)-1].Version, topic)
 	return nil
+}
+
+// holdsTogether refuses a chain no device could walk: its first root
+// signed by its own root keys, each next one by the chain rule.
+func holdsTogether(chain []*trust.Root) error {
+	if err := trust.Anchor(chain[0]); err != nil {
+		return err
+	}
+	if len(chain) > 1 {
+		if _, err := trust.Walk(chain[0], chain[1:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chainDoc is a chain as one JSON array, oldest first.
+func chainDoc(chain []*trust.Root) ([]byte, error) {
+	docs := make([]string, len(chain))
+	for i, r := range chain {
+		b, err := r.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = string(b)
+	}
+	return []byte("[" + strings.Join(docs, ",") + "]"), nil
+}
+
+// rootAttach writes an envelope carrying the chain its offer needs
+// (docs/contract/trust.md): a device that lacks the newest root takes it
+// from the offer itself.
+func rootAttach(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root attach", "--chain FILE[,...] ENVELOPE", stderr)
+	files := fs.String("chain", "", "root documents or chains, separated by commas")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *files == "" || len(pos) != 1 {
+		return usagef("want --chain FILE[,...] and one ENVELOPE")
+	}
+	chain, err := readChain(strings.Split(*files, ","))
+	if err != nil {
+		return err
+	}
+	if err := holdsTogether(chain); err != nil {
+		return err
+	}
+	doc, err := chainDoc(chain)
+	if err != nil {
+		return err
+	}
+	raw, err := verify.ReadEnvelopeFile(pos[0])
+	if err != nil {
+		return err
+	}
+	out, err := verify.AttachRoot(raw, doc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	_, err = stdout.Write(append(out, '\n'))
+	return err
 }

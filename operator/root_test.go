@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
 )
 
 func rootctl(t *testing.T, args ...string) (int, string) {
@@ -63,5 +64,23 @@ func TestRootCeremony(t *testing.T) {
 	}
 	if _, err := os.Stat("bad.json"); err == nil {
 		t.Error("a refused root was written")
+	}
+	// An offer signed by the new release key carries the chain it needs.
+	os.WriteFile("img", bytes.Repeat([]byte("x"), 4096), 0o644)
+	var env, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"sign", "--key", "rel2.key", "--image", "img", "--version", "2", "--compatible", "c", "--url", "https://h/img"}, &env, &errb); code != 0 {
+		t.Fatalf("sign: %d %s", code, errb.String())
+	}
+	os.WriteFile("offer.json", env.Bytes(), 0o644)
+	var out bytes.Buffer
+	if code := Run(context.Background(), []string{"root", "attach", "--chain", "1.json,2.json", "offer.json"}, &out, &errb); code != 0 {
+		t.Fatalf("attach: %d %s", code, errb.String())
+	}
+	e, err := verify.ParseEnvelope(bytes.TrimSpace(out.Bytes()))
+	if err != nil || !bytes.Contains(e.Root, []byte(`"version":2`)) {
+		t.Fatalf("the envelope with its chain: %v, root %.80s", err, e.Root)
+	}
+	if code, msg := rootctl(t, "root", "attach", "--chain", "kd.json", "offer.json"); code != ota.ExitRefused || !strings.Contains(msg, "root_signature") {
+		t.Errorf("an unsigned root attached: %d %s", code, msg)
 	}
 }

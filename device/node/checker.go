@@ -44,6 +44,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if err != nil {
 		return agent.Target{}, err
 	}
+	c.keys.takeCarried(raw)
 	tr := c.keys.Current()
 	off, err := verify.Check(raw, tr.Keyring, c.policyOf(tr), verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,

@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/durable"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/trust"
+	"github.com/otad/otad/verify"
 )
 
 // Where the device keeps the newest root it accepted, in its state
@@ -35,6 +37,16 @@ type rootStore struct {
 	dir string
 	fs  durable.FS
 	mu  sync.Mutex
+	// memory keeps an accepted root in memory only (otad info looks, it
+	// changes nothing).
+	memory bool
+}
+
+// inMemory has updates keep nothing on disk.
+func (k *Keys) inMemory() {
+	if k.root != nil {
+		k.root.memory = true
+	}
 }
 
 // LoadRoot is Keys from a root of trust: the image's root at anchorPath,
@@ -146,6 +158,9 @@ func (k *Keys) UpdateRoot(chain []*trust.Root) (from, to uint64, err error) {
 }
 
 func (s *rootStore) keep(r *trust.Root, revoked map[string]uint64) error {
+	if s.memory {
+		return nil
+	}
 	rev, err := json.Marshal(revoked)
 	if err != nil {
 		return err
@@ -180,6 +195,29 @@ func (k *Keys) Update(docs [][]byte) (from, to uint64, err error) {
 	}
 	slices.SortStableFunc(chain, func(a, b *trust.Root) int { return cmp.Compare(a.Version, b.Version) })
 	return k.UpdateRoot(chain)
+}
+
+// takeCarried takes the chain an offer's envelope carries (its "root"
+// field) through the checks before the offer's signatures are: an offer
+// signed by new release keys brings the root that trusts them. A chain no
+// newer than the device's is no news; a refused one is logged and the
+// offer judged by the keys trusted now.
+func (k *Keys) takeCarried(raw []byte) {
+	if k == nil || k.root == nil {
+		return
+	}
+	env, err := verify.ParseEnvelope(raw)
+	if err != nil || len(env.Root) == 0 {
+		return
+	}
+	from, to, err := k.Update([][]byte{env.Root})
+	switch {
+	case err == nil:
+	case ota.CodeOf(err) == ota.CodeRootVersion && from == to && strings.Contains(err.Error(), "not newer"):
+		k.log.Debug("root of trust in the offer: nothing newer", "version", from)
+	default:
+		k.log.Warn("root of trust in the offer refused", "version", from, "err", err)
+	}
 }
 
 // UpdateRoot is a root update from outside (otad trust update, the

@@ -215,3 +215,43 @@ func TestRevokedPendingOffer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An offer signed by a new release key carries the root that trusts it:
+// the device takes the chain from the envelope, then the offer; otad info
+// judges the same offer without keeping the root.
+func TestOfferCarriesItsRoot(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "immediate"})
+	k := newRootKit(t)
+	k1, k2 := newRelease(t), newRelease(t)
+	withRoot(t, tb, k.make(1, []*signer.Signer{k1}, k.root[0], k.root[1]))
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{Signer: k2})
+	bare := env
+	env, err := verify.AttachRoot(env, k.make(2, []*signer.Signer{k2}, k.root[0], k.root[2]))
+	devicetest.Must(t, err)
+
+	if v := node.Inspect(tb.Cfg, tb.Journal(), "A", env); v.Refused != nil {
+		t.Fatalf("otad info of the offer with its root: %v", v.Refused)
+	}
+	if _, err := os.Stat(filepath.Join(tb.Cfg.StateDir, node.RootFile)); err == nil {
+		t.Fatal("otad info kept the root the offer carries")
+	}
+	in := tb.Start(nil)
+	o, err := in.D.Agent.Install(context.Background(), bare)
+	devicetest.Must(t, err)
+	if o.Code != ota.CodeBadSignature {
+		in.Stop()
+		in.Wait(t)
+		t.Fatalf("the offer without its root: %+v, want bad_signature", o)
+	}
+	o, err = in.D.Agent.Install(context.Background(), env)
+	devicetest.Must(t, err)
+	if o.Result != ota.ResultStaged || o.SHA256 != sum {
+		in.Stop()
+		in.Wait(t)
+		t.Fatalf("the offer with its root: %+v, want staged", o)
+	}
+	devicetest.Must(t, in.Wait(t)) // the sim device reboots
+	if in.D.Keys.Version() != 2 {
+		t.Errorf("trust version %d, want 2", in.D.Keys.Version())
+	}
+}
