@@ -35,6 +35,9 @@ type Config struct {
 	OfferSettle time.Duration
 	// BuildTime is when otad was built: the lowest the clock floor goes.
 	BuildTime time.Time
+	// TrustVersion, when set, is the root of trust's version now, for
+	// the status (docs/contract/trust.md).
+	TrustVersion func() uint64
 }
 
 // Deps are the agent's edges.
@@ -126,6 +129,25 @@ func (a *Agent) Offer(key string, raw []byte) { a.inbox.put(key, raw) }
 
 // ErrStopped answers calls made after Run has returned.
 var ErrStopped = errors.New("agent is not running")
+
+// Refresh publishes the status again without a transition (its event has
+// seq 0): what it shows from outside the journal changed, the root of
+// trust's version.
+func (a *Agent) Refresh(ctx context.Context) error {
+	errc := make(chan error, 1)
+	fn := func() {
+		a.publish(Emit{State: a.state})
+		errc <- nil
+	}
+	select {
+	case a.cmds <- fn:
+	case <-a.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-errc
+}
 
 // MarkGood commits the booted slot by hand.
 func (a *Agent) MarkGood(ctx context.Context) error { return a.command(ctx, EvMarkGood{}) }

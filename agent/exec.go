@@ -208,8 +208,12 @@ func (a *Agent) publish(e Emit) {
 	a.mu.Unlock()
 	ev := e.Event
 	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
-	a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
-		"result", ev.Result, "code", ev.Code, "msg", ev.Message)
+	if ev.Seq == 0 {
+		a.log.Debug("status refreshed", "trust_version", st.TrustVersion)
+	} else {
+		a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
+			"result", ev.Result, "code", ev.Code, "msg", ev.Message)
+	}
 	for _, p := range a.d.Publishers {
 		p.Publish(st, ev)
 	}
@@ -241,5 +245,8 @@ func (a *Agent) publishProgress(e PublishProgress) {
 func (a *Agent) snapshot(s State, now time.Time) ota.Status {
 	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now)
 	st.Groups = a.cfg.Groups
+	if a.cfg.TrustVersion != nil {
+		st.TrustVersion = a.cfg.TrustVersion()
+	}
 	return st
 }

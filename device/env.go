@@ -40,6 +40,9 @@ func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos
 	name := args[0]
 	_, cmds := commands()
 	synopsis := cmds[name].args
+	if name == "trust update" {
+		synopsis = "FILE..."
+	}
 	if name == "config check" {
 		synopsis = ""
 	}
@@ -56,7 +59,11 @@ func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos
 		return nil, ota.ExitOK, true
 	case err != nil:
 		return nil, ota.ExitUsage, true
-	case len(pos) != nargs:
+	case nargs < 0 && len(pos) < -nargs:
+		fmt.Fprintf(e.stderr, "otad %s: want at least %d arguments, got %q\n", name, -nargs, pos)
+		fs.Usage()
+		return nil, ota.ExitUsage, true
+	case nargs >= 0 && len(pos) != nargs:
 		fmt.Fprintf(e.stderr, "otad %s: want %d arguments, got %q\n", name, nargs, pos)
 		fs.Usage()
 		return nil, ota.ExitUsage, true

@@ -22,11 +22,14 @@ type Summary struct {
 	Online   map[string]int `json:"online"`   // OnlineYes, OnlineNo, OnlineUnknown
 	Failures map[string]int `json:"failures"` // Device.Failure
 	Refusals map[string]int `json:"refusals"` // the code of the status's last_refusal
+	// Trust counts devices by the version of their root of trust ("v3";
+	// "" for none): who has taken a rotation (docs/contract/trust.md).
+	Trust map[string]int `json:"trust"`
 }
 
 // Summary counts the devices f picks.
 func (v *View) Summary(f Filter) Summary {
-	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}}
+	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}, Trust: map[string]int{}}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, d := range v.devices {
@@ -44,6 +47,11 @@ func (v *View) Summary(f Filter) Summary {
 			if c := refusalOf(st.LastRefusal); c != "" {
 				s.Refusals[c]++
 			}
+			if st.TrustVersion > 0 {
+				s.Trust[fmt.Sprintf("v%d", st.TrustVersion)]++
+			} else {
+				s.Trust[""]++
+			}
 		}
 	}
 	return s
@@ -57,13 +65,20 @@ func (v *View) Summary(f Filter) Summary {
 //	online:   28 yes, 2 no
 //	failures: 3 health_check_failed
 //	refused:  2 expired, 1 incompatible
+//	trust:    25 v3, 5 v2
+//
+// The trust line is left out while no device reports a root of trust.
 func (s Summary) Write(w io.Writer) error {
+	trust := s.Trust
+	if len(trust) == 1 && trust[""] > 0 {
+		trust = nil
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", plural(s.Devices, "device"))
 	for _, l := range []struct {
 		name string
 		m    map[string]int
-	}{{"state", s.States}, {"running", s.Versions}, {"online", s.Online}, {"failures", s.Failures}, {"refused", s.Refusals}} {
+	}{{"state", s.States}, {"running", s.Versions}, {"online", s.Online}, {"failures", s.Failures}, {"refused", s.Refusals}, {"trust", trust}} {
 		if len(l.m) > 0 {
 			fmt.Fprintf(&b, "%-9s %s\n", l.name+":", countList(l.m))
 		}

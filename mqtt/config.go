@@ -46,6 +46,10 @@ type Config struct {
 	// OnOversized, if set, is told of each desired-topic message dropped
 	// unread for being over ota.MaxEnvelopeSize (from paho's goroutine; must not block).
 	OnOversized func(topic string, size int)
+	// OnRoot, if set, subscribes to the retained root of trust of the
+	// fleet and of each group (docs/contract/trust.md) and is handed each
+	// message, from paho's goroutine; it must not block.
+	OnRoot func(topic string, payload []byte)
 }
 
 func configErr(key, format string, args ...any) error {

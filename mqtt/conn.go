@@ -33,6 +33,7 @@ type Conn struct {
 	topics  Topics
 	desired map[string]bool
 	reports map[string]bool // the report request topics (docs/contract/mqtt.md)
+	roots   map[string]bool // the root of trust topics, when Config.OnRoot is set
 	client  paho.Client
 	log     *slog.Logger
 	onOffer func(topic string, payload []byte)
@@ -88,6 +89,7 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 		topics:  t,
 		desired: map[string]bool{t.Desired(): true},
 		reports: map[string]bool{t.FleetReport(): true},
+		roots:   map[string]bool{},
 		log:     cfg.logger().With("broker", cfg.Describe(), "client_id", cfg.DeviceID),
 		onOffer: onOffer,
 		wake:    make(chan struct{}, 1),
@@ -96,6 +98,12 @@ func Dial(cfg Config, onOffer func(topic string, payload []byte)) (*Conn, error)
 	for _, g := range cfg.Groups {
 		d.desired[t.Group(g)] = true
 		d.reports[t.GroupReport(g)] = true
+	}
+	if cfg.OnRoot != nil {
+		d.roots[t.Root()] = true
+		for _, g := range cfg.Groups {
+			d.roots[t.GroupRoot(g)] = true
+		}
 	}
 	// Persistent session so offers published while the device was away are queued for it;
 	// subscriptions are still renewed on every connect in case the broker lost the session.
@@ -143,6 +151,12 @@ func (d *Conn) handle(_ paho.Client, m paho.Message) {
 		d.onReport(m)
 		return
 	}
+	if d.roots[m.Topic()] {
+		if len(m.Payload()) > 0 { // a cleared root takes nothing back
+			d.cfg.OnRoot(m.Topic(), m.Payload())
+		}
+		return
+	}
 	if !d.desired[m.Topic()] {
 		d.log.Warn("mqtt: message on an unexpected topic dropped", "topic", m.Topic())
 		return
@@ -169,8 +183,11 @@ func (d *Conn) onConnect(c paho.Client) {
 	d.mu.Unlock()
 	d.kick()
 
-	filters := make(map[string]byte, len(d.desired)+len(d.reports))
+	filters := make(map[string]byte, len(d.desired)+len(d.reports)+len(d.roots))
 	for topic := range d.desired {
+		filters[topic] = 1
+	}
+	for topic := range d.roots {
 		filters[topic] = 1
 	}
 	// QoS 0: a device that is away has nothing to answer later (it

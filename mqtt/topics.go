@@ -28,6 +28,12 @@ func (t Topics) FleetReport() string { return t.prefix() + "/fleet/report" }
 // GroupReport is where report requests to group g's devices go.
 func (t Topics) GroupReport(g string) string { return t.prefix() + "/groups/" + g + "/report" }
 
+// Root is the fleet's retained root of trust (docs/contract/trust.md).
+func (t Topics) Root() string { return t.prefix() + "/trust/root" }
+
+// GroupRoot is group g's retained root of trust.
+func (t Topics) GroupRoot(g string) string { return t.prefix() + "/groups/" + g + "/trust/root" }
+
 // Status is the retained status snapshot topic.
 func (t Topics) Status() string { return t.device("status") }
 

@@ -20,6 +20,7 @@ func commands() map[string]cli.Command {
 		"status":    {Summary: "fleet table from the MQTT status topics", Run: status},
 		"dashboard": {Summary: "the fleet and its rollouts as a live web page", Run: dashboardCmd},
 		"rollout":   {Summary: "staged rollouts: start PLAN, status/pause/resume/abort NAME", Run: rolloutCmd},
+		"root":      {Summary: "the root of trust: init, next, sign, verify, publish", Run: rootCmd},
 	}
 }
 

@@ -17,8 +17,11 @@ type Status struct {
 	LastResult *Outcome            `json:"last_result,omitempty"`
 	// LastRefusal is the latest offer refused by the checks; refusals
 	// never replace LastResult.
-	LastRefusal  *Refusal  `json:"last_refusal,omitempty"`
-	AgentVersion string    `json:"agent_version"`
+	LastRefusal  *Refusal `json:"last_refusal,omitempty"`
+	AgentVersion string   `json:"agent_version"`
+	// TrustVersion is the version of the root of trust the device holds
+	// (docs/contract/trust.md); absent on a device that trusts keys_dir.
+	TrustVersion uint64    `json:"trust_version,omitempty"`
 	Time         time.Time `json:"time"`
 	// Broker is the daemon's MQTT connection, in the answer to `otad
 	// status` only (the control socket): never published.

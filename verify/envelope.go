@@ -25,6 +25,10 @@ type Signature struct {
 type Envelope struct {
 	Manifest   []byte      `json:"manifest"`
 	Signatures []Signature `json:"signatures"`
+	// Root is the chain of roots of trust the offer needs
+	// (docs/contract/trust.md), carried as it is: no signature here covers
+	// it, each root is checked by the chain rule on its own.
+	Root json.RawMessage `json:"root,omitempty"`
 }
 
 // ParseEnvelope runs checks 1 and 2 of docs/contract/checks.md: the size limit, then the envelope's
@@ -41,6 +45,7 @@ func ParseEnvelope(raw []byte) (*Envelope, error) {
 			KeyID string `json:"keyid"`
 			Sig   string `json:"sig"`
 		} `json:"signatures"`
+		Root json.RawMessage `json:"root"`
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, refuseErr(ota.CodeBadEnvelope, jsonErrorField(err), "", err)
@@ -51,7 +56,7 @@ func ParseEnvelope(raw []byte) (*Envelope, error) {
 	if in.Manifest == nil || *in.Manifest == "" {
 		return nil, refuse(ota.CodeBadEnvelope, "manifest", "missing or empty")
 	}
-	var env Envelope
+	env := Envelope{Root: in.Root}
 	var err error
 	if env.Manifest, err = decodeBase64(*in.Manifest); err != nil {
 		return nil, refuseErr(ota.CodeBadEnvelope, "manifest", "not base64", err)
@@ -92,6 +97,28 @@ func MarshalEnvelope(manifest []byte, sigs ...Signature) ([]byte, error) {
 	}
 	if len(b) > ota.MaxEnvelopeSize {
 		return nil, fmt.Errorf("marshal envelope: %d bytes, over the %d byte limit devices accept", len(b), ota.MaxEnvelopeSize)
+	}
+	return b, nil
+}
+
+// AttachRoot returns the envelope raw carrying chain (a root document or
+// a JSON array of them) in its "root" field, the manifest and signatures
+// as they were.
+func AttachRoot(raw, chain []byte) ([]byte, error) {
+	env, err := ParseEnvelope(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(chain) {
+		return nil, errors.New("attach root: the chain is not JSON")
+	}
+	env.Root = json.RawMessage(chain)
+	b, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("attach root: %w", err)
+	}
+	if len(b) > ota.MaxEnvelopeSize {
+		return nil, fmt.Errorf("attach root: %d bytes, over the %d byte limit devices accept", len(b), ota.MaxEnvelopeSize)
 	}
 	return b, nil
 }

@@ -60,7 +60,10 @@ func (m MQTT) Enabled() bool { return m.Broker != "" || len(m.Brokers) > 0 }
 
 // Trust is the [trust] table.
 type Trust struct {
-	KeysDir   string   `toml:"keys_dir"`
+	KeysDir string `toml:"keys_dir"`
+	// Root is the root of trust the image ships (docs/contract/trust.md);
+	// when set, its release keys replace KeysDir and Threshold.
+	Root      string   `toml:"root"`
 	Threshold int      `toml:"threshold"`
 	ClockSkew Duration `toml:"clock_skew"`
 	// SkewAllowance is how far an offer's issued_at may be ahead of the clock.
@@ -272,6 +275,9 @@ func (c *Config) validate() []error {
 	if uboot.CheckAttempts(c.Bootloader.Attempts) != nil {
 		// RAUC's range; the U-Boot counters are written in hex, as RAUC does.
 		bad("bootloader.attempts", "%d is not between 1 and %d", c.Bootloader.Attempts, uboot.MaxAttempts)
+	}
+	if c.Trust.Root != "" && !filepath.IsAbs(c.Trust.Root) {
+		bad("trust.root", "%q: want an absolute path", c.Trust.Root)
 	}
 	if c.Trust.Threshold < 1 {
 		bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)

@@ -37,12 +37,28 @@ type request struct {
 	Op       string   `json:"op"`
 	Envelope []byte   `json:"envelope,omitempty"`
 	Payload  *Payload `json:"payload,omitempty"`
+	Roots    [][]byte `json:"roots,omitempty"` // trust-update: root documents or chains
 }
 
 type response struct {
 	Outcome *ota.Outcome `json:"outcome,omitempty"`
 	Status  *ota.Status  `json:"status,omitempty"`
+	Trust   *TrustUpdate `json:"trust,omitempty"`
 	Error   string       `json:"error,omitempty"`
+	Code    ota.Code     `json:"code,omitempty"` // the error's code, when it has one
+}
+
+// TrustUpdate is what a root update did: the trusted root's version before
+// and after.
+type TrustUpdate struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+// TrustHandler is what a daemon with a root of trust also serves
+// (otad trust update, docs/contract/trust.md).
+type TrustHandler interface {
+	UpdateRoot(ctx context.Context, docs [][]byte) (from, to uint64, err error)
 }
 
 // Server serves Handler on a unix socket.
@@ -160,6 +176,18 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	case "status":
 		st := s.h.Status()
 		resp.Status = &st
+	case "trust-update":
+		th, ok := s.h.(TrustHandler)
+		if !ok {
+			resp.Error = "this daemon takes no root of trust"
+			break
+		}
+		from, to, err := th.UpdateRoot(cctx, req.Roots)
+		if err != nil {
+			resp.Error, resp.Code = err.Error(), ota.CodeOf(err)
+		} else {
+			resp.Trust = &TrustUpdate{From: from, To: to}
+		}
 	case "mark-good":
 		if err := s.h.MarkGood(cctx); err != nil && !errors.Is(err, agent.ErrRebooted) {
 			resp.Error = err.Error()
@@ -223,9 +251,24 @@ func (c Client) call(ctx context.Context, req request, files ...*os.File) (respo
 		return response{}, fmt.Errorf("control socket %s: %w", c.Path, err)
 	}
 	if resp.Error != "" {
+		if resp.Code != "" {
+			return resp, &ota.Error{Code: resp.Code, Err: errors.New(resp.Error)}
+		}
 		return resp, errors.New(resp.Error)
 	}
 	return resp, nil
+}
+
+// UpdateRoot hands root documents (or chains) to the daemon's root of trust.
+func (c Client) UpdateRoot(ctx context.Context, docs [][]byte) (TrustUpdate, error) {
+	r, err := c.call(ctx, request{Op: "trust-update", Roots: docs})
+	if err != nil {
+		return TrustUpdate{}, err
+	}
+	if r.Trust == nil {
+		return TrustUpdate{}, errors.New("daemon sent no answer to the root update")
+	}
+	return *r.Trust, nil
 }
 
 // Install hands an envelope to the daemon and waits for the outcome.

@@ -97,8 +97,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeMQTT()
-	if err := watchKeys(ctx, d.cfg.Trust.KeysDir, d.node.Keys, d.log); err != nil {
-		return err
+	if d.cfg.Trust.Root == "" {
+		if err := watchKeys(ctx, d.cfg.Trust.KeysDir, d.node.Keys, d.log); err != nil {
+			return err
+		}
 	}
 	// The control socket comes last: once it answers, everything else is up.
 	srv, err := control.Listen(d.cfg.ControlSocket, served{Agent: d.node.Agent, d: d}, d.log)
@@ -127,7 +129,7 @@ func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 		Broker: cfg.MQTT.Broker, Brokers: cfg.MQTT.Brokers, TopicPrefix: cfg.MQTT.TopicPrefix, DeviceID: cfg.DeviceID, Groups: cfg.MQTT.Groups,
 		CAFile: cfg.MQTT.CAFile, CertFile: cfg.MQTT.CertFile, KeyFile: cfg.MQTT.KeyFile,
 		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password, Logger: log,
-		OnOversized: d.node.Agent.Dropped, Reconnect: d.reconnect,
+		OnOversized: d.node.Agent.Dropped, Reconnect: d.reconnect, OnRoot: d.onRoot(ctx),
 	}, func(topic string, payload []byte) {
 		if len(payload) == 0 {
 			// A cleared desired topic withdraws nothing already accepted:
@@ -147,6 +149,33 @@ func (d *Daemon) ConnectMQTT(ctx context.Context) (func(), error) {
 		defer ccancel()
 		m.Close(cctx)
 	}, nil
+}
+
+// onRoot takes a retained root of trust through the checks, off paho's
+// goroutine; nil (no subscription) on a device without a root. A root no
+// newer than the device's arrives on every connect: that is no news.
+func (d *Daemon) onRoot(ctx context.Context) func(topic string, payload []byte) {
+	if d.cfg.Trust.Root == "" {
+		return nil
+	}
+	return func(topic string, payload []byte) {
+		go func() {
+			from, to, err := d.node.UpdateRoot(ctx, [][]byte{payload})
+			switch {
+			case ota.CodeOf(err) == ota.CodeRootVersion && strings.Contains(err.Error(), "not newer"):
+				d.log.Debug("root of trust: nothing newer", "topic", topic, "version", from, "err", err)
+			case err != nil:
+				d.log.Warn("root of trust refused", "topic", topic, "version", from, "err", err)
+			default:
+				d.log.Info("root of trust updated", "topic", topic, "from", from, "to", to)
+			}
+		}()
+	}
+}
+
+// UpdateRoot is otad trust update through the control socket.
+func (s served) UpdateRoot(ctx context.Context, docs [][]byte) (uint64, uint64, error) {
+	return s.d.node.UpdateRoot(ctx, docs)
 }
 
 // served is what the control socket serves: the agent, whose status also

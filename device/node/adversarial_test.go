@@ -113,7 +113,7 @@ func attacks() []attack {
 			return s.check(s.env(good(s), signers...))
 		}},
 		{"signature", "signing key removed from the trust directory", string(ota.CodeBadSignature), func(s *suite) string {
-			kr := s.chk.keys.cur.Swap(verify.NewKeyring())
+			kr := s.chk.keys.cur.Swap(&Trusted{Keyring: verify.NewKeyring()})
 			defer s.chk.keys.cur.Store(kr)
 			return s.check(s.env(good(s), s.rel.Key))
 		}},

@@ -1,6 +1,10 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/otad/otad/agent"
@@ -40,9 +44,12 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if err != nil {
 		return agent.Target{}, err
 	}
-	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
+	c.keys.takeCarried(raw)
+	tr := c.keys.Current()
+	off, err := verify.Check(raw, tr.Keyring, c.policyOf(tr), verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
 	})
+	err = namedRevoked(err, raw, tr)
 	var t agent.Target
 	if off != nil {
 		// Authentic and well formed, even when refused: the status names it.
@@ -56,6 +63,61 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 		err = ota.Wrap(ota.CodeBadEnvelope, err)
 	}
 	return t, err
+}
+
+// policyOf is the policy with the release threshold of tr's root, when
+// there is one (docs/contract/trust.md rule 5).
+func (c *checker) policyOf(tr *Trusted) verify.Policy {
+	p := c.policy
+	if tr.Threshold > 0 {
+		p.Threshold = tr.Threshold
+	}
+	return p
+}
+
+// CheckTrust is agent.TrustChecker: checks 1 to 3 again, with the keys
+// trusted now, before the flip.
+func (c *checker) CheckTrust(raw []byte) error {
+	tr := c.keys.Current()
+	env, err := verify.ParseEnvelope(raw)
+	if err == nil {
+		err = tr.Keyring.VerifyThreshold(env.Manifest, env.Signatures, c.policyOf(tr).Threshold)
+	}
+	return namedRevoked(err, raw, tr)
+}
+
+// namedRevoked gives a bad_signature refusal the revoked keys that signed
+// the offer, with the root that dropped each: the operator reads why an
+// offer that verified yesterday does not today.
+func namedRevoked(err error, raw []byte, tr *Trusted) error {
+	if ota.CodeOf(err) != ota.CodeBadSignature || len(tr.Revoked) == 0 {
+		return err
+	}
+	env, perr := verify.ParseEnvelope(raw)
+	if perr != nil {
+		return err
+	}
+	var names []string
+	for _, s := range env.Signatures {
+		if _, ok := tr.Revoked[s.KeyID]; ok && !slices.Contains(names, s.KeyID) {
+			names = append(names, s.KeyID)
+		}
+	}
+	if len(names) == 0 {
+		return err
+	}
+	var b strings.Builder
+	for i, id := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "key %s was revoked by root version %d", id, tr.Revoked[id])
+	}
+	var e *ota.Error
+	if errors.As(err, &e) && e.Err != nil {
+		return ota.FieldErrorf(ota.CodeBadSignature, e.Field, "%s; %w", b.String(), e.Err)
+	}
+	return ota.FieldErrorf(ota.CodeBadSignature, "signatures", "%s", b.String())
 }
 
 func target(m *verify.Manifest) agent.Target {

@@ -26,6 +26,7 @@ func Inspect(cfg *config.Config, s agent.State, booted ota.Slot, raw []byte) Ver
 	if r != nil {
 		return Verdict{Refused: r, State: s}
 	}
+	keys.inMemory() // a chain the offer carries is judged, not kept
 	t, err := newChecker(cfg, keys, targets, nil).Check(raw, agent.FactsOf(s, booted, BuildTime()))
 	if err != nil {
 		return Verdict{Target: t, Refused: err, State: s}

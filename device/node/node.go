@@ -173,7 +173,8 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 		Logger:       opt.logger(),
 		OfferSettle:  OfferSettle,
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
-		BuildTime: BuildTime(),
+		BuildTime:    BuildTime(),
+		TrustVersion: p.Keys.Version,
 	}, p.Deps)
 	if err != nil {
 		return nil, err

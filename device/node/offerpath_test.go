@@ -37,7 +37,7 @@ func newOfferPath(t testing.TB, rel *signer.Signer) *offerPath {
 	}
 	keys := &Keys{}
 	id, _ := verify.KeyID(rel.Key.Public())
-	keys.cur.Store(verify.NewKeyring(verify.Key{ID: id, Public: rel.Key.Public()}))
+	keys.cur.Store(&Trusted{Keyring: verify.NewKeyring(verify.Key{ID: id, Public: rel.Key.Public()})})
 	return &offerPath{t: t,
 		chk: &checker{keys: keys, slots: map[ota.Slot]slots.Target{"A": slots.File(filepath.Join(dir, "a")), "B": slots.File(filepath.Join(dir, "b"))},
 			clock: fixedClock(fuzzNow), policy: verify.Policy{DeviceID: "gw-1", Compatible: "acme", Threshold: 1, Schemes: []string{"https"}}},

@@ -152,8 +152,15 @@ func openBoot(cfg *config.Config, log *slog.Logger, probe bool) (boot, *Refusal)
 	return boot{bl: bl, booted: booted, bootID: trimSpace(id), reboot: SystemReboot{}}, nil
 }
 
-// openKeys reads the trust directory.
+// openKeys reads the root of trust, or without one the trust directory.
 func openKeys(cfg *config.Config, log *slog.Logger) (*Keys, *Refusal) {
+	if cfg.Trust.Root != "" {
+		keys, err := LoadRoot(cfg.Trust.Root, cfg.StateDir, nil, log)
+		if err != nil {
+			return nil, refuse(cfg, "trust.root", err)
+		}
+		return keys, nil
+	}
 	keys, err := LoadKeys(cfg.Trust.KeysDir, log)
 	if err != nil {
 		return nil, refuse(cfg, "trust.keys_dir", err)

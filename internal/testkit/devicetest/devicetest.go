@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otad/otad/agent"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/payload"
@@ -42,9 +43,12 @@ type Testbed struct {
 	// end. A test interrupts a device there, mid-download.
 	HoldAt  atomic.Int64
 	Factory []byte // what slot A holds at first
-	images  map[string][]byte
-	hits    map[string]int // requests per image name
-	mu      sync.Mutex
+	// Clock, when set, is the clock of the agents Start runs and of their
+	// offer checks.
+	Clock  agent.Clock
+	images map[string][]byte
+	hits   map[string]int // requests per image name
+	mu     sync.Mutex
 }
 
 // Options shape the device's config.
@@ -200,6 +204,8 @@ type OfferOpts struct {
 	// in chunks of ChunkSize (0: 64 KiB); Tamper then alters one stored chunk.
 	Chunked   bool
 	ChunkSize int64
+	// Signer signs the offer instead of the Testbed's release key.
+	Signer *signer.Signer
 }
 
 // offer publishes an image on the server and returns a signed envelope for it.
@@ -236,7 +242,11 @@ func (tb *Testbed) Offer(name string, seed uint64, o OfferOpts) ([]byte, string)
 	if o.Device != "" {
 		devices = []string{o.Device}
 	}
-	env, err := tb.signer.Sign(signer.Offer{ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: o.Compat,
+	s := tb.signer
+	if o.Signer != nil {
+		s = o.Signer
+	}
+	env, err := s.Sign(signer.Offer{ID: "rel-" + name, Version: name, SecurityVersion: o.SecVer, Compatible: o.Compat,
 		Devices: devices, URL: o.URL, Size: o.Size, SHA256: hex.EncodeToString(sum[:]), Issued: o.Issued, Expires: o.Expires, Chunks: chunks})
 	Must(tb.T, err)
 	return env, hex.EncodeToString(sum[:])

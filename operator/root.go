@@ -1,0 +1,351 @@
+package operator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/otad/otad/durable"
+	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/trust"
+	"github.com/otad/otad/verify"
+)
+
+const rootUsage = `usage: otactl root SUBCOMMAND [flags] (docs/contract/trust.md)
+
+  init    --root R.pub[,...] --root-threshold N --release K.pub[,...] --release-threshold N
+          [--operator O.pub[,...] --operator-threshold N] [--from-keys-dir DIR] --out root.json
+  next    --from PREV [--root ...] [--release ...] [--operator ...] [thresholds] --out NEXT
+  sign    --key R.key FILE        add one signature, in place
+  verify  --trusted OLD CHAIN...  walk the chain as a device would
+  publish --broker URL [--group G] FILE...
+  attach  --chain FILE[,...] ENVELOPE   the envelope carrying the chain (stdout)`
+
+// rootCmd dispatches the root-of-trust subcommands.
+func rootCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("want a subcommand\n%s", rootUsage)
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "-h", "-help", "--help", "help":
+		return cli.HelpError{Usage: rootUsage + "\n"}
+	case "init", "next":
+		return rootWrite(sub, rest, stdout, stderr)
+	case "sign":
+		return rootSign(rest, stdout, stderr)
+	case "verify":
+		return rootVerify(rest, stdout, stderr)
+	case "publish":
+		return rootPublish(ctx, rest, stdout, stderr)
+	case "attach":
+		return rootAttach(rest, stdout, stderr)
+	default:
+		return usagef("unknown subcommand %q\n%s", sub, rootUsage)
+	}
+}
+
+// roleFlags are one role's keys and threshold on the command line.
+type roleFlags struct {
+	keys      *string
+	threshold *int
+}
+
+// role is the role the flags say, or prev's where they say nothing.
+func (f roleFlags) role(name string, prev trust.Role) (trust.Role, error) {
+	r := prev
+	if *f.keys != "" {
+		r.Keys = nil
+		for _, p := range strings.Split(*f.keys, ",") {
+			k, err := verify.LoadKeyFile(strings.TrimSpace(p))
+			if err != nil {
+				return trust.Role{}, usagef("--%s: %v", name, err)
+			}
+			r.Keys = append(r.Keys, k)
+		}
+	}
+	if *f.threshold != 0 {
+		r.Threshold = *f.threshold
+	}
+	return r, nil
+}
+
+// rootWrite is init and next: a new, unsigned root, checked as a device
+// would check it before it is written.
+func rootWrite(sub string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root "+sub, "[flags] --out FILE", stderr)
+	roles := map[string]roleFlags{}
+	for _, name := range []string{"root", "release", "operator"} {
+		roles[name] = roleFlags{
+			keys:      fs.String(name, "", name+" public keys, PEM files separated by commas"),
+			threshold: fs.Int(name+"-threshold", 0, "how many "+name+" keys must sign"),
+		}
+	}
+	out := fs.String("out", "", "the file to write (never overwritten)")
+	from := fs.String("from", "", "next: the root this one follows")
+	keysDir := fs.String("from-keys-dir", "", "init: the release keys of a device's trust directory (trust.keys_dir)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *out == "" {
+		return usagef("want --out FILE and no arguments")
+	}
+	prev := &trust.Root{}
+	switch {
+	case sub == "next" && *from == "":
+		return usagef("next: missing --from PREV")
+	case sub == "next":
+		if prev, err = readRootFile(*from); err != nil {
+			return err
+		}
+	case *from != "":
+		return usagef("--from is for next")
+	}
+	r := &trust.Root{Version: prev.Version + 1}
+	if r.Root, err = roles["root"].role("root", prev.Root); err != nil {
+		return err
+	}
+	if *keysDir != "" {
+		if sub != "init" || *roles["release"].keys != "" {
+			return usagef("--from-keys-dir is for init, instead of --release")
+		}
+		kr, bad, err := verify.LoadKeyDir(*keysDir)
+		if err != nil {
+			return err
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("--from-keys-dir: %w", bad[0])
+		}
+		prev.Release = trust.Role{Keys: kr.Keys(), Threshold: 1}
+	}
+	if r.Release, err = roles["release"].role("release", prev.Release); err != nil {
+		return err
+	}
+	if r.Operator, err = roles["operator"].role("operator", prev.Operator); err != nil {
+		return err
+	}
+	if err := r.Check(); err != nil {
+		return err
+	}
+	doc, err := r.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := writeNewFile(*out, doc, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: root version %d, unsigned: %d root keys (threshold %d), %d release keys (threshold %d), %d operator keys\n",
+		*out, r.Version, len(r.Root.Keys), r.Root.Threshold, len(r.Release.Keys), r.Release.Threshold, len(r.Operator.Keys))
+	return nil
+}
+
+func readRootFile(path string) (*trust.Root, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := trust.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// readChain reads files of roots or chains as one chain, oldest first.
+func readChain(files []string) ([]*trust.Root, error) {
+	var chain []*trust.Root
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		c, err := trust.ParseChain(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		chain = append(chain, c...)
+	}
+	slices.SortStableFunc(chain, func(a, b *trust.Root) int { return cmp.Compare(a.Version, b.Version) })
+	return chain, nil
+}
+
+// rootSign adds one signature in place: the holders of root keys sign one
+// after another, each on their own offline machine.
+func rootSign(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root sign", "--key R.key FILE", stderr)
+	keyPath := fs.String("key", "", "the private root key to sign with")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *keyPath == "" || len(pos) != 1 {
+		return usagef("want --key R.key and one FILE")
+	}
+	r, err := readRootFile(pos[0])
+	if err != nil {
+		return err
+	}
+	key, err := verify.LoadPrivateKeyFile(*keyPath)
+	if err != nil {
+		return err
+	}
+	id, err := r.Sign(key)
+	if err != nil {
+		return err
+	}
+	doc, err := r.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := durable.WriteFile(pos[0], doc, 0o644); err != nil {
+		return err
+	}
+	own := "one of its own root keys"
+	if !r.Root.Has(id) {
+		own = "not one of its own root keys: it counts as a root key of the version before"
+	}
+	fmt.Fprintf(stdout, "signed root version %d with key %s (%s); %d signatures\n", r.Version, id, own, len(r.Signatures))
+	return nil
+}
+
+// rootVerify walks a chain from a trusted root as a device would.
+func rootVerify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root verify", "--trusted OLD CHAIN...", stderr)
+	trusted := fs.String("trusted", "", "the root the device holds")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *trusted == "" || len(pos) == 0 {
+		return usagef("want --trusted OLD and at least one CHAIN file")
+	}
+	old, err := readRootFile(*trusted)
+	if err != nil {
+		return err
+	}
+	if err := trust.Anchor(old); err != nil {
+		return fmt.Errorf("--trusted %s: %w", *trusted, err)
+	}
+	chain, err := readChain(pos)
+	if err != nil {
+		return err
+	}
+	next, err := trust.Walk(old, chain)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "a device holding root version %d takes version %d\n", old.Version, next.Version)
+	return nil
+}
+
+// rootPublish publishes a chain retained where devices take it: the chain
+// must hold together (its first root signed by its own keys, each next one
+// by the rule), or no device would take it.
+func rootPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root publish", "--broker URL [--group G] FILE...", stderr)
+	bf := addBrokerFlags(fs)
+	group := fs.String("group", "", "publish to this group's root topic, not the fleet's")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("want at least one root FILE")
+	}
+	chain, err := readChain(pos)
+	if err != nil {
+		return err
+	}
+	if err := holdsTogether(chain); err != nil {
+		return err
+	}
+	payload, err := chainDoc(chain)
+	if err != nil {
+		return err
+	}
+	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
+	topic := topics.Root()
+	if *group != "" {
+		if err := checkName("group", *group); err != nil {
+			return err
+		}
+		topic = topics.GroupRoot(*group)
+	}
+	if err := publishOnEveryNode(ctx, cfg, topic, payload, stderr); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "published root versions %d to %d on %s (retained)\n", chain[0].Version, chain[len(chain)-1].Version, topic)
+	return nil
+}
+
+// holdsTogether refuses a chain no device could walk: its first root
+// signed by its own root keys, each next one by the chain rule.
+func holdsTogether(chain []*trust.Root) error {
+	if err := trust.Anchor(chain[0]); err != nil {
+		return err
+	}
+	if len(chain) > 1 {
+		if _, err := trust.Walk(chain[0], chain[1:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chainDoc is a chain as one JSON array, oldest first.
+func chainDoc(chain []*trust.Root) ([]byte, error) {
+	docs := make([]string, len(chain))
+	for i, r := range chain {
+		b, err := r.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = string(b)
+	}
+	return []byte("[" + strings.Join(docs, ",") + "]"), nil
+}
+
+// rootAttach writes an envelope carrying the chain its offer needs
+// (docs/contract/trust.md): a device that lacks the newest root takes it
+// from the offer itself.
+func rootAttach(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("root attach", "--chain FILE[,...] ENVELOPE", stderr)
+	files := fs.String("chain", "", "root documents or chains, separated by commas")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *files == "" || len(pos) != 1 {
+		return usagef("want --chain FILE[,...] and one ENVELOPE")
+	}
+	chain, err := readChain(strings.Split(*files, ","))
+	if err != nil {
+		return err
+	}
+	if err := holdsTogether(chain); err != nil {
+		return err
+	}
+	doc, err := chainDoc(chain)
+	if err != nil {
+		return err
+	}
+	raw, err := verify.ReadEnvelopeFile(pos[0])
+	if err != nil {
+		return err
+	}
+	out, err := verify.AttachRoot(raw, doc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	_, err = stdout.Write(append(out, '\n'))
+	return err
+}

@@ -1,0 +1,86 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/verify"
+)
+
+func rootctl(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, &out, &errb)
+	return code, out.String() + errb.String()
+}
+
+// TestRootCeremony: the offline ceremony of docs/operating.md end to end —
+// init, two holders sign, next rotates a root key and the release key,
+// old and new holders sign, verify walks it; every refusal names its field.
+func TestRootCeremony(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, k := range []string{"r1", "r2", "r3", "r4", "rel1", "rel2", "op"} {
+		if code, out := rootctl(t, "keygen", "--type", "ed25519", k); code != 0 {
+			t.Fatalf("keygen %s: %d %s", k, code, out)
+		}
+	}
+	steps := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"root", "init", "--root", "r1.pub,r2.pub,r3.pub", "--root-threshold", "2", "--release", "rel1.pub", "--release-threshold", "1", "--operator", "op.pub", "--operator-threshold", "1", "--out", "1.json"}, 0, "root version 1, unsigned"},
+		{[]string{"root", "init", "--root", "r1.pub", "--root-threshold", "2", "--release", "rel1.pub", "--release-threshold", "1", "--out", "bad.json"}, ota.ExitRefused, "signed.root.threshold"},
+		{[]string{"root", "init", "--root", "r1.pub", "--root-threshold", "1", "--release", "r1.pub", "--release-threshold", "1", "--out", "bad.json"}, ota.ExitRefused, "roles are kept apart"},
+		{[]string{"root", "verify", "--trusted", "1.json", "1.json"}, ota.ExitRefused, "root_signature"},
+		{[]string{"root", "sign", "--key", "r1.key", "1.json"}, 0, "1 signatures"},
+		{[]string{"root", "sign", "--key", "r3.key", "1.json"}, 0, "2 signatures"},
+		{[]string{"root", "next", "--from", "1.json", "--root", "r1.pub,r2.pub,r4.pub", "--release", "rel2.pub", "--out", "2.json"}, 0, "root version 2"},
+		{[]string{"root", "sign", "--key", "r3.key", "2.json"}, 0, "counts as a root key of the version before"},
+		{[]string{"root", "sign", "--key", "r4.key", "2.json"}, 0, "own root keys"},
+		{[]string{"root", "verify", "--trusted", "1.json", "2.json"}, ota.ExitRefused, "1 of 2"},
+		{[]string{"root", "sign", "--key", "r1.key", "2.json"}, 0, "3 signatures"},
+		{[]string{"root", "verify", "--trusted", "1.json", "2.json"}, 0, "takes version 2"},
+		{[]string{"root", "verify", "--trusted", "2.json", "1.json"}, ota.ExitRefused, "root_version"},
+		{[]string{"root", "init", "--from-keys-dir", "keys.d", "--root", "r1.pub", "--root-threshold", "1", "--out", "kd.json"}, 0, "1 release keys"},
+		{[]string{"root", "publish", "2.json"}, ota.ExitUsage, "missing --broker"},
+	}
+	if err := os.Mkdir("keys.d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile("rel1.pub")
+	os.WriteFile(filepath.Join("keys.d", "release.pub"), b, 0o644)
+	for _, s := range steps {
+		code, out := rootctl(t, s.args...)
+		if code != s.code || !strings.Contains(out, s.want) {
+			t.Fatalf("otactl %s: exit %d, %q; want %d saying %q", strings.Join(s.args, " "), code, out, s.code, s.want)
+		}
+	}
+	if _, err := os.Stat("bad.json"); err == nil {
+		t.Error("a refused root was written")
+	}
+	// An offer signed by the new release key carries the chain it needs.
+	os.WriteFile("img", bytes.Repeat([]byte("x"), 4096), 0o644)
+	var env, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"sign", "--key", "rel2.key", "--image", "img", "--version", "2", "--compatible", "c", "--url", "https://h/img"}, &env, &errb); code != 0 {
+		t.Fatalf("sign: %d %s", code, errb.String())
+	}
+	os.WriteFile("offer.json", env.Bytes(), 0o644)
+	var out bytes.Buffer
+	if code := Run(context.Background(), []string{"root", "attach", "--chain", "1.json,2.json", "offer.json"}, &out, &errb); code != 0 {
+		t.Fatalf("attach: %d %s", code, errb.String())
+	}
+	e, err := verify.ParseEnvelope(bytes.TrimSpace(out.Bytes()))
+	if err != nil || !bytes.Contains(e.Root, []byte(`"version":2`)) {
+		t.Fatalf("the envelope with its chain: %v, root %.80s", err, e.Root)
+	}
+	if code, msg := rootctl(t, "root", "attach", "--chain", "kd.json", "offer.json"); code != ota.ExitRefused || !strings.Contains(msg, "root_signature") {
+		t.Errorf("an unsigned root attached: %d %s", code, msg)
+	}
+}
