@@ -90,6 +90,8 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 		a.startHealth(e.Since)
 	case PublishProgress:
 		a.publishProgress(e)
+	case RetryLater:
+		a.retryLater(e.Target)
 	}
 	return nil
 }
@@ -182,6 +184,7 @@ func (a *Agent) stopHealth() {
 func (a *Agent) stopWorkers() {
 	a.stopInstall()
 	a.stopHealth()
+	a.stopRetry()
 }
 
 func (a *Agent) publish(e Emit) {
@@ -190,7 +193,7 @@ func (a *Agent) publish(e Emit) {
 	a.mu.Lock()
 	a.status = st
 	a.mu.Unlock()
-	ev := e.Event
+	ev := forOperatorEvent(e.Event, a.cfg.Policy)
 	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
 	a.log.Info("transition", "seq", ev.Seq, "from", ev.From, "to", ev.To, "id", ev.ID,
 		"result", ev.Result, "code", ev.Code, "msg", ev.Message)
@@ -223,7 +226,7 @@ func (a *Agent) publishProgress(e PublishProgress) {
 
 // snapshot is the status snapshot with what the agent's config adds.
 func (a *Agent) snapshot(s State, now time.Time) ota.Status {
-	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now)
+	st := ForOperator(Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now), a.cfg.Policy)
 	st.Groups = a.cfg.Groups
 	return st
 }

@@ -11,6 +11,7 @@ import (
 func (a *Agent) takeOffers(ctx context.Context) error {
 	items := a.inbox.take()
 	var newest *Target
+	var newestItem item
 	// Waiters join after the refusals of this batch are applied, so those
 	// steps do not answer them before their offer is taken.
 	var waiting []*waiter
@@ -18,8 +19,10 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		var t Target
 		err := it.refused
 		if err == nil {
-			t, err = a.d.Checker.Check(it.raw, a.facts())
-			t.Envelope = it.raw
+			f := a.facts()
+			f.PayloadGiven = it.given
+			t, err = a.d.Checker.Check(it.raw, f)
+			t.Envelope, t.PayloadGiven = it.raw, it.given
 		}
 		if err != nil {
 			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
@@ -38,14 +41,15 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 			a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
 		}
 		if newest == nil || newer(t, *newest) {
-			newest = &t
+			newest, newestItem = &t, it
 		}
 	}
 	if newest == nil {
 		return nil
 	}
 	a.waiters = append(a.waiters, waiting...)
-	return a.apply(ctx, EvOffer{Target: *newest})
+	a.retries.offered(*newest, newestItem.raw)
+	return a.apply(ctx, EvOffer{Target: *newest, Local: newestItem.reply != nil})
 }
 
 // newer orders offers by issued_at, then digest, so every device picks the

@@ -51,7 +51,11 @@ func cmdInfo(e *env, args []string) int {
 		}
 	}
 	if p := v.State.Pending; p != nil && p.Key() == v.Target.Key() {
-		fmt.Fprintf(e.stdout, "verdict:   would wait as pending until %s is settled (%s)\n", v.State.Target.ID, v.State.Phase)
+		phase := v.State.Phase
+		if phase == ota.Rebooting && cfg.Reboot.Policy == "manual" {
+			phase = ota.Staged // waits for the operator's reboot (agent.ForOperator)
+		}
+		fmt.Fprintf(e.stdout, "verdict:   would wait as pending until %s is settled (%s)\n", v.State.Target.ID, phase)
 		return ota.ExitOK
 	}
 	for _, fx := range v.Effects {

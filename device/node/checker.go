@@ -40,7 +40,12 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	if err != nil {
 		return agent.Target{}, err
 	}
-	off, err := verify.Check(raw, c.keys.Keyring(), c.policy, verify.Facts{
+	policy := c.policy
+	if f.PayloadGiven {
+		// The signed URLs are never fetched: the scheme rule is for them.
+		policy.Schemes = ota.Schemes()
+	}
+	off, err := verify.Check(raw, c.keys.Keyring(), policy, verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
 	})
 	var t agent.Target
@@ -48,6 +53,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 		// Authentic and well formed, even when refused: the status names it.
 		t = target(&off.Manifest)
 		t.ManifestSHA256 = off.Digest()
+		t.Retry = verify.EnvelopeAttempt(raw)
 	} else {
 		// Not authenticated: no id, but the bytes received are named by their digest.
 		t.ManifestSHA256 = verify.EnvelopeDigest(raw)

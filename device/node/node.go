@@ -156,7 +156,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 
 // policy is the agent's policy from cfg.
 func policy(cfg *config.Config) agent.Policy {
-	return agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3}
+	return agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3, RetryAttempts: cfg.Retry.Count()}
 }
 
 // Assemble builds the agent on p with the policy of cfg.
@@ -170,7 +170,8 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 		Logger:       opt.logger(),
 		OfferSettle:  OfferSettle,
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
-		BuildTime: BuildTime(),
+		BuildTime:  BuildTime(),
+		RetryDelay: cfg.Retry.Delay.Duration,
 	}, p.Deps)
 	if err != nil {
 		return nil, err
