@@ -12,6 +12,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 	items := a.inbox.take()
 	var newest *Target
 	var newestItem item
+	local := map[string]bool{} // offers a person handed over, by key
 	// Waiters join after the refusals of this batch are applied, so those
 	// steps do not answer them before their offer is taken.
 	var waiting []*waiter
@@ -33,6 +34,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		}
 		if it.reply != nil {
 			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
+			local[t.Key()] = true
 		}
 		if e, done := a.state.ended(&t); done {
 			// Authentic, but it changes nothing: the machine says so too.
@@ -40,7 +42,8 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		} else {
 			a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
 		}
-		if newest == nil || newer(t, *newest) {
+		// The same offer handed over by a person counts as theirs (its payload).
+		if newest == nil || newer(t, *newest) || (t.Key() == newest.Key() && it.reply != nil) {
 			newest, newestItem = &t, it
 		}
 	}
@@ -49,7 +52,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 	}
 	a.waiters = append(a.waiters, waiting...)
 	a.retries.offered(*newest, newestItem.raw)
-	return a.apply(ctx, EvOffer{Target: *newest, Local: newestItem.reply != nil})
+	return a.apply(ctx, EvOffer{Target: *newest, Local: local[newest.Key()]})
 }
 
 // newer orders offers by issued_at, then digest, so every device picks the
