@@ -45,6 +45,9 @@ type Target struct {
 	// PayloadGiven says the payload is read from where a person gave it
 	// (otad install --payload): a mismatch is that file's, not the offer's.
 	PayloadGiven bool `json:"payload_given,omitempty"`
+	// Drop is an operator's drop of this install past its flip, journaled
+	// before the bootloader hears it (undo.go): "mark-active" or "mark-bad".
+	Drop string `json:"drop,omitempty"`
 }
 
 // SHA256 is the image digest; it identifies an image for idempotency.

@@ -96,23 +96,52 @@ func (m *machine) markActive(other bool) {
 // dropStaged makes the booted slot primary again under a staged install.
 // mark-active booted keeps the verified image (the ending is retryable, and
 // mark-active other boots it); mark-bad (reject) marks it bad, for good.
-// The bootloader hears it before the journal: a power cut between boots the
-// booted slot, and the next start finds it fell back — never the other way,
-// a journal at idle over an env that boots an unconfirmed slot.
+// The journal hears the drop first (Target.Drop), then the bootloader, then
+// the journal the ending: a power cut anywhere between leaves a journal that
+// names the drop, and the next start finishes it (finishDrop) — never a
+// fallback of the bootloader reported for what the operator did.
 func (m *machine) dropStaged(reject bool) {
+	m.s.Target.Drop = "mark-active"
+	if reject {
+		m.s.Target.Drop = "mark-bad"
+	}
+	m.persist()
+	m.finishDrop()
+}
+
+// finishDrop carries out the journaled drop of the staged install.
+func (m *machine) finishDrop() {
 	t := m.s.Target
-	m.do(Mark{Op: MarkActive, Slot: m.s.Booted})
-	m.s.Target, m.s.Restarts = nil, 0
-	msg := fmt.Sprintf("dropped by operator (otad mark-active booted): slot %s is primary again; slot %s keeps the verified image (otad mark-active other boots it)", m.s.Booted, t.Slot)
+	reject := t.Drop == "mark-bad"
+	home := t.Slot.Other()
+	m.do(Mark{Op: MarkActive, Slot: home})
+	msg := fmt.Sprintf("dropped by operator (otad mark-active booted): slot %s is primary again; slot %s keeps the verified image (otad mark-active other boots it)", home, t.Slot)
 	if reject {
 		info := m.s.Slots[t.Slot]
 		info.Status = ota.SlotBad
 		m.s.Slots[t.Slot] = info
 		m.do(Mark{Op: MarkBad, Slot: t.Slot})
-		msg = fmt.Sprintf("marked bad by operator before its reboot: slot %s is primary again", m.s.Booted)
+		msg = fmt.Sprintf("marked bad by operator before its reboot: slot %s is primary again", home)
 	}
+	m.s.Target, m.s.Restarts = nil, 0
 	m.transition(ota.Idle, m.ending(t, ota.ResultFailed, ota.CodeCancelled, msg, !reject), "")
 	m.startPending()
+}
+
+// bootDropping finishes a drop a restart interrupted. On the old slot it
+// is done as the operator asked. The dropped slot itself came up only if
+// the power went before the bootloader heard the drop: it never runs
+// uncommitted, so it is marked bad and left at once, whatever the policy.
+func (m *machine) bootDropping() {
+	t := m.s.Target
+	if m.s.Booted != t.Slot {
+		m.healthyBoot()
+		m.finishDrop()
+		return
+	}
+	t.Drop = "mark-bad"
+	m.finishDrop()
+	m.do(Reboot{})
 }
 
 // BusyError refuses a request that another install, past its flip, stands

@@ -26,6 +26,8 @@ func TestRetryCancelUndo(t *testing.T) {
 	given := n
 	given.PayloadGiven = true
 	staged := func(p Policy) State { s, _ := run(t, fresh(), p, EvOffer{Target: n}, done(1, "")); return s }
+	// dropping is a staged install whose drop the journal holds, the power cut after.
+	dropping := func(p Policy, how string) State { s := staged(p); s.Target.Drop = how; return s }
 	// slot B holds a verified image the device once ran (a good one).
 	withB := func(st ota.SlotState, sv uint64) State {
 		s := fresh()
@@ -109,7 +111,7 @@ func TestRetryCancelUndo(t *testing.T) {
 		{name: "mark-active booted drops a staged install (manual)",
 			start: staged(manual), policy: manual, events: []Event{EvMarkActive{}},
 			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled, retryable: true,
-			effects: "mark(active,A) persist emit(rebooting>idle,failed,cancelled)",
+			effects: "persist mark(active,A) persist emit(rebooting>idle,failed,cancelled)",
 			check: func(t *testing.T, s State) {
 				if s.Slots["B"].Status != ota.SlotStaged {
 					t.Errorf("slot B = %+v, want its verified image kept", s.Slots["B"])
@@ -120,7 +122,20 @@ func TestRetryCancelUndo(t *testing.T) {
 			phase: ota.Downloading, targetID: "rel-m", effects: "persist emit(idle>downloading) mark(bad,B) install(rel-m>B)"},
 		{name: "mark-active booted starts the pending offer",
 			start: staged(manual), policy: manual, events: []Event{EvOffer{Target: m}, EvMarkActive{}},
-			phase: ota.Downloading, targetID: "rel-m", effects: "mark(active,A) persist emit(rebooting>idle,failed,cancelled) persist emit(idle>downloading) mark(bad,B) install(rel-m>B)"},
+			phase: ota.Downloading, targetID: "rel-m", effects: "persist mark(active,A) persist emit(rebooting>idle,failed,cancelled) persist emit(idle>downloading) mark(bad,B) install(rel-m>B)"},
+		{name: "a drop cut by a power cut is finished on the old slot",
+			start: dropping(manual, "mark-active"), policy: manual, events: []Event{EvBoot{Booted: "A", BootID: "b2"}},
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled, retryable: true,
+			effects: "persist mark(good,A) mark(active,A) persist emit(rebooting>idle,failed,cancelled)"},
+		{name: "a drop cut before the bootloader heard it: the dropped slot is left at once",
+			start: dropping(manual, "mark-active"), policy: manual, events: []Event{EvBoot{Booted: "B", BootID: "b2"}},
+			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled,
+			effects: "mark(active,A) mark(bad,B) persist emit(rebooting>idle,failed,cancelled) reboot",
+			check: func(t *testing.T, s State) {
+				if s.Slots["B"].Status != ota.SlotBad {
+					t.Errorf("slot B = %+v: a dropped slot that came up must not stay bootable", s.Slots["B"])
+				}
+			}},
 		{name: "mark-active booted with nothing staged is refused",
 			start: fresh(), policy: manual, events: []Event{EvMarkActive{}}, phase: ota.Idle, effects: "persist emit(idle>idle)"},
 		{name: "mark-active booted mid-download is refused",
@@ -141,7 +156,7 @@ func TestRetryCancelUndo(t *testing.T) {
 		{name: "mark-bad while staged under the manual policy drops it and marks it bad",
 			start: staged(manual), policy: manual, events: []Event{EvMarkBad{}},
 			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled,
-			effects: "mark(active,A) mark(bad,B) persist emit(rebooting>idle,failed,cancelled)",
+			effects: "persist mark(active,A) mark(bad,B) persist emit(rebooting>idle,failed,cancelled)",
 			check: func(t *testing.T, s State) {
 				if s.Slots["B"].Status != ota.SlotBad {
 					t.Errorf("slot B = %+v, want bad", s.Slots["B"])
