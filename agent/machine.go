@@ -44,7 +44,7 @@ func (m *machine) emit(from ota.Phase, r *ota.Outcome, msg string) {
 	ev := ota.Event{Seq: m.s.Seq, From: from, To: m.s.Phase, Message: msg}
 	switch {
 	case r != nil:
-		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Transfer = r.ID, r.SHA256, r.Result, r.Code, r.Transfer
+		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Transfer, ev.Retryable = r.ID, r.SHA256, r.Result, r.Code, r.Transfer, r.Retryable
 		if r.Message != "" {
 			ev.Message = r.Message
 		}
