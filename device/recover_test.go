@@ -157,3 +157,30 @@ func TestMarkBadDropsStagedUnderManualPolicy(t *testing.T) {
 		t.Fatalf("boot order after mark-bad: %v", v)
 	}
 }
+
+// Issue 27: Ctrl-C on otad install stops the command, not the daemon's
+// install, and says so and how to stop it.
+func TestInterruptedInstallSaysTheDaemonGoesOn(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	env, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	startDaemon(t, tb.Cfg.Path)
+	tb.Throttle.Store(true)
+	inst := exec.Command(otadBin, "install", "-c", tb.Cfg.Path, writeEnv(t, env))
+	var out strings.Builder
+	inst.Stderr = &out
+	devicetest.Must(t, inst.Start())
+	for i := 0; tb.Fetched.Load() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("download did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	devicetest.Must(t, inst.Process.Signal(os.Interrupt))
+	if err := inst.Wait(); err == nil || !strings.Contains(out.String(), "the daemon goes on") || !strings.Contains(out.String(), "otad cancel") {
+		t.Fatalf("Ctrl-C: %v\n%s", err, out.String())
+	}
+	if st, ok := status(t, tb.Cfg.Path); !ok || st.State != ota.Downloading {
+		t.Fatalf("after Ctrl-C the daemon's install: %+v", st)
+	}
+	tb.Throttle.Store(false)
+}
