@@ -38,6 +38,11 @@ type Config struct {
 	// TrustVersion, when set, is the root of trust's version now, for
 	// the status (docs/contract/trust.md).
 	TrustVersion func() uint64
+	// RetryDelay is the first backoff of an automatic retry ([retry] delay;
+	// retry.go); 0 means 15 s.
+	RetryDelay time.Duration
+	// Rand draws the retries' jitter in [0, 1); nil is math/rand/v2.
+	Rand func() float64
 }
 
 // Deps are the agent's edges.
@@ -80,6 +85,7 @@ type Agent struct {
 	lastAt    time.Time
 	fatal     error
 	recheck   bool // the pending offer is due for its re-check
+	retries   retries
 }
 
 // runningMarks is how often a commit window's running time is journaled:
@@ -96,6 +102,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	if cfg.CommitWindow == 0 {
 		cfg.CommitWindow = 5 * time.Minute
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = DefaultRetryDelay
 	}
 	if d.Clock == nil {
 		d.Clock = SystemClock{}
@@ -152,17 +161,38 @@ func (a *Agent) Refresh(ctx context.Context) error {
 // MarkGood commits the booted slot by hand.
 func (a *Agent) MarkGood(ctx context.Context) error { return a.command(ctx, EvMarkGood{}) }
 
-// MarkBad rejects the booted slot by hand and returns to the other one.
+// MarkBad rejects the booted slot by hand and returns to the other one;
+// under the manual reboot policy it drops an install staged for the reboot.
 func (a *Agent) MarkBad(ctx context.Context) error { return a.command(ctx, EvMarkBad{}) }
+
+// Cancel stops the running download or install (otad cancel).
+func (a *Agent) Cancel(ctx context.Context) error { return a.command(ctx, EvCancel{}) }
+
+// MarkActive is otad mark-active: booted drops a staged install, other
+// switches to the other slot's verified image.
+func (a *Agent) MarkActive(ctx context.Context, other bool) error {
+	return a.command(ctx, EvMarkActive{Other: other})
+}
+
+// refusal is why the operator's ev cannot act on s now, or nil.
+func (a *Agent) refusal(ev Event) error {
+	switch ev := ev.(type) {
+	case EvMarkBad:
+		return CanMarkBad(a.state, a.cfg.Policy)
+	case EvCancel:
+		return CanCancel(a.state)
+	case EvMarkActive:
+		return CanMarkActive(a.state, ev.Other)
+	}
+	return nil
+}
 
 func (a *Agent) command(ctx context.Context, ev Event) error {
 	errc := make(chan error, 1)
 	fn := func() {
-		if _, bad := ev.(EvMarkBad); bad {
-			if err := CanMarkBad(a.state); err != nil {
-				errc <- err
-				return
-			}
+		if err := a.refusal(ev); err != nil {
+			errc <- err
+			return
 		}
 		errc <- a.apply(ctx, ev)
 	}
@@ -261,6 +291,11 @@ func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err er
 			continue
 		case <-beat:
 			a.cfg.Heartbeat()
+			continue
+		case <-a.retries.timer:
+			if err := a.retryNow(ctx); err != nil {
+				return err
+			}
 			continue
 		case fn := <-a.cmds:
 			fn()

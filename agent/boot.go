@@ -15,6 +15,10 @@ func (m *machine) boot(ev EvBoot) {
 	if m.s.Slots == nil {
 		m.s.Slots = map[ota.Slot]SlotInfo{}
 	}
+	if t := m.s.Target; t != nil && t.Drop != "" {
+		m.bootDropping() // an operator's drop (undo.go), interrupted
+		return
+	}
 	switch m.s.Phase {
 	case ota.Idle:
 		m.bootIdle(sameBoot)

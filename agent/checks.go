@@ -60,6 +60,7 @@ func (a *Agent) recheckPending(ctx context.Context) error {
 		return a.apply(ctx, EvRefused{Outcome: refusal(err, *p), Time: a.now(), Pending: true})
 	}
 	t.Envelope = p.Envelope
+	a.retries.offered(t, p.Envelope)
 	return a.apply(ctx, EvPendingOffer{Target: t})
 }
 

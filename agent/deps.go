@@ -59,6 +59,10 @@ type Facts struct {
 	InactiveSlot   ota.Slot
 	// ClockFloor is the earliest the checks' clock may read (docs/contract/checks.md).
 	ClockFloor time.Time
+	// PayloadGiven says a person gave the payload's place (otad install
+	// --payload): the signed URLs are never fetched, so the scheme rule
+	// does not apply; the signed size and hashes bind the bytes.
+	PayloadGiven bool
 }
 
 // Rebooter reboots the device. ErrRebooted means the process must end now

@@ -80,3 +80,13 @@ type PublishProgress struct {
 	Target Target
 	ota.Progress
 }
+
+// RetryLater has the loop step EvRetry with Target after a jittered backoff
+// (docs/contract/installing.md, [retry] in docs/contract/config.md): Target
+// ended retryable, and Target.Try is the retry to come (1 for the first).
+// A timer does not outlive the process: after a restart the ending stays
+// retryable for an explicit act.
+type RetryLater struct {
+	effect
+	Target Target
+}

@@ -17,6 +17,13 @@ type Ended struct {
 	Key    string     `json:"key"` // Target.Key
 	ID     string     `json:"id"`
 	Result ota.Result `json:"result"`
+	// Retryable says the slot was never marked and the same bytes may yet
+	// succeed: an explicit act starts it again (docs/contract/installing.md).
+	Retryable bool `json:"retryable,omitempty"`
+	// Try is the automatic retry that ended (Target.Try).
+	Try int `json:"try,omitempty"`
+	// Retry is the greatest attempt counter seen for the offer (Target.Retry).
+	Retry int64 `json:"retry,omitempty"`
 }
 
 // Key identifies the offer: the SHA-256 of its manifest bytes, or for
@@ -28,10 +35,11 @@ func (t *Target) Key() string {
 	return t.SHA256() + "@" + t.IssuedAt.UTC().Format(time.RFC3339Nano)
 }
 
-// recordEnd remembers that t came to result: it never starts again.
-func (m *machine) recordEnd(t *Target, result ota.Result) {
+// recordEnd remembers that t came to result: it never starts again, unless
+// the ending is retryable.
+func (m *machine) recordEnd(t *Target, result ota.Result, retryable bool) {
 	key := t.Key()
-	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result})
+	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result, Retryable: retryable, Try: t.Try, Retry: t.Retry})
 	if over := len(m.s.Ended) - maxEnded; over > 0 {
 		m.s.Ended = append(m.s.Ended[:0], m.s.Ended[over:]...)
 	}

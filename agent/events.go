@@ -39,9 +39,13 @@ type EvRunning struct {
 }
 
 // EvOffer is an offer that passed every check of docs/contract/checks.md.
+// Local says a person handed it to this device (otad install): that is an
+// explicit act, which reopens a retryable ending (docs/contract/installing.md);
+// a message from the network reopens one only with a greater Target.Retry.
 type EvOffer struct {
 	event
 	Target Target
+	Local  bool
 }
 
 // EvPendingOffer is the pending offer, passed again as it is taken up.
@@ -89,6 +93,24 @@ type (
 	EvMarkGood struct{ event }
 	EvMarkBad  struct{ event }
 )
+
+// EvCancel is `otad cancel`: the running download or install stops.
+type EvCancel struct{ event }
+
+// EvMarkActive is `otad mark-active booted|other` (RAUC's mark-active):
+// Other switches the boot slot to the other slot's verified image; else the
+// booted slot is made active again, dropping a staged one.
+type EvMarkActive struct {
+	event
+	Other bool
+}
+
+// EvRetry is a RetryLater timer run out: Target is the offer, checked again
+// by the loop, and Target.Try the try it starts.
+type EvRetry struct {
+	event
+	Target Target
+}
 
 // EvEffectFailed reports that a bootloader effect could not be carried out.
 type EvEffectFailed struct {

@@ -93,6 +93,8 @@ func (a *Agent) exec(ctx context.Context, e Effect, events *[]ota.Event) error {
 		a.startHealth(e)
 	case PublishProgress:
 		a.publishProgress(e)
+	case RetryLater:
+		a.retryLater(e.Target)
 	}
 	return nil
 }
@@ -198,6 +200,7 @@ func (a *Agent) stopHealth() {
 func (a *Agent) stopWorkers() {
 	a.stopInstall()
 	a.stopHealth()
+	a.stopRetry()
 }
 
 func (a *Agent) publish(e Emit) {
@@ -206,7 +209,7 @@ func (a *Agent) publish(e Emit) {
 	a.mu.Lock()
 	a.status = st
 	a.mu.Unlock()
-	ev := e.Event
+	ev := forOperatorEvent(e.Event, a.cfg.Policy)
 	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
 	if ev.Seq == 0 {
 		a.log.Debug("status refreshed", "trust_version", st.TrustVersion)
@@ -243,7 +246,7 @@ func (a *Agent) publishProgress(e PublishProgress) {
 
 // snapshot is the status snapshot with what the agent's config adds.
 func (a *Agent) snapshot(s State, now time.Time) ota.Status {
-	st := Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now)
+	st := ForOperator(Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now), a.cfg.Policy)
 	st.Groups = a.cfg.Groups
 	if a.cfg.TrustVersion != nil {
 		st.TrustVersion = a.cfg.TrustVersion()

@@ -19,6 +19,7 @@ type item struct {
 	raw     []byte
 	reply   chan ota.Outcome
 	refused error // set: refused before any check (dropped unread)
+	given   bool  // its payload is read from where a person gave it
 }
 
 // name is the offer's source as the log names it.

@@ -11,6 +11,8 @@ import (
 func (a *Agent) takeOffers(ctx context.Context) error {
 	items := a.inbox.take()
 	var newest *Target
+	var newestItem item
+	local := map[string]bool{} // offers a person handed over, by key
 	// Waiters join after the refusals of this batch are applied, so those
 	// steps do not answer them before their offer is taken.
 	var waiting []*waiter
@@ -18,8 +20,10 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		var t Target
 		err := it.refused
 		if err == nil {
-			t, err = a.d.Checker.Check(it.raw, a.facts())
-			t.Envelope = it.raw
+			f := a.facts()
+			f.PayloadGiven = it.given
+			t, err = a.d.Checker.Check(it.raw, f)
+			t.Envelope, t.PayloadGiven = it.raw, it.given
 		}
 		if err != nil {
 			if aerr := a.refuse(ctx, it, t, err); aerr != nil {
@@ -30,6 +34,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		}
 		if it.reply != nil {
 			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
+			local[t.Key()] = true
 		}
 		if e, done := a.state.ended(&t); done {
 			// Authentic, but it changes nothing: the machine says so too.
@@ -37,15 +42,17 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 		} else {
 			a.log.Info("offer accepted", "id", t.ID, "version", t.Version, "sha256", t.SHA256(), "source", it.name())
 		}
-		if newest == nil || newer(t, *newest) {
-			newest = &t
+		// The same offer handed over by a person counts as theirs (its payload).
+		if newest == nil || newer(t, *newest) || (t.Key() == newest.Key() && it.reply != nil) {
+			newest, newestItem = &t, it
 		}
 	}
 	if newest == nil {
 		return nil
 	}
 	a.waiters = append(a.waiters, waiting...)
-	return a.apply(ctx, EvOffer{Target: *newest})
+	a.retries.offered(*newest, newestItem.raw)
+	return a.apply(ctx, EvOffer{Target: *newest, Local: local[newest.Key()]})
 }
 
 // newer orders offers by issued_at, then digest, so every device picks the

@@ -12,6 +12,10 @@ type Policy struct {
 	// MaxRestarts bounds how often an interrupted install starts again
 	// before it is given up (a device that OOMs on every try must settle).
 	MaxRestarts int
+	// RetryAttempts bounds the automatic retries of a download that failed
+	// ([retry] attempts, docs/contract/installing.md); after them only an
+	// explicit act starts the offer again.
+	RetryAttempts int
 }
 
 // Step applies ev to s and returns the new state and what the loop must do.
@@ -40,7 +44,7 @@ func (m *machine) emit(from ota.Phase, r *ota.Outcome, msg string) {
 	ev := ota.Event{Seq: m.s.Seq, From: from, To: m.s.Phase, Message: msg}
 	switch {
 	case r != nil:
-		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Transfer = r.ID, r.SHA256, r.Result, r.Code, r.Transfer
+		ev.ID, ev.SHA256, ev.Result, ev.Code, ev.Transfer, ev.Retryable = r.ID, r.SHA256, r.Result, r.Code, r.Transfer, r.Retryable
 		if r.Message != "" {
 			ev.Message = r.Message
 		}
@@ -65,10 +69,16 @@ func (m *machine) step(ev Event) {
 	case EvBoot:
 		m.boot(ev)
 	case EvOffer:
-		m.offer(ev.Target)
+		m.offer(ev.Target, ev.Local)
 	case EvPendingOffer:
 		m.s.Pending = nil
-		m.offer(ev.Target)
+		m.offer(ev.Target, false)
+	case EvRetry:
+		m.retry(ev.Target)
+	case EvCancel:
+		m.cancel()
+	case EvMarkActive:
+		m.markActive(ev.Other)
 	case EvRefused:
 		m.refused(ev)
 	case EvProgress:
@@ -106,10 +116,16 @@ func (m *machine) step(ev Event) {
 	}
 }
 
-// result is t's outcome; t has ended and never starts again.
+// result is t's outcome; t has ended for good.
 func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string) *ota.Outcome {
-	m.recordEnd(t, result)
-	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer}
+	return m.ending(t, result, code, msg, false)
+}
+
+// ending is t's outcome; a retryable one may start again, but only by an
+// explicit act or the agent's bounded retries (retry.go).
+func (m *machine) ending(t *Target, result ota.Result, code ota.Code, msg string, retryable bool) *ota.Outcome {
+	m.recordEnd(t, result, retryable)
+	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer, Retryable: retryable}
 }
 
 func (m *machine) startInstall(t Target, msg string) {
@@ -147,8 +163,7 @@ func (m *machine) installDone(ev EvInstallDone) {
 	m.s.Restarts = 0
 	t.Transfer = ev.Transfer
 	if ev.Code != "" {
-		m.s.Target = nil
-		m.transition(ota.Idle, m.result(t, ota.ResultFailed, ev.Code, ev.Message), "")
+		m.failed(t, ev.Code, ev.Message)
 		return
 	}
 	t.BytesDone = t.Payload.Size

@@ -54,6 +54,8 @@ func fx(effects []Effect) string {
 			out = append(out, "health")
 		case PublishProgress:
 			out = append(out, "progress")
+		case RetryLater:
+			out = append(out, fmt.Sprintf("retry(%s,%d)", e.Target.ID, e.Target.Try))
 		}
 	}
 	return strings.Join(out, " ")

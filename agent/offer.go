@@ -8,7 +8,8 @@ func (m *machine) newest(t Target) {
 	}
 }
 
-func (m *machine) offer(t Target) {
+// offer takes t; local says a person handed it over (an explicit act).
+func (m *machine) offer(t Target, local bool) {
 	sha := t.SHA256()
 	booted := m.s.Slots[m.s.Booted]
 	cur := m.s.Target
@@ -27,11 +28,18 @@ func (m *machine) offer(t Target) {
 		m.notice(nil, "offer "+t.ID+" is already pending")
 		return
 	}
-	if e, ok := m.ended(&t); ok {
-		// What ends stays ended; only a newer offer tries the image again.
+	if e, ok := m.ended(&t); ok && !reopens(e, t, local) {
+		// What ends stays ended; only a newer offer tries the image again,
+		// or an explicit act a retryable ending (docs/contract/installing.md).
 		m.notice(nil, "offer "+t.ID+" already ended "+string(e.Result))
 		return
+	} else if ok {
+		// Reopened: the automatic retries count afresh.
+		t.Try = 0
+		t.Retry = max(t.Retry, e.Retry)
 	}
+	// Accepted: an older refusal no longer says why nothing happens.
+	m.s.LastRefusal = nil
 	switch m.s.Phase {
 	case ota.Idle:
 		if booted.Status == ota.SlotGood && booted.SHA256 == sha {

@@ -77,14 +77,18 @@ func (m *machine) startPending() {
 	}
 	p := *m.s.Pending
 	m.s.Pending = nil
-	m.offer(p)
+	m.offer(p, false)
 }
 
 // CanMarkBad says whether the operator may reject the booted slot now:
 // only with a good image in the other slot to return to, and not mid-install.
-func CanMarkBad(s State) error {
+// Under the manual reboot policy an install staged for the operator's
+// reboot is theirs to drop too (as mark-active booted does).
+func CanMarkBad(s State, p Policy) error {
 	switch {
 	case s.Phase == ota.Confirming:
+		return nil
+	case (s.Phase == ota.Rebooting || s.Phase == ota.Staged) && !p.RebootImmediately:
 		return nil
 	case s.Phase != ota.Idle:
 		return fmt.Errorf("mark-bad refused: an install is %s; wait for it to settle", s.Phase)
@@ -101,8 +105,12 @@ func (m *machine) markBad() {
 		m.reject(ota.CodeCancelled, "marked bad by operator", m.p.RebootImmediately)
 		return
 	}
-	if err := CanMarkBad(m.s); err != nil {
+	if err := CanMarkBad(m.s, m.p); err != nil {
 		m.emit(m.s.Phase, nil, err.Error())
+		return
+	}
+	if m.s.Phase != ota.Idle {
+		m.dropStaged(true)
 		return
 	}
 	slot := m.s.Booted

@@ -40,6 +40,18 @@ type Target struct {
 	// checked again when it is taken up) and while it installs (its
 	// signatures are checked again before the flip).
 	Envelope []byte `json:"envelope,omitempty"`
+	// Try is which automatic retry of a retryable ending this install is
+	// (0: the offer's first install, or one an explicit act reopened).
+	Try int `json:"try,omitempty"`
+	// Retry is the attempt counter the offer came with, outside the
+	// signature (docs/contract/formats.md): a greater one reopens a retryable ending.
+	Retry int64 `json:"retry,omitempty"`
+	// PayloadGiven says the payload is read from where a person gave it
+	// (otad install --payload): a mismatch is that file's, not the offer's.
+	PayloadGiven bool `json:"payload_given,omitempty"`
+	// Drop is an operator's drop of this install past its flip, journaled
+	// before the bootloader hears it (undo.go): "mark-active" or "mark-bad".
+	Drop string `json:"drop,omitempty"`
 }
 
 // SHA256 is the image digest; it identifies an image for idempotency.

@@ -25,8 +25,21 @@ const (
 
 // InstallFrom is Install with the source the log names the offer by.
 func (a *Agent) InstallFrom(ctx context.Context, source string, raw []byte) (ota.Outcome, error) {
+	return a.install1(ctx, item{source: source, raw: raw})
+}
+
+// InstallGiven is InstallFrom for an offer whose payload a person gave
+// (otad install --payload; the node's sources hold where): the scheme rule
+// does not apply to it, and a payload that does not match ends it
+// retryable (docs/contract/installing.md).
+func (a *Agent) InstallGiven(ctx context.Context, source string, raw []byte) (ota.Outcome, error) {
+	return a.install1(ctx, item{source: source, raw: raw, given: true})
+}
+
+func (a *Agent) install1(ctx context.Context, it item) (ota.Outcome, error) {
 	reply := make(chan ota.Outcome, 1)
-	a.inbox.add(item{source: source, raw: raw, reply: reply})
+	it.reply = reply
+	a.inbox.add(it)
 	select {
 	case o := <-reply:
 		return o, nil
@@ -72,7 +85,7 @@ func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
 	if p := s.Pending; p != nil && p.SHA256() == sha {
 		cur := s.Target
 		return ota.Outcome{Result: ota.ResultPending, ID: p.ID, SHA256: sha,
-			Message: "accepted; installs once " + cur.ID + " is settled (" + string(s.Phase) + ")"}, true
+			Message: "accepted; installs once " + cur.ID + " is settled (" + string(ForOperator(ota.Status{State: s.Phase}, a.cfg.Policy).State) + ")"}, true
 	}
 	if r := s.LastResult; r != nil && r.SHA256 == sha {
 		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha, Transfer: r.Transfer}, true

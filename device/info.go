@@ -42,7 +42,7 @@ func cmdInfo(e *env, args []string) int {
 		return e.fail(exitCode(err), "%v", err)
 	}
 	r := infoReport{Offer: offerOf(raw)}
-	r.verdict(node.Inspect(cfg, s, booted, raw), booted)
+	r.verdict(node.Inspect(cfg, s, booted, raw), booted, cfg.Reboot.Policy == "manual")
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -73,7 +73,7 @@ type infoReport struct {
 }
 
 // verdict fills in what the checks and the agent's step decided.
-func (r *infoReport) verdict(v node.Verdict, booted ota.Slot) {
+func (r *infoReport) verdict(v node.Verdict, booted ota.Slot, manual bool) {
 	set := func(verdict, msg string, exit int) { r.Verdict, r.Message, r.Exit = verdict, msg, exit }
 	if v.Refused != nil {
 		r.Code = ota.CodeOf(v.Refused)
@@ -92,7 +92,11 @@ func (r *infoReport) verdict(v node.Verdict, booted ota.Slot) {
 		}
 	}
 	if p := v.State.Pending; p != nil && p.Key() == v.Target.Key() {
-		set("pending", fmt.Sprintf("would wait as pending until %s is settled (%s)", v.State.Target.ID, v.State.Phase), ota.ExitOK)
+		phase := v.State.Phase
+		if phase == ota.Rebooting && manual {
+			phase = ota.Staged // waits for the operator's reboot (agent.ForOperator)
+		}
+		set("pending", fmt.Sprintf("would wait as pending until %s is settled (%s)", v.State.Target.ID, phase), ota.ExitOK)
 		return
 	}
 	for _, fx := range v.Effects {

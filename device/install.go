@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/otad/otad/agent"
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/ota"
@@ -36,24 +37,42 @@ func cmdInstall(e *env, args []string) int {
 		defer given.close()
 	}
 	client := control.Client{Path: cfg.ControlSocket}
-	stop := e.follow(client.Status)
 	var o ota.Outcome
+	daemon := true
 	if given != nil {
-		p, files := given.control()
-		o, err = client.InstallPayload(e.ctx, raw, p, files)
-	} else {
-		o, err = client.Install(e.ctx, raw)
+		// The payload is this command's: an offer that would wait behind an
+		// unsettled install would no longer have it after the reboot.
+		if st, serr := client.Status(e.ctx); serr == nil {
+			err = agent.GivenPayloadBusy(st)
+		}
 	}
-	stop()
+	if err == nil {
+		stop := e.follow(client.Status)
+		if given != nil {
+			p, files := given.control()
+			o, err = client.InstallPayload(e.ctx, raw, p, files)
+		} else {
+			o, err = client.Install(e.ctx, raw)
+		}
+		stop()
+	}
 	if errors.Is(err, control.ErrNoDaemon) {
 		// No daemon: install in this process, under the same lock, until the
 		// offer's outcome is known (or the sim device reboots under it).
+		daemon = false
 		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) (err error) {
 			if given != nil {
+				if err := agent.GivenPayloadBusy(n.Agent.Status()); err != nil {
+					return err
+				}
 				n.Sources.Put(verify.EnvelopeDigest(raw), given.source())
 			}
 			stop := e.follow(func(context.Context) (ota.Status, error) { return n.Agent.Status(), nil })
-			o, err = n.Agent.Install(ctx, raw)
+			if given != nil {
+				o, err = n.Agent.InstallGiven(ctx, agent.SourceLocal, raw)
+			} else {
+				o, err = n.Agent.Install(ctx, raw)
+			}
 			stop()
 			return err
 		})
@@ -61,7 +80,16 @@ func cmdInstall(e *env, args []string) int {
 			return code
 		}
 	}
-	if err != nil {
+	var busy *agent.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return e.fail(ota.ExitBusy, "%s: %v", file, err)
+	case err != nil && e.ctx.Err() != nil && daemon:
+		// Ctrl-C stops this command, not the daemon's install.
+		return e.fail(ota.ExitFailure, "interrupted: the daemon goes on with the install (otad status follows it; otad cancel stops it)")
+	case err != nil && e.ctx.Err() != nil:
+		return e.fail(ota.ExitFailure, "interrupted: the install stopped with this command and resumes when otad next runs (otad cancel ends it)")
+	case err != nil:
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	return e.report(file, o, cfg.Reboot.Policy == "manual")

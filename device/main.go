@@ -27,16 +27,18 @@ type command struct {
 
 // commands is otad's command table (docs/contract/commands.md), in the order the usage lists it.
 func commands() ([]string, map[string]command) {
-	return []string{"run", "install", "info", "status", "mark-good", "mark-bad", "trust", "config", "version"}, map[string]command{
-		"run":       {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},
-		"install":   {"[--payload P] FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
-		"info":      {"FILE", "what an offer is, and whether this device would install it (nothing fetched)", cmdInfo},
-		"status":    {"[--json]", "booted slot, slot contents, state, last result", cmdStatus},
-		"mark-good": {"", "commit the booted slot", cmdMark},
-		"mark-bad":  {"", "reject the booted slot and return to the other one", cmdMark},
-		"trust":     {"update FILE...", "take root documents of trust (docs/contract/trust.md) through the daemon if it runs", cmdTrust},
-		"config":    {"check", "check the config; print the effective settings or each error", cmdConfig},
-		"version":   {"", "print the version (also --version)", cmdVersion},
+	return []string{"run", "install", "cancel", "info", "status", "mark-good", "mark-bad", "mark-active", "trust", "config", "version"}, map[string]command{
+		"run":         {"", "the daemon (systemd Type=notify, watchdog aware)", cmdRun},
+		"install":     {"[--payload P] FILE", "install a signed offer envelope (through the daemon if it runs)", cmdInstall},
+		"cancel":      {"", "stop the running download or install (the slot is not marked; the offer stays retryable)", cmdCancel},
+		"mark-active": {"booted|other", "booted: drop a staged install; other: make the other slot's verified image primary", cmdMarkActive},
+		"info":        {"[--json] FILE", "what an offer is, and whether this device would install it (nothing fetched)", cmdInfo},
+		"status":      {"[--json]", "booted slot, slot contents, state, last result", cmdStatus},
+		"mark-good":   {"", "commit the booted slot", cmdMark},
+		"mark-bad":    {"", "reject the booted slot and return to the other one", cmdMark},
+		"trust":       {"update FILE...", "take root documents of trust (docs/contract/trust.md) through the daemon if it runs", cmdTrust},
+		"config":      {"check", "check the config; print the effective settings or each error", cmdConfig},
+		"version":     {"", "print the version (also --version)", cmdVersion},
 	}
 }
 

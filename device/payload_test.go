@@ -177,7 +177,7 @@ func TestInfo(t *testing.T) {
 	for _, c := range []struct {
 		env  []byte
 		want string
-	}{{good, "is the install in progress"}, {newer, "would wait as pending until rel-good is settled (rebooting)"}} {
+	}{{good, "is the install in progress"}, {newer, "would wait as pending until rel-good is settled (staged)"}} {
 		if code, stdout, stderr := otad(t, "info", "-c", cfg, writeEnv(t, c.env)); code != 0 || !strings.Contains(stdout, c.want) {
 			t.Errorf("info after the install: exit %d, want %q\n%s%s", code, c.want, stdout, stderr)
 		}

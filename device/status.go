@@ -36,7 +36,7 @@ func cmdStatus(e *env, args []string) int {
 		if jerr != nil {
 			return e.fail(ota.ExitFailure, "%v", jerr)
 		}
-		st, err = agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), nil
+		st, err = agent.ForOperator(agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), agent.Policy{RebootImmediately: cfg.Reboot.Policy != "manual"}), nil
 		st.Groups = cfg.MQTT.Groups
 		offline = true
 		if st.BootedSlot == "" && cfg.Bootloader.Type != "sim" {

@@ -106,6 +106,7 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	clearOffer := fset.Bool("clear", false, "clear the retained offer (no FILE); with --group also every group member's own desired topic (a rollout's offers)")
 	window := fset.Duration("window", 2*time.Second, "with --group: ask the group's devices to report within this long, to know its members; 0: retained statuses only")
 	timeout := fset.Duration("timeout", 30*time.Second, "give up after this long")
+	retry := fset.Bool("retry", false, "raise the envelope's attempt counter (unsigned): devices whose install of this offer ended retryable (download_failed, cancelled) start it again; a final ending stays")
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -153,6 +154,12 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 		// retained desired state of a fleet.
 		if _, err := verify.ParseEnvelope(payload); err != nil {
 			return fmt.Errorf("%s: %w", pos[0], err)
+		}
+		if *retry {
+			// The time in seconds: each retry's counter is greater than the last.
+			if payload, err = verify.WithAttempt(payload, time.Now().Unix()); err != nil {
+				return fmt.Errorf("%s: %w", pos[0], err)
+			}
 		}
 	}
 

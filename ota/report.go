@@ -109,6 +109,9 @@ type Event struct {
 	Result         Result `json:"result,omitempty"`
 	Code           Code   `json:"code,omitempty"`
 	Message        string `json:"message,omitempty"`
+	// Retryable says the ending the event reports may start again
+	// (docs/contract/installing.md).
+	Retryable bool `json:"retryable,omitempty"`
 	// Transfer is the install's, when the event names one.
 	Transfer
 }

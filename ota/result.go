@@ -71,6 +71,9 @@ type Outcome struct {
 	Message  string    `json:"message,omitempty"`
 	// Transfer is what the offer's install fetched and reused, when it ran.
 	Transfer
+	// Retryable says the offer may start again (docs/contract/installing.md):
+	// the slot was never marked and the same bytes may yet succeed.
+	Retryable bool `json:"retryable,omitempty"`
 }
 
 // ExitCode is the exit status of `otad install` for this outcome.

@@ -33,6 +33,7 @@ type Config struct {
 	Download      Download   `toml:"download"`
 	Commit        Commit     `toml:"commit"`
 	Reboot        Reboot     `toml:"reboot"`
+	Retry         Retry      `toml:"retry"`
 
 	// Path is the file the config came from, for error messages.
 	Path string `toml:"-"`
@@ -245,6 +246,7 @@ func (c *Config) defaults() {
 		c.Commit.Window.Duration = 5 * time.Minute
 	}
 	def(&c.Reboot.Policy, "immediate")
+	c.Retry.defaults()
 	if c.Slots.Readback == nil {
 		on := true
 		c.Slots.Readback = &on
@@ -320,6 +322,7 @@ func (c *Config) validate() []error {
 	if (c.Download.CertFile == "") != (c.Download.KeyFile == "") {
 		bad("download.cert_file", "cert_file and key_file go together")
 	}
+	c.Retry.validate(bad)
 	if len(c.Commit.HealthCommand) > 0 && !filepath.IsAbs(c.Commit.HealthCommand[0]) {
 		// Not looked up in $PATH: whoever controls the daemon's environment
 		// would choose what decides a commit.

@@ -28,13 +28,19 @@ type Handler interface {
 	Status() ota.Status
 	MarkGood(ctx context.Context) error
 	MarkBad(ctx context.Context) error
+	// Cancel stops the running install (otad cancel).
+	Cancel(ctx context.Context) error
+	// MarkActive is otad mark-active booted (other false) or other.
+	MarkActive(ctx context.Context, other bool) error
 }
 
 // MaxRequest bounds a request: an envelope is at most 256 KiB (base64 grows it).
 const MaxRequest = 512 << 10
 
 type request struct {
-	Op       string   `json:"op"`
+	Op string `json:"op"`
+	// Slot is mark-active's: "booted" or "other".
+	Slot     string   `json:"slot,omitempty"`
 	Envelope []byte   `json:"envelope,omitempty"`
 	Payload  *Payload `json:"payload,omitempty"`
 	Roots    [][]byte `json:"roots,omitempty"` // trust-update: root documents or chains
@@ -197,6 +203,18 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		if err := s.h.MarkBad(cctx); err != nil && !errors.Is(err, agent.ErrRebooted) {
 			resp.Error = err.Error()
 		}
+	case "cancel":
+		if err := s.h.Cancel(cctx); err != nil {
+			resp.Error = err.Error()
+		}
+	case "mark-active":
+		if req.Slot != "booted" && req.Slot != "other" {
+			resp.Error = fmt.Sprintf("mark-active: slot %q is neither booted nor other", req.Slot)
+			break
+		}
+		if err := s.h.MarkActive(cctx, req.Slot == "other"); err != nil && !errors.Is(err, agent.ErrRebooted) {
+			resp.Error = err.Error()
+		}
 	default:
 		resp.Error = fmt.Sprintf("unknown op %q", req.Op)
 	}
@@ -304,5 +322,22 @@ func (c Client) MarkGood(ctx context.Context) error {
 // MarkBad asks the daemon to reject the booted slot.
 func (c Client) MarkBad(ctx context.Context) error {
 	_, err := c.call(ctx, request{Op: "mark-bad"})
+	return err
+}
+
+// Cancel asks the daemon to stop the running install.
+func (c Client) Cancel(ctx context.Context) error {
+	_, err := c.call(ctx, request{Op: "cancel"})
+	return err
+}
+
+// MarkActive asks the daemon to make the booted slot (other false) or the
+// other slot primary.
+func (c Client) MarkActive(ctx context.Context, other bool) error {
+	slot := "booted"
+	if other {
+		slot = "other"
+	}
+	_, err := c.call(ctx, request{Op: "mark-active", Slot: slot})
 	return err
 }

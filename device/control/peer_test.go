@@ -26,6 +26,11 @@ func (h *countingHandler) InstallFrom(context.Context, string, []byte) (ota.Outc
 func (h *countingHandler) Status() ota.Status                 { h.calls.Add(1); return ota.Status{} }
 func (h *countingHandler) MarkGood(ctx context.Context) error { h.calls.Add(1); return nil }
 func (h *countingHandler) MarkBad(ctx context.Context) error  { h.calls.Add(1); return nil }
+func (h *countingHandler) Cancel(ctx context.Context) error   { h.calls.Add(1); return nil }
+func (h *countingHandler) MarkActive(ctx context.Context, other bool) error {
+	h.calls.Add(1)
+	return nil
+}
 
 // dialAs connects to path with the calling thread's effective uid set to uid
 // (credentials are per thread on Linux; SO_PEERCRED records the euid at

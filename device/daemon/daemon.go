@@ -198,9 +198,16 @@ func (s served) Status() ota.Status {
 // the person gave it (otad install --payload): the node's Sources hold it
 // while the offer is taken up, and after, while it waits as pending.
 func (s served) InstallWithPayload(ctx context.Context, source string, raw []byte, p control.Payload) (ota.Outcome, error) {
-	src := node.Source{URL: p.URL, IndexURL: p.IndexURL, StoreURL: p.StoreURL, Files: p.Files}
+	src := node.Source{URL: p.URL, IndexURL: p.IndexURL, StoreURL: p.StoreURL, Files: p.Files, Names: map[string]string{}}
+	if err := agent.GivenPayloadBusy(s.Agent.Status()); err != nil {
+		src.Close()
+		return ota.Outcome{}, err
+	}
 	for i, role := range p.Passed {
 		u := node.FdURL(p.Files[i])
+		if i < len(p.Paths) {
+			src.Names[u] = p.Paths[i]
+		}
 		switch role {
 		case "stream":
 			src.URL = u
@@ -216,7 +223,7 @@ func (s served) InstallWithPayload(ctx context.Context, source string, raw []byt
 		return s.Agent.InstallFrom(ctx, source, raw) // refused as it is
 	}
 	s.d.node.Sources.Put(key, src)
-	o, err := s.Agent.InstallFrom(ctx, source, raw)
+	o, err := s.Agent.InstallGiven(ctx, source, raw)
 	if err != nil || o.Result != ota.ResultPending {
 		s.d.node.Sources.Drop(key)
 	}

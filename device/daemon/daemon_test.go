@@ -201,7 +201,7 @@ func TestDuplicatesAndConflictingTopics(t *testing.T) {
 	mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, true)
 	mosquittoPub(t, b, "ota/groups/canary/desired", older, true)
 	runDevice(t, tb)
-	obs.waitStatus(t, "rebooting (manual policy)", func(s ota.Status) bool { return s.State == ota.Rebooting })
+	obs.waitStatus(t, "staged (manual policy)", func(s ota.Status) bool { return s.State == ota.Staged })
 	for range 50 {
 		mosquittoPub(t, b, "ota/devices/"+devID+"/desired", newer, false)
 	}
@@ -212,7 +212,7 @@ func TestDuplicatesAndConflictingTopics(t *testing.T) {
 	if n, ids := installsStarted(evs); n != 1 || ids[0] != "rel-dev-new" {
 		t.Fatalf("installs started: %d %v, want exactly one of rel-dev-new", n, ids)
 	}
-	if st.State != ota.Rebooting || st.Target == nil || st.Target.SHA256 != sum {
+	if st.State != ota.Staged || st.Target == nil || st.Target.SHA256 != sum {
 		t.Fatalf("status %+v", st)
 	}
 	if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {

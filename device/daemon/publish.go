@@ -63,10 +63,9 @@ func (systemdStatus) Progress(ota.Progress) {}
 
 // StateWords is the state as a person reads it: under reboot.policy =
 // "manual" an install past its flip waits for the operator's reboot, so it
-// reads "staged: reboot to boot slot B", not "rebooting" (which the device
-// is not doing). The status snapshot's state stays the contract's phase.
+// is staged (agent.ForOperator), and reads "staged: reboot to boot slot B".
 func StateWords(st ota.Status, manual bool) string {
-	if st.State == ota.Rebooting && manual && st.BootedSlot.Valid() {
+	if (st.State == ota.Rebooting || st.State == ota.Staged) && manual && st.BootedSlot.Valid() {
 		return "staged: reboot to boot slot " + string(st.BootedSlot.Other())
 	}
 	return string(st.State)

@@ -46,7 +46,12 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 	}
 	c.keys.takeCarried(raw)
 	tr := c.keys.Current()
-	off, err := verify.Check(raw, tr.Keyring, c.policyOf(tr), verify.Facts{
+	policy := c.policyOf(tr)
+	if f.PayloadGiven {
+		// The signed URLs are never fetched: the scheme rule is for them.
+		policy.Schemes = ota.Schemes()
+	}
+	off, err := verify.Check(raw, tr.Keyring, policy, verify.Facts{
 		Now: now, SecurityFloor: f.SecurityFloor, NewestIssuedAt: f.NewestIssuedAt, InactiveSlotSize: size,
 	})
 	err = namedRevoked(err, raw, tr)
@@ -55,6 +60,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 		// Authentic and well formed, even when refused: the status names it.
 		t = target(&off.Manifest)
 		t.ManifestSHA256 = off.Digest()
+		t.Retry = verify.EnvelopeAttempt(raw)
 	} else {
 		// Not authenticated: no id, but the bytes received are named by their digest.
 		t.ManifestSHA256 = verify.EnvelopeDigest(raw)

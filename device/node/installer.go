@@ -33,7 +33,8 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 		Payload: t.Payload, Target: in.slots[t.Slot], Booted: in.slots[in.booted], Readback: in.readback, Retry: in.retry,
 		HTTPClient: in.client, Schemes: in.schemes, Progress: progress,
 	}
-	if src, ok := in.sources.get(t.Key()); ok {
+	src, given := in.sources.get(t.Key())
+	if given {
 		var err error
 		if sj.Payload, sj.Schemes, err = src.apply(t.Payload, in.schemes); err != nil {
 			return err
@@ -51,7 +52,10 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 		err = slots.Write(ctx, sj)
 	}
 	if err != nil && ota.CodeOf(err) == "" {
-		return ota.Wrap(ota.CodeWriteFailed, err)
+		err = ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	if given {
+		err = src.named(err)
 	}
 	return err
 }

@@ -159,7 +159,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 
 // policy is the agent's policy from cfg.
 func policy(cfg *config.Config) agent.Policy {
-	return agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3}
+	return agent.Policy{RebootImmediately: cfg.Reboot.Policy == "immediate", MaxRestarts: 3, RetryAttempts: cfg.Retry.Count()}
 }
 
 // Assemble builds the agent on p with the policy of cfg.
@@ -175,6 +175,7 @@ func Assemble(cfg *config.Config, p *Parts, opt Options) (*Node, error) {
 		Heartbeat:    opt.Heartbeat, HeartbeatEvery: opt.HeartbeatEvery,
 		BuildTime:    BuildTime(),
 		TrustVersion: p.Keys.Version,
+		RetryDelay:   cfg.Retry.Delay.Duration,
 	}, p.Deps)
 	if err != nil {
 		return nil, err

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/otad/otad/ota"
@@ -28,6 +30,31 @@ type Sources struct {
 type Source struct {
 	URL, IndexURL, StoreURL string
 	Files                   []*os.File
+	// Names are what the person typed for the URLs above that are passed
+	// descriptors (/proc/self/fd/N): errors name their file, not the fd.
+	Names map[string]string
+}
+
+// named is err with the passed descriptors' URLs replaced by the names the
+// person gave, its code kept.
+func (src Source) named(err error) error {
+	if err == nil || len(src.Names) == 0 {
+		return err
+	}
+	msg := err.Error()
+	for u, name := range src.Names {
+		msg = strings.ReplaceAll(msg, u, name)
+		msg = strings.ReplaceAll(msg, strings.TrimPrefix(u, "file://"), name)
+	}
+	if msg == err.Error() {
+		return err
+	}
+	code := ota.CodeOf(err)
+	if code == "" {
+		code = ota.CodeWriteFailed
+	}
+	msg = strings.TrimPrefix(msg, string(code)+": ")
+	return &ota.Error{Code: code, Err: errors.New(msg)}
 }
 
 // Put makes src the offer's source, replacing (and closing) an older one.

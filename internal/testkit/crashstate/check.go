@@ -112,6 +112,9 @@ func (h *history) checkEvents(fail func(string, ...any), sha string) {
 			fail("the offer was reported %s, then %s", result, ev.Result)
 		}
 		result = ev.Result
+		if ev.Retryable {
+			result = "" // the operator may start it again (docs/contract/installing.md)
+		}
 	}
 }
 
@@ -183,7 +186,13 @@ func (p *publisher) Publish(s ota.Status, ev ota.Event) {
 	}
 }
 
-func (p *publisher) Progress(ota.Progress) {}
+// Progress wakes the rig too: the Cancel scenario's operator acts mid-download.
+func (p *publisher) Progress(ota.Progress) {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
 
 // checkEnd checks the device after the update settled: the journal has the
 // offer's result, the slot that runs holds what the journal says, and the
@@ -224,7 +233,7 @@ func (r *Rig) judge(out *Outcome, prior []Op) ([]string, string) {
 	if len(vs) > 0 || res == nil {
 		return vs, "violation"
 	}
-	want := map[End]ota.Code{Commit: "", Rollback: ota.CodeHealthCheckFailed}[r.sc.End]
+	want := map[End]ota.Code{Commit: "", Rollback: ota.CodeHealthCheckFailed, Cancel: "", MarkActive: ""}[r.sc.End]
 	booted, runs, end := out.Booted, out.runs, string(res.Result)
 	switch {
 	case res.Result == ota.ResultSuccess && res.Code == want && booted == ota.SlotA:
@@ -250,6 +259,13 @@ func (r *Rig) judge(out *Outcome, prior []Op) ([]string, string) {
 		if n, lost := h.tried(ota.SlotB, "", ""); n < r.sc.Boot.Tries() && !lost {
 			fail("rolled_back_by_bootloader, but the bootloader tried the new slot %d times of %d", n, r.sc.Boot.Tries())
 		}
+	case r.sc.End == MarkActive && res.Result == ota.ResultFailed && res.Code == ota.CodeCancelled && !res.Retryable:
+		// The power went after the drop was journaled and before the
+		// bootloader heard it: the dropped slot came up, was marked bad and left.
+		if booted != ota.SlotA || runs != r.fx.OldSHA {
+			fail("dropped, and the device runs %.12s on slot %s", runs, booted)
+		}
+		end = "dropped, its slot came up: marked bad"
 	default:
 		fail("ended %s %s (%s): not an end of a %s update", res.Result, res.Code, res.Message, r.sc.End)
 	}

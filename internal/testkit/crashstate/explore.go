@@ -15,6 +15,7 @@ import (
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/durable"
+	"github.com/otad/otad/ota"
 )
 
 // Options say what Explore explores.
@@ -153,7 +154,13 @@ func record(ctx context.Context, r *Rig, offer []byte) (*Image, []Op, error) {
 	if vs, _ := r.judge(out, nil); len(vs) > 0 && r.broken == nil && r.brokenDisk == nil {
 		return nil, nil, fmt.Errorf("the update without a power cut: %v", vs)
 	}
-	return img, tr.Ops(), nil
+	ops := tr.Ops()
+	if (r.sc.End == Cancel || r.sc.End == MarkActive) && !slices.ContainsFunc(ops, func(op Op) bool {
+		return op.Kind == OpMark && op.Mark.Kind == MarkEvent && op.Mark.Event.Code == ota.CodeCancelled && op.Mark.Event.Retryable
+	}) {
+		return nil, nil, fmt.Errorf("the update of %s: the operator's %s is not in its trace", r.sc, r.sc.End)
+	}
+	return img, ops, nil
 }
 
 // job is one state to explore: its image, the operations of its level

@@ -60,6 +60,36 @@ func TestCrashStates(t *testing.T) {
 	t.Log(res.Summary(), res.Wall)
 }
 
+// Issue 27: an operator's otad cancel mid-download and otad mark-active
+// booted of a staged install, each followed by the same offer installed
+// again, survive a power cut at every point (a short sample of the stream
+// mode; the explorer runs every mode: make crash).
+func TestUndoCrashStates(t *testing.T) {
+	var scs []Scenario
+	for _, sc := range UndoScenarios(Stream) {
+		if sc.Boot != UBootSingle {
+			scs = append(scs, sc)
+		}
+	}
+	opt := shortOptions(t, scs)
+	opt.Sample = 200
+	res, err := Explore(context.Background(), fixture(t), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Scenarios {
+		if s.Ends["success"] == 0 {
+			t.Errorf("%s: no state ends committed: %v", s.Scenario, s.Ends)
+		}
+		for i, v := range s.Violations {
+			if i < 3 {
+				t.Errorf("%s: depth %d: %s (before %s): %v", s.Scenario, v.Depth, v.State, v.Op, v.Messages)
+			}
+		}
+	}
+	t.Log(res.Summary(), res.Wall)
+}
+
 // noDirSync is durable with its directory syncs left out: a rename may be
 // lost after the agent acted on it.
 type noDirSync struct{ durable.FS }

@@ -179,7 +179,8 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	unhealthy := r.sc.End == Rollback && st.slots[slot].sha256(ImageSize) == r.fx.NewSHA
 	p.Deps.Health = health(!unhealthy)
 	p.Deps.Bootloader = uncancelled{p.Deps.Bootloader}
-	a, err := agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: true, MaxRestarts: 3},
+	manual := r.sc.End == MarkActive // the staged install waits for the operator
+	a, err := agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: !manual, MaxRestarts: 3},
 		CommitWindow: r.cfg.Commit.Window.Duration, Logger: discard(), BuildTime: node.BuildTime()}, p.Deps)
 	if err != nil {
 		out.fail("the agent does not start: %v", err)
@@ -189,12 +190,32 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx, slot, p.BootID) }()
-	taken := make(chan struct{})
+	taken := make(chan struct{})    // the offer was taken: the first otad install answered
+	finished := make(chan struct{}) // the installs are over
+	again := make(chan struct{}, 1) // the operator installs the offer again (undo.go)
 	go func() {
-		if offer != nil {
-			_, _ = a.Install(runCtx, offer)
+		defer close(finished)
+		if offer == nil {
+			close(taken)
+			return
 		}
-		close(taken)
+		for first := true; ; first = false {
+			o, err := a.Install(runCtx, offer)
+			if first {
+				close(taken)
+			}
+			if err != nil || (r.sc.End != Cancel && r.sc.End != MarkActive) {
+				return
+			}
+			if o.Code == ota.CodeCancelled && r.sc.End == Cancel {
+				continue // cancelled by the operator (or the agent stopped): install it again
+			}
+			select {
+			case <-again:
+			case <-runCtx.Done():
+				return
+			}
+		}
 	}()
 	deadline := time.NewTimer(r.timeout)
 	defer deadline.Stop()
@@ -204,6 +225,8 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 			if taken != nil {
 				<-taken
 			}
+			cancel()
+			<-finished
 			if rb.called.Load() {
 				return true
 			}
@@ -218,9 +241,18 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 			out.fail("stuck: %s after %s on slot %s", a.Status().State, r.timeout, slot)
 			cancel()
 			<-done
+			<-finished
 			return false
 		}
-		if s := a.Status(); took && s.State == ota.Idle && (offer == nil || s.LastResult != nil && s.LastResult.SHA256 == r.fx.NewSHA) {
+		s := a.Status()
+		if offer != nil && r.undo(runCtx, a, s, again) {
+			// The operator reboots the device (the manual policy).
+			cancel()
+			<-done
+			<-finished
+			return true
+		}
+		if took && s.State == ota.Idle && (offer == nil || s.LastResult != nil && s.LastResult.SHA256 == r.fx.NewSHA && !s.LastResult.Retryable) {
 			cancel() // settled; a reboot it asked for still ends the run as one
 		}
 	}

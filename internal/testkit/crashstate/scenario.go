@@ -32,9 +32,30 @@ type End int
 const (
 	Commit   End = iota // the new image passes its health check
 	Rollback            // it fails it: back to the old one
+	// Cancel: otad cancel stops the download once, then otad install of
+	// the same offer installs it, and it is committed.
+	Cancel
+	// MarkActive: under the manual reboot policy, otad mark-active booted
+	// drops the staged install once, then otad install of the same offer
+	// stages it again, the operator reboots, and it is committed.
+	MarkActive
 )
 
-func (e End) String() string { return [...]string{"commit", "rollback"}[e] }
+func (e End) String() string { return [...]string{"commit", "rollback", "cancel", "mark-active"}[e] }
+
+// UndoScenarios are every mode on every bootloader with an operator's
+// cancel and mark-active booted on the way (issue 27).
+func UndoScenarios(modes ...Mode) []Scenario {
+	var out []Scenario
+	for _, m := range modes {
+		for _, b := range Boots() {
+			for _, e := range []End{Cancel, MarkActive} {
+				out = append(out, Scenario{Mode: m, Boot: b, End: e})
+			}
+		}
+	}
+	return out
+}
 
 // Scenario is one whole update explored.
 type Scenario struct {

@@ -39,7 +39,8 @@ func main() {
 
 func run(ctx context.Context, workers, depth, sample int, only string) error {
 	var scenarios []crashstate.Scenario
-	for _, s := range crashstate.Scenarios(crashstate.Modes()...) {
+	all := append(crashstate.Scenarios(crashstate.Modes()...), crashstate.UndoScenarios(crashstate.Modes()...)...)
+	for _, s := range all {
 		if strings.Contains(s.String(), only) {
 			scenarios = append(scenarios, s)
 		}

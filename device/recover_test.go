@@ -1,0 +1,186 @@
+package device
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/internal/testkit/devicetest"
+	"github.com/otad/otad/ota"
+)
+
+// Issue 27: a truncated file from a USB stick ends the offer retryable, the
+// error names the file the person gave (not the descriptor the daemon
+// holds), and the same command with the right file installs it.
+func TestCorrectedPayloadInstallsAgain(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	img := devicetest.RandBytes(9, devicetest.ImageSize)
+	env, sum := tb.Offer("usb", 9, devicetest.OfferOpts{Image: img, URL: unreachable})
+	dir := t.TempDir()
+	short, good := filepath.Join(dir, "short.img"), filepath.Join(dir, "rootfs.img")
+	devicetest.Must(t, os.WriteFile(short, img[:len(img)/2], 0o600))
+	devicetest.Must(t, os.WriteFile(good, img, 0o600))
+	startDaemon(t, tb.Cfg.Path)
+	envFile := writeEnv(t, env)
+	code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, "--payload", short, envFile)
+	if code != 1 || !strings.Contains(stderr, "size_mismatch") || !strings.Contains(stderr, short) || strings.Contains(stderr, "/proc/self/fd") {
+		t.Fatalf("truncated file: exit %d, want 1 with size_mismatch naming %s\n%s%s", code, short, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "retryable") {
+		t.Errorf("the failure does not say it can be tried again:\n%s", stderr)
+	}
+	code, stdout, stderr = otad(t, "install", "-c", tb.Cfg.Path, "--payload", good, envFile)
+	if code != 0 || !strings.Contains(stdout, "staged rel-usb") {
+		t.Fatalf("the right file: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if devicetest.FileSHA(t, tb.Cfg.Slots.B, int64(len(img))) != sum {
+		t.Fatal("slot B does not hold the image")
+	}
+}
+
+// Issue 27: --payload behind a staged install is refused (exit 4), naming
+// what is staged and what settles it; mark-active booted drops the staged
+// install, and then the offer installs from the file.
+func TestPayloadBehindStagedThenMarkActiveBooted(t *testing.T) {
+	for _, daemon := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "through the daemon"}[daemon], func(t *testing.T) {
+			tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+			first, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+			img := devicetest.RandBytes(3, devicetest.ImageSize)
+			next, sum := tb.Offer("usb", 3, devicetest.OfferOpts{Image: img, URL: unreachable, Issued: time.Now().Add(time.Second)})
+			local := filepath.Join(t.TempDir(), "rootfs.img")
+			devicetest.Must(t, os.WriteFile(local, img, 0o600))
+			if daemon {
+				startDaemon(t, tb.Cfg.Path)
+			}
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, first)); code != 0 || !strings.Contains(stdout, "staged rel-v2") {
+				t.Fatalf("first install: exit %d\n%s%s", code, stdout, stderr)
+			}
+			nextFile := writeEnv(t, next)
+			code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, "--payload", local, nextFile)
+			if code != ota.ExitBusy || !strings.Contains(stderr, "rel-v2") || !strings.Contains(stderr, "staged") || !strings.Contains(stderr, "otad mark-active booted") {
+				t.Fatalf("--payload behind a staged install: exit %d, want 4 naming rel-v2 staged and mark-active booted\n%s%s", code, stdout, stderr)
+			}
+			if code, stdout, stderr := otad(t, "mark-active", "-c", tb.Cfg.Path, "booted"); code != 0 || !strings.Contains(stdout, "slot A is primary again") {
+				t.Fatalf("mark-active booted: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if v, err := tb.Sim().Vars(); err != nil || !strings.HasPrefix(v["BOOT_ORDER"], "A") {
+				t.Fatalf("boot order after mark-active booted: %v %v", v, err)
+			}
+			if code, stdout, _ := otad(t, "status", "-c", tb.Cfg.Path); code != 0 || !strings.Contains(stdout, "state:       idle") {
+				t.Fatalf("status after mark-active booted:\n%s", stdout)
+			}
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, "--payload", local, nextFile); code != 0 || !strings.Contains(stdout, "staged rel-usb") {
+				t.Fatalf("the next offer: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if devicetest.FileSHA(t, tb.Cfg.Slots.B, int64(len(img))) != sum {
+				t.Fatal("slot B does not hold the next image")
+			}
+			if code, _, stderr := otad(t, "mark-active", "-c", tb.Cfg.Path, "other"); code == 0 || !strings.Contains(stderr, "install is staged") && !strings.Contains(stderr, "refused") {
+				t.Fatalf("mark-active other while staged: exit %d %s", code, stderr)
+			}
+		})
+	}
+}
+
+// Issue 27: otad cancel stops a download the daemon runs: the slot stays
+// unbootable, the boot environment untouched, the journal says cancelled
+// (retryable), and the same envelope then installs.
+func TestCancelMidDownloadThenInstall(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	env, sum := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	startDaemon(t, tb.Cfg.Path)
+	tb.Throttle.Store(true)
+	envFile := writeEnv(t, env)
+	inst := exec.Command(otadBin, "install", "-c", tb.Cfg.Path, envFile)
+	var out strings.Builder
+	inst.Stderr = &out
+	devicetest.Must(t, inst.Start())
+	for i := 0; tb.Fetched.Load() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("download did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Slot B was marked bad before its first byte; cancel changes nothing more.
+	before, err := tb.Sim().Vars()
+	devicetest.Must(t, err)
+	if code, stdout, stderr := otad(t, "cancel", "-c", tb.Cfg.Path); code != 0 || !strings.Contains(stdout, "cancelled rel-v2") {
+		t.Fatalf("cancel: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := inst.Wait(); err == nil || !strings.Contains(out.String(), "cancelled") {
+		t.Fatalf("the waiting install: %v\n%s", err, out.String())
+	}
+	j := tb.Journal()
+	if j.Phase != ota.Idle || j.LastResult == nil || j.LastResult.Code != ota.CodeCancelled || !j.LastResult.Retryable {
+		t.Fatalf("journal after cancel: %s %+v", j.Phase, j.LastResult)
+	}
+	after, err := tb.Sim().Vars()
+	devicetest.Must(t, err)
+	if after["BOOT_ORDER"] != before["BOOT_ORDER"] || after["BOOT_B_LEFT"] != before["BOOT_B_LEFT"] || !strings.HasPrefix(after["BOOT_ORDER"], "A") {
+		t.Fatalf("boot order changed by a cancelled install: %v, was %v", after, before)
+	}
+	if code, _, _ := otad(t, "cancel", "-c", tb.Cfg.Path); code != 1 {
+		t.Errorf("cancel with nothing running: exit %d, want 1", code)
+	}
+	tb.Throttle.Store(false)
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile); code != 0 || !strings.Contains(stdout, "staged rel-v2") {
+		t.Fatalf("the same envelope after cancel: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
+		t.Fatal("slot B does not hold the image")
+	}
+}
+
+// Issue 27: under the manual policy an install past its flip is staged in
+// otad status --json too, and otad mark-bad drops it.
+func TestMarkBadDropsStagedUnderManualPolicy(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	env, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, env)); code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, _ := otad(t, "status", "--json", "-c", tb.Cfg.Path); code != 0 || !strings.Contains(stdout, `"state": "staged"`) {
+		t.Fatalf("status --json of a staged install:\n%s", stdout)
+	}
+	if code, stdout, stderr := otad(t, "mark-bad", "-c", tb.Cfg.Path); code != 0 {
+		t.Fatalf("mark-bad while staged: exit %d\n%s%s", code, stdout, stderr)
+	}
+	j := tb.Journal()
+	if j.Phase != ota.Idle || j.Slots["B"].Status != ota.SlotBad {
+		t.Fatalf("after mark-bad: %s slot B %+v", j.Phase, j.Slots["B"])
+	}
+	if v, _ := tb.Sim().Vars(); !strings.HasPrefix(v["BOOT_ORDER"], "A") {
+		t.Fatalf("boot order after mark-bad: %v", v)
+	}
+}
+
+// Issue 27: Ctrl-C on otad install stops the command, not the daemon's
+// install, and says so and how to stop it.
+func TestInterruptedInstallSaysTheDaemonGoesOn(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	env, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	startDaemon(t, tb.Cfg.Path)
+	tb.Throttle.Store(true)
+	inst := exec.Command(otadBin, "install", "-c", tb.Cfg.Path, writeEnv(t, env))
+	var out strings.Builder
+	inst.Stderr = &out
+	devicetest.Must(t, inst.Start())
+	for i := 0; tb.Fetched.Load() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("download did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	devicetest.Must(t, inst.Process.Signal(os.Interrupt))
+	if err := inst.Wait(); err == nil || !strings.Contains(out.String(), "the daemon goes on") || !strings.Contains(out.String(), "otad cancel") {
+		t.Fatalf("Ctrl-C: %v\n%s", err, out.String())
+	}
+	if st, ok := status(t, tb.Cfg.Path); !ok || st.State != ota.Downloading {
+		t.Fatalf("after Ctrl-C the daemon's install: %+v", st)
+	}
+	tb.Throttle.Store(false)
+}

@@ -1,0 +1,92 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/config"
+	"github.com/otad/otad/device/control"
+	"github.com/otad/otad/device/node"
+	"github.com/otad/otad/ota"
+)
+
+// The operator's undo (docs/contract/commands.md): otad cancel stops a
+// running download or install; otad mark-active booted|other as RAUC's.
+
+func cmdCancel(e *env, args []string) int {
+	e.logLevel = slog.LevelWarn
+	_, cfg, code := e.setup(args, 0, nil)
+	if cfg == nil {
+		return code
+	}
+	return e.operate(cfg, func(ctx context.Context, c operator) error { return c.Cancel(ctx) },
+		func(st ota.Status) string {
+			if r := st.LastResult; r != nil && r.Code == ota.CodeCancelled {
+				return fmt.Sprintf("cancelled %s; slot %s was not marked, the boot slot did not change (otad install of the same offer starts it again)", r.ID, st.BootedSlot.Other())
+			}
+			return "cancelled"
+		})
+}
+
+func cmdMarkActive(e *env, args []string) int {
+	e.logLevel = slog.LevelWarn
+	pos, cfg, code := e.setup(args, 1, nil)
+	if cfg == nil {
+		return code
+	}
+	var other bool
+	switch pos[0] {
+	case "booted":
+	case "other":
+		other = true
+	default:
+		return e.fail(ota.ExitUsage, "mark-active: %q: say booted or other", pos[0])
+	}
+	manual := cfg.Reboot.Policy == "manual"
+	return e.operate(cfg, func(ctx context.Context, c operator) error { return c.MarkActive(ctx, other) },
+		func(st ota.Status) string {
+			if !other {
+				return fmt.Sprintf("slot %s is primary again; the staged install is dropped", st.BootedSlot)
+			}
+			if manual {
+				return fmt.Sprintf("slot %s is primary; reboot.policy is manual: reboot the device (systemctl reboot) to boot it", st.BootedSlot.Other())
+			}
+			return fmt.Sprintf("slot %s is primary; rebooting", st.BootedSlot.Other())
+		})
+}
+
+// operator is what cancel and mark-active ask of the daemon or the agent.
+type operator interface {
+	Cancel(context.Context) error
+	MarkActive(context.Context, bool) error
+}
+
+// operate asks the daemon, or the agent in this process when none runs, and
+// says what came of it (said, from the status after) or why not.
+func (e *env) operate(cfg *config.Config, op func(context.Context, operator) error, said func(ota.Status) string) int {
+	c := control.Client{Path: cfg.ControlSocket}
+	var after ota.Status
+	err := op(e.ctx, c)
+	if err == nil {
+		after, _ = c.Status(e.ctx)
+	}
+	if errors.Is(err, control.ErrNoDaemon) {
+		var code int
+		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
+			err := op(ctx, n.Agent)
+			after = n.Agent.Status()
+			return err
+		})
+		if code != ota.ExitOK {
+			return code
+		}
+	}
+	if err != nil && !errors.Is(err, agent.ErrRebooted) {
+		return e.fail(ota.ExitFailure, "%v", err)
+	}
+	fmt.Fprintln(e.stdout, said(after))
+	return ota.ExitOK
+}
