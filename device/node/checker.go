@@ -61,7 +61,7 @@ func (c *checker) Check(raw []byte, f agent.Facts) (agent.Target, error) {
 func target(m *verify.Manifest) agent.Target {
 	return agent.Target{
 		ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, IssuedAt: m.IssuedAt,
-		Payload: m.Payload,
+		ExpiresAt: m.ExpiresAt, Payload: m.Payload,
 	}
 }
 
