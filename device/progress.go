@@ -22,8 +22,8 @@ type progress struct {
 
 	phase   ota.Phase
 	id      string
-	samples []sample // this phase's, the last rateWindow of them
-	line    string   // on the terminal now; "" when cleared
+	samples []sample  // this phase's, the last rateWindow of them
+	line    string    // on the terminal now; "" when cleared
 	waiting time.Time // the Since of the wait for the network said last (plain output)
 }
 
