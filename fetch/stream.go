@@ -34,6 +34,7 @@ type httpSource struct {
 	body       io.ReadCloser
 	cancelReq  context.CancelFunc
 	stallTimer *time.Timer
+	stalled    atomic.Bool // the stall timer cancelled the request
 
 	lastErr    error // the last try's, nil when it delivered
 	downloaded *atomic.Int64
@@ -83,6 +84,7 @@ func (s *httpSource) Read(p []byte) (int, error) {
 		if err == io.EOF {
 			err = fmt.Errorf("connection closed at byte %d of %d", s.off, s.total)
 		}
+		err = stallErr(&s.stalled, s.stall, err)
 		s.closeBody()
 		// A body that breaks or stalls is the network's failure.
 		s.lastErr = &TransientError{Err: fmt.Errorf("read %s at byte %d: %w", s.url, s.off, err)}
@@ -152,7 +154,8 @@ func (s *httpSource) request() error {
 	}
 	// The stall timer cancels the request when the body stops delivering; the
 	// read then fails as transient and resumes.
-	timer := time.AfterFunc(s.stall, cancel)
+	s.stalled.Store(false)
+	timer := time.AfterFunc(s.stall, func() { s.stalled.Store(true); cancel() })
 	resp, err := s.client.Do(req)
 	if err != nil {
 		timer.Stop()
@@ -160,7 +163,7 @@ func (s *httpSource) request() error {
 		if isPermanentTransportError(err) {
 			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: %w", s.url, err))
 		}
-		return &TransientError{Err: fmt.Errorf("GET %s: %w", s.url, err)}
+		return &TransientError{Err: fmt.Errorf("GET %s: %w", s.url, stallErr(&s.stalled, s.stall, err))}
 	}
 	if err := s.accept(resp, ranged, timer); err != nil || s.eof {
 		timer.Stop()
