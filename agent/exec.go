@@ -233,7 +233,7 @@ func (a *Agent) publishProgress(e PublishProgress) {
 	if a.status.Target != nil {
 		// Copy: snapshots handed out by Status share the old pointer.
 		t := *a.status.Target
-		t.BytesDone, t.Transfer = e.BytesDone, e.Transfer
+		t.BytesDone, t.Transfer, t.Waiting = e.BytesDone, e.Transfer, e.Waiting
 		a.status.Target = &t
 	}
 	a.mu.Unlock()

@@ -19,13 +19,16 @@ type SlotInfo struct {
 
 // Target is an accepted offer: the install in progress, or the one waiting.
 type Target struct {
-	ID              string      `json:"id"`
-	Version         string      `json:"version"`
-	SecurityVersion uint64      `json:"security_version"`
-	IssuedAt        time.Time   `json:"issued_at"`
-	Payload         ota.Payload `json:"payload"`
-	Slot            ota.Slot    `json:"slot,omitempty"` // set when the install starts
-	BytesDone       int64       `json:"bytes_done"`
+	ID              string    `json:"id"`
+	Version         string    `json:"version"`
+	SecurityVersion uint64    `json:"security_version"`
+	IssuedAt        time.Time `json:"issued_at"`
+	// ExpiresAt is the offer's expires_at: a download that lost the network
+	// waits for it until then (docs/contract/installing.md).
+	ExpiresAt time.Time   `json:"expires_at,omitzero"`
+	Payload   ota.Payload `json:"payload"`
+	Slot      ota.Slot    `json:"slot,omitempty"` // set when the install starts
+	BytesDone int64       `json:"bytes_done"`
 	// Transfer is what the install fetched and reused so far.
 	ota.Transfer
 	// ConfirmingSince is when the agent first started on the new slot, by

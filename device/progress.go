@@ -21,8 +21,9 @@ type progress struct {
 
 	phase   ota.Phase
 	id      string
-	samples []sample // this phase's, the last rateWindow of them
-	line    string   // on the terminal now; "" when cleared
+	samples []sample  // this phase's, the last rateWindow of them
+	line    string    // on the terminal now; "" when cleared
+	waiting time.Time // the Since of the wait for the network said last (plain output)
 }
 
 type sample struct {
@@ -73,6 +74,11 @@ func (p *progress) update(st ota.Status, now time.Time) {
 			io.WriteString(p.w, atPriority(p.journal, slog.LevelInfo, fmt.Sprintf("otad: %s: %s (%s)\n", t.ID, st.State, size(t.BytesTotal))))
 		}
 	}
+	if w := t.Waiting; w != nil {
+		p.wait(*w, now)
+		return
+	}
+	p.waiting = time.Time{}
 	p.samples = append(p.samples, sample{now, t.BytesDone})
 	for len(p.samples) > 2 && now.Sub(p.samples[0].at) > rateWindow {
 		p.samples = p.samples[1:]
@@ -89,6 +95,34 @@ func (p *progress) update(st ota.Status, now time.Time) {
 		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
 		p.line = line
 	}
+}
+
+// wait shows a download that waits for the network: on the terminal the
+// line counts down to the next try; elsewhere one line a wait.
+func (p *progress) wait(w ota.Waiting, now time.Time) {
+	line := waitLine(w, now)
+	if !p.tty {
+		if !w.Since.Equal(p.waiting) {
+			p.waiting = w.Since
+			io.WriteString(p.w, atPriority(p.journal, slog.LevelWarn, fmt.Sprintf("otad: %s: %s\n", p.id, line)))
+		}
+		return
+	}
+	if line != p.line {
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
+		p.line = line
+	}
+}
+
+// waitLine is "waiting for the network (1:05): dial tcp ...: connection
+// refused; next try in 40s".
+func waitLine(w ota.Waiting, now time.Time) string {
+	what := w.For
+	if what == ota.WaitNetwork {
+		what = "the network"
+	}
+	next := max(0, w.NextTry.Sub(now).Round(time.Second))
+	return fmt.Sprintf("waiting for %s (%s): %s; next try in %s", what, clock(now.Sub(w.Since)), w.Error, next)
 }
 
 // finish clears the progress line, for the outcome to take its place.

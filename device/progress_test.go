@@ -41,6 +41,34 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
+// A download waiting for the network says so, on a terminal counting down
+// to the next try, elsewhere once a wait.
+func TestProgressWaiting(t *testing.T) {
+	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
+	w := &ota.Waiting{For: ota.WaitNetwork, Error: "dial tcp 10.0.0.1:443: connect: connection refused", Since: now.Add(-65 * time.Second), NextTry: now.Add(40 * time.Second)}
+	st := ota.Status{State: ota.Downloading, Target: &ota.TargetStatus{ID: "fw-2", BytesDone: 1 << 20, BytesTotal: 4 << 20, Waiting: w}}
+	want := "waiting for the network (1:05): dial tcp 10.0.0.1:443: connect: connection refused; next try in 40s"
+	if got := waitLine(*w, now); got != want {
+		t.Fatalf("waitLine =\n%q, want\n%q", got, want)
+	}
+	var tty bytes.Buffer
+	p := &progress{w: &tty, tty: true}
+	p.update(st, now)
+	p.update(st, now.Add(10*time.Second))
+	if out := tty.String(); !strings.Contains(out, "\r\x1b[K"+want) || !strings.Contains(out, "next try in 30s") {
+		t.Fatalf("terminal: %q", out)
+	}
+	var plain bytes.Buffer
+	p = &progress{w: &plain}
+	p.update(st, now)
+	p.update(st, now.Add(10*time.Second))
+	st.Target.Waiting = nil
+	p.update(st, now.Add(20*time.Second))
+	if got := strings.Count(plain.String(), "waiting for the network"); got != 1 {
+		t.Fatalf("plain output says the wait %d times, want once:\n%s", got, plain.String())
+	}
+}
+
 // openPTY opens a pseudo-terminal pair: what the child writes to the
 // second file, the test reads from the first.
 func openPTY(t *testing.T) (master, tty *os.File) {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,9 +69,14 @@ func parseRetryAfter(v string) time.Duration {
 }
 
 // isPermanentTransportError reports failures that retrying cannot fix:
-// certificate problems and malformed requests.
+// certificate problems, a TLS alert the server sent (it refused the
+// handshake: a verdict, not the network), TLS spoken to a server that does
+// not, and malformed requests.
 func isPermanentTransportError(err error) bool {
 	var (
+		alert       tls.AlertError
+		record      tls.RecordHeaderError
+		op          *net.OpError
 		unknownAuth *x509.UnknownAuthorityError
 		hostname    x509.HostnameError
 		invalid     x509.CertificateInvalidError
@@ -78,5 +84,7 @@ func isPermanentTransportError(err error) bool {
 		refused     *ota.Error // a redirect the policy refused
 	)
 	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &verify) || errors.As(err, &refused)
+		errors.As(err, &invalid) || errors.As(err, &verify) || errors.As(err, &refused) ||
+		errors.As(err, &alert) || errors.As(err, &record) ||
+		errors.As(err, &op) && op.Op == "remote error" // crypto/tls's word for an alert received
 }

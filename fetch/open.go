@@ -24,6 +24,12 @@ type Request struct {
 	// Retry is the policy for transient failures; zero fields take the
 	// [download] defaults (WithRetryDefaults).
 	Retry backoff.Policy
+	// Until is how long a download waits for a network that is gone (the
+	// offer's expires_at); zero: as long as the context lives.
+	Until time.Time
+	// Waiting, when set, is told each wait for the network, and nil once
+	// bytes arrive again (Retrier).
+	Waiting func(*ota.Waiting)
 	// Schemes are the URL schemes every redirect may use ([download]
 	// schemes); empty allows the URL's own scheme and https.
 	Schemes []string
@@ -79,7 +85,7 @@ func Open(ctx context.Context, r Request) (io.ReadCloser, error) {
 			client:     client,
 			ownClient:  own,
 			url:        r.URL,
-			retry:      WithRetryDefaults(r.Retry),
+			retry:      NewRetrier(r),
 			limit:      r.Limit,
 			stall:      r.stall(),
 			total:      -1,

@@ -32,11 +32,13 @@ type Ranges interface {
 // start, skipping what is not needed, as a plain static server allows.
 var ErrNoRanges = errors.New("the server does not answer single-range requests as asked")
 
-// TransientError is a failure worth retrying; After is the server's
-// Retry-After.
+// TransientError is a failure worth retrying: Status is the server's
+// answer (5xx, 408, 429), with its Retry-After; 0 when the network failed
+// (no answer, a body cut short or stalled).
 type TransientError struct {
-	Err   error
-	After time.Duration
+	Err    error
+	Status int
+	After  time.Duration
 }
 
 func (e *TransientError) Error() string { return e.Err.Error() }
@@ -44,8 +46,8 @@ func (e *TransientError) Unwrap() error { return e.Err }
 
 // OpenRanges returns the ranges of r.URL, HTTP(S) or a local file, which
 // must be size bytes (payload.chunks.store_size): a resource of another
-// size is size_mismatch. r.Limit and r.Retry are not used: each range is
-// bounded, and the caller retries.
+// size is size_mismatch. r.Limit, r.Retry, r.Until and r.Waiting are not
+// used: each range is bounded, and the caller retries (NewRetrier).
 func OpenRanges(r Request, size int64) (Ranges, error) {
 	return OpenRangesNamed(r, size, "payload.chunks.store_size")
 }
@@ -156,7 +158,7 @@ func (h *httpRanges) accept(resp *http.Response, off, n int64, asked string) err
 		// The range lies inside store_size: the store is shorter than that.
 		return h.sizeChanged(total, asked)
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return &TransientError{Err: status, After: parseRetryAfter(resp.Header.Get("Retry-After"))}
+		return &TransientError{Err: status, Status: code, After: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	}
 	return ota.Wrap(ota.CodeDownloadFailed, status)
 }

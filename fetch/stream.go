@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/ota"
 )
 
@@ -22,7 +21,7 @@ type httpSource struct {
 	client    *http.Client
 	ownClient bool
 	url       string
-	retry     backoff.Policy
+	retry     *Retrier
 	limit     int64 // Request.Limit
 	stall     time.Duration
 
@@ -35,10 +34,9 @@ type httpSource struct {
 	body       io.ReadCloser
 	cancelReq  context.CancelFunc
 	stallTimer *time.Timer
+	stalled    atomic.Bool // the stall timer cancelled the request
 
-	fails      int // consecutive failed tries without progress
-	lastErr    error
-	retryAfter time.Duration
+	lastErr    error // the last try's, nil when it delivered
 	downloaded *atomic.Int64
 }
 
@@ -64,7 +62,7 @@ func (s *httpSource) Read(p []byte) (int, error) {
 		if n > 0 {
 			s.off += int64(n)
 			s.downloaded.Add(int64(n))
-			s.fails = 0
+			s.retry.Progress()
 			s.stallTimer.Reset(s.stall)
 			if s.limit > 0 && s.off > s.limit {
 				s.closeBody()
@@ -86,8 +84,10 @@ func (s *httpSource) Read(p []byte) (int, error) {
 		if err == io.EOF {
 			err = fmt.Errorf("connection closed at byte %d of %d", s.off, s.total)
 		}
+		err = stallErr(&s.stalled, s.stall, err)
 		s.closeBody()
-		s.fail(fmt.Errorf("read %s at byte %d: %w", s.url, s.off, err))
+		// A body that breaks or stalls is the network's failure.
+		s.lastErr = &TransientError{Err: fmt.Errorf("read %s at byte %d: %w", s.url, s.off, err)}
 		if n > 0 {
 			return n, nil
 		}
@@ -117,23 +117,14 @@ func (s *httpSource) closeBody() {
 	}
 }
 
-func (s *httpSource) fail(err error) {
-	s.fails++
-	s.lastErr = err
-}
-
-// connect (re)opens the body at s.off, sleeping the backoff delay first when
-// the previous try failed.
+// connect (re)opens the body at s.off, after the retrier's wait when the
+// previous try failed.
 func (s *httpSource) connect() error {
 	for {
-		if s.fails > 0 {
-			if s.fails >= s.retry.Attempts {
-				return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", s.fails, s.lastErr))
-			}
-			// The server's Retry-After is a floor, within the cap.
-			ra := s.retryAfter
-			s.retryAfter = 0
-			if err := s.retry.Wait(s.ctx, s.fails-1, ra); err != nil {
+		if s.lastErr != nil {
+			err := s.lastErr
+			s.lastErr = nil
+			if err := s.retry.Retry(s.ctx, err); err != nil {
 				return err
 			}
 		}
@@ -148,7 +139,7 @@ func (s *httpSource) connect() error {
 		if errors.As(err, &final) {
 			return err
 		}
-		s.fail(err)
+		s.lastErr = err
 	}
 }
 
@@ -163,7 +154,8 @@ func (s *httpSource) request() error {
 	}
 	// The stall timer cancels the request when the body stops delivering; the
 	// read then fails as transient and resumes.
-	timer := time.AfterFunc(s.stall, cancel)
+	s.stalled.Store(false)
+	timer := time.AfterFunc(s.stall, func() { s.stalled.Store(true); cancel() })
 	resp, err := s.client.Do(req)
 	if err != nil {
 		timer.Stop()
@@ -171,7 +163,7 @@ func (s *httpSource) request() error {
 		if isPermanentTransportError(err) {
 			return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("GET %s: %w", s.url, err))
 		}
-		return fmt.Errorf("GET %s: %w", s.url, err)
+		return &TransientError{Err: fmt.Errorf("GET %s: %w", s.url, stallErr(&s.stalled, s.stall, err))}
 	}
 	if err := s.accept(resp, ranged, timer); err != nil || s.eof {
 		timer.Stop()
@@ -180,6 +172,7 @@ func (s *httpSource) request() error {
 		return err
 	}
 	s.body, s.cancelReq, s.stallTimer = resp.Body, cancel, timer
+	s.retry.Answered()
 	return nil
 }
 
@@ -220,10 +213,9 @@ func (s *httpSource) accept(resp *http.Response, ranged bool, timer *time.Timer)
 			return nil
 		}
 		s.noRange = true
-		return fmt.Errorf("GET %s: range from byte %d not satisfiable: %w", s.url, s.off, status)
+		return &TransientError{Err: fmt.Errorf("GET %s: range from byte %d not satisfiable: %w", s.url, s.off, status), Status: resp.StatusCode}
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		s.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
-		return status
+		return &TransientError{Err: status, Status: resp.StatusCode, After: parseRetryAfter(resp.Header.Get("Retry-After"))}
 	default:
 		return ota.Wrap(ota.CodeDownloadFailed, status)
 	}
@@ -240,7 +232,7 @@ func (s *httpSource) acceptWhole(resp *http.Response, timer *time.Timer) error {
 		// The server ignored Range or the payload changed: skip to where
 		// the stream broke (a changed payload then fails the hash check).
 		if err := skipBody(resp.Body, s.off, timer, s.stall); err != nil {
-			return fmt.Errorf("GET %s: skip %d bytes already written: %w", s.url, s.off, err)
+			return &TransientError{Err: fmt.Errorf("GET %s: skip %d bytes already written: %w", s.url, s.off, err)}
 		}
 	}
 	return nil
@@ -251,7 +243,7 @@ func (s *httpSource) acceptPartial(resp *http.Response) error {
 	start, end, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || start != s.off {
 		s.noRange = true
-		return fmt.Errorf("GET %s: answered Range bytes=%d- with Content-Range %q", s.url, s.off, resp.Header.Get("Content-Range"))
+		return &TransientError{Err: fmt.Errorf("GET %s: answered Range bytes=%d- with Content-Range %q", s.url, s.off, resp.Header.Get("Content-Range")), Status: resp.StatusCode}
 	}
 	s.total = end + 1
 	if total >= 0 {

@@ -68,6 +68,8 @@ type TargetStatus struct {
 	BytesDone      int64  `json:"bytes_done"`
 	BytesTotal     int64  `json:"bytes_total"`
 	Transfer
+	// Waiting says what the download waits for, while it waits.
+	Waiting *Waiting `json:"waiting,omitempty"`
 }
 
 // Transfer says where an install's bytes came from: bytes fetched from the
@@ -132,4 +134,20 @@ type Progress struct {
 	BytesTotal     int64   `json:"bytes_total"`
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	Transfer
+	// Waiting says what the download waits for, while it waits.
+	Waiting *Waiting `json:"waiting,omitempty"`
 }
+
+// Waiting is a download that lost the network and waits to try again
+// (docs/contract/installing.md): For what (WaitNetwork), the last error,
+// since when, and when the next try starts.
+type Waiting struct {
+	For     string    `json:"for"`
+	Error   string    `json:"error"`
+	Since   time.Time `json:"since"`
+	NextTry time.Time `json:"next_try"`
+}
+
+// WaitNetwork: the server could not be reached (refused, reset, DNS,
+// timeouts, stalls).
+const WaitNetwork = "network"

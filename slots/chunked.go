@@ -28,8 +28,9 @@ type ChunkedJob struct {
 	IndexURL string
 	// Expect is what the signed manifest says of the index and the store.
 	Expect payload.Expect
-	// Offer identifies the offer (the manifest's sha256): only the same offer
-	// resumes from a checkpoint.
+	// Offer identifies the offer (the manifest's sha256), recorded in the
+	// checkpoint for the record: any offer of the same image, chunked by the
+	// same index, resumes from it (checkpointKey).
 	Offer string
 	// StateDir keeps the checkpoint, the indexes of the images written and
 	// the booted slot's chunk list (in its subdirectory "chunked").
@@ -97,7 +98,7 @@ func defaultChunkTuning() chunkTuning {
 // every few MiB or seconds, and with Readback ends with a read-back of the
 // slot against the index and sha256 (without, it hashes the image as it is
 // written). The checkpoint, the kept index and the booted slot's chunk list
-// are aids: one not written is a warning (Log). A restart of the same offer resumes at
+// are aids: one not written is a warning (Log). A restart of any offer of the same image resumes at
 // the checkpoint. It returns nil only when all
 // of that succeeded, otherwise an *ota.Error with a docs/contract/installing.md code.
 func WriteChunked(ctx context.Context, job ChunkedJob) error {
@@ -108,6 +109,7 @@ func writeChunked(ctx context.Context, job ChunkedJob, tun tuning, ct chunkTunin
 	if job.CheckpointBytes > 0 {
 		ct.checkpointBytes, ct.checkpointGap = job.CheckpointBytes, 0
 	}
+	job.watchWaits()
 	in := &chunkInstall{job: &job, tun: &tun, ct: &ct, log: job.Log}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
@@ -239,11 +241,13 @@ func (j *ChunkedJob) checkChunks() error {
 	return nil
 }
 
-// checkpointKey names what a checkpoint is valid for: this offer's image,
-// chunked by this index, into this slot. Anything else starts over.
+// checkpointKey names what a checkpoint is valid for: this image, chunked
+// by this index (its digest), into this slot; not the offer, so that the same
+// image signed again or published anew resumes where the last offer of it
+// stopped (docs/contract/chunked.md). Anything else starts over.
 func (j *ChunkedJob) checkpointKey(target string) string {
 	h := sha256.New()
-	for _, s := range []string{"otad chunked checkpoint 1", j.Offer, j.SHA256, j.Expect.IndexSHA256,
+	for _, s := range []string{"otad chunked checkpoint 2", j.SHA256, j.Expect.IndexSHA256,
 		strconv.FormatInt(j.Expect.ChunkSize, 10), strconv.FormatInt(j.Size, 10), target} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})

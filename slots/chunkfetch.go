@@ -28,9 +28,10 @@ func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atom
 	switch {
 	case err == nil:
 		return nil, ota.FieldErrorf(ota.CodeIndexMismatch, "index", "longer than payload.chunks.index_size %d", n)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 	case ota.CodeOf(err) != "":
+		// Before EOF: a final error may wrap the EOF of a connection cut.
 		return nil, err
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 	default:
 		return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("index %s: %w", job.IndexURL, err))
 	}

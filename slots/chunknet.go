@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
@@ -22,8 +21,8 @@ import (
 type network struct {
 	in      *chunkInstall
 	src     fetch.Ranges
-	dsrc    fetch.Ranges // the delta file, when the plan fetches deltas
-	retry   backoff.Policy
+	dsrc    fetch.Ranges  // the delta file, when the plan fetches deltas
+	req     fetch.Request // the store's: its retry policy, expiry and wait reports
 	fetches []payload.Fetch
 	lanes   []*lane
 	cur     int // the fetch the consumer is in
@@ -116,10 +115,13 @@ func (n *network) runLane(ctx context.Context, l *lane, first int) {
 // src into l.out, retrying transient failures from the first chunk not yet
 // delivered. On failure it returns the chunk it failed at.
 func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payload.File, src payload.Source) (int, error) {
-	i, fails := f.First, 0
+	i, retry := f.First, fetch.NewRetrier(n.req)
 	rs := n.src
 	if file == payload.FileDelta {
+		// An aid: when it fails, the store brings the chunks (and waits for
+		// the network if it is that).
 		rs = n.dsrc
+		retry.Counted()
 	}
 	for {
 		for i < f.End && !n.planned(src, i) {
@@ -131,6 +133,7 @@ func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payl
 		start, _, _ := n.loc(file, i)
 		body, err := rs.Open(ctx, start, f.Offset+f.Length-start)
 		if err == nil {
+			retry.Answered()
 			before := i
 			i, err = n.stream(ctx, l, body, i, f.End, file, src)
 			body.Close()
@@ -138,28 +141,23 @@ func (n *network) fetch(ctx context.Context, l *lane, f payload.Fetch, file payl
 				return i, nil
 			}
 			if i > before {
-				fails = 0 // it delivered: the count starts again
+				retry.Progress() // it delivered: the count starts again
 			}
 		}
-		if err = n.retryWait(ctx, &fails, err); err != nil {
+		if err = n.retryWait(ctx, retry, err); err != nil {
 			return i, err
 		}
 	}
 }
 
-// retryWait counts a failure and sleeps the backoff delay when it is
-// transient and attempts are left; otherwise it returns the final error.
-func (n *network) retryWait(ctx context.Context, fails *int, err error) error {
-	var t *fetch.TransientError
-	if !errors.As(err, &t) || ctx.Err() != nil {
+// retryWait waits before the next try when err is transient (a network
+// down waits as long as the offer is valid: fetch.Retrier); otherwise it
+// returns the final error.
+func (n *network) retryWait(ctx context.Context, retry *fetch.Retrier, err error) error {
+	if ctx.Err() != nil {
 		return err
 	}
-	*fails++
-	if *fails >= n.retry.Attempts {
-		return ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("giving up after %d attempts: %w", *fails, err))
-	}
-	// The server's Retry-After is a floor, within the cap.
-	return n.retry.Wait(ctx, *fails-1, t.After)
+	return retry.Retry(ctx, err)
 }
 
 // stream reads chunks i.. of a fetch of file from body and queues the ones
@@ -259,7 +257,7 @@ func (n *network) fetchOne(ctx context.Context, l *lane, c payload.Chunk, buf []
 // fetchAlone is fetchOne; without fromStart, a server that serves no ranges
 // is fetch.ErrNoRanges instead of a read of the store from its start.
 func (n *network) fetchAlone(ctx context.Context, l *lane, c payload.Chunk, buf []byte, fromStart bool) ([]byte, error) {
-	fails := 0
+	retry := fetch.NewRetrier(n.req)
 	for {
 		body, err := n.src.Open(ctx, c.StoreOffset, int64(c.StoreLength))
 		if errors.Is(err, fetch.ErrNoRanges) && !fromStart {
@@ -279,7 +277,7 @@ func (n *network) fetchAlone(ctx context.Context, l *lane, c payload.Chunk, buf 
 				err = &fetch.TransientError{Err: fmt.Errorf("store %s: chunk %d cut short: %w", n.in.job.URL, c.Num, err)}
 			}
 		}
-		if err = n.retryWait(ctx, &fails, err); err != nil {
+		if err = n.retryWait(ctx, retry, err); err != nil {
 			return nil, err
 		}
 	}

@@ -138,11 +138,12 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 }
 
 func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
-	src, err := fetch.OpenRanges(in.job.request(in.job.URL, 0, in.tun, &in.fetched), in.job.Expect.StoreSize)
+	req := in.job.request(in.job.URL, 0, in.tun, &in.fetched)
+	src, err := fetch.OpenRanges(req, in.job.Expect.StoreSize)
 	if err != nil {
 		return nil, err
 	}
-	n := &network{in: in, src: src, retry: fetch.WithRetryDefaults(in.job.Retry), fetches: in.plan.Fetches}
+	n := &network{in: in, src: src, req: req, fetches: in.plan.Fetches}
 	if in.plan.DeltaBytes > 0 {
 		d := in.deltaOf
 		if n.dsrc, err = fetch.OpenRangesNamed(in.job.request(d.URL, 0, in.tun, &in.fetched), d.Size, fmt.Sprintf("payload.chunks.deltas[%d].size", in.deltaAt)); err != nil {

@@ -125,15 +125,32 @@ func cutPower(t *testing.T, d *chunkSlots, job ChunkedJob, after int) {
 	}
 }
 
-// TestChunkedCheckpointOfAnother: a checkpoint of another offer, or one
-// that cannot be read, is not resumed from: the install starts over.
+// TestChunkedCheckpointOfAnother: a checkpoint of another image, or of
+// the same image cut by another index, or one that cannot be read, is not
+// resumed from: the install starts over.
 func TestChunkedCheckpointOfAnother(t *testing.T) {
 	img := chunkImage(200, 19)
+	// keyed rewrites the checkpoint with the key of the job as other changes it.
+	keyed := func(other func(j *ChunkedJob)) func(j *ChunkedJob, d *chunkSlots) {
+		return func(j *ChunkedJob, d *chunkSlots) {
+			target, err := filepath.EvalSymlinks(d.target)
+			if err != nil {
+				panic(err)
+			}
+			o := *j
+			other(&o)
+			cp := readCheckpoint(t, d)
+			cp.Key = o.checkpointKey(target)
+			st := chunkState{dir: filepath.Join(d.state, chunkDirName)}
+			st.saveCheckpoint(&cp)
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(j *ChunkedJob, d *chunkSlots)
 	}{
-		{"another offer", func(j *ChunkedJob, _ *chunkSlots) { j.Offer = "another" }},
+		{"another image", keyed(func(o *ChunkedJob) { o.SHA256 = sha([]byte("another image")) })},
+		{"another index", keyed(func(o *ChunkedJob) { o.Expect.IndexSHA256 = sha([]byte("another index")) })},
 		{"unreadable", func(_ *ChunkedJob, d *chunkSlots) {
 			os.WriteFile(filepath.Join(d.state, chunkDirName, checkpointName), []byte("{garbage"), 0o600)
 		}},

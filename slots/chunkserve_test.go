@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,7 +64,8 @@ func exact(start, end, total int64) answer {
 // TestChunkedServers: how the install meets servers that do not answer as
 // asked. Ranges ignored or botched fall back to reading the store from its
 // start; a store of another size is size_mismatch; cuts and stalls are
-// retried and, when they go on, download_failed. The slot never holds a
+// the network's: waited out, and when they go on past the offer's expiry,
+// download_failed; a 404 ends it at once. The slot never holds a
 // byte that is not the image's.
 func TestChunkedServers(t *testing.T) {
 	img := chunkImage(60, 11)
@@ -170,6 +172,7 @@ func TestChunkedServers(t *testing.T) {
 			tun.stall = 200 * time.Millisecond
 			job := d.job(s, fastRetry(&sleepRecorder{}))
 			job.Readback = true
+			job.Until = time.Now().Add(time.Second)
 			err := writeChunked(t.Context(), job, tun, chunkTestTuning())
 			if tc.code == "" {
 				if err != nil {
@@ -179,6 +182,9 @@ func TestChunkedServers(t *testing.T) {
 				return
 			}
 			wantCode(t, err, tc.code)
+			if waited := strings.Contains(err.Error(), "while the download waited for the network"); waited != strings.HasPrefix(tc.name, "always") {
+				t.Fatalf("%v: waited for the network %v", err, waited)
+			}
 			t.Log(err)
 			checkNotCorrupt(t, d, c)
 		})

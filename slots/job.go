@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,15 +31,61 @@ type Job struct {
 	// Retry is the policy for transient download errors; zero fields take
 	// the [download] defaults (fetch.WithRetryDefaults).
 	Retry backoff.Policy
+	// Until is the offer's expires_at: a download that lost the network
+	// waits for it until then (fetch.Retrier); zero: as long as ctx lives.
+	Until time.Time
 	// Schemes are the URL schemes every redirect may use ([download]
 	// schemes); empty allows the payload URL's own scheme and https.
 	Schemes []string
 	// HTTPClient nil uses a client with connect, TLS and header timeouts and
 	// no overall timeout.
 	HTTPClient *http.Client
-	// Progress, when set, is called from Write's goroutine at most every
-	// 250 ms and at the end of each phase; it must not block.
+	// Progress, when set, is called at most every 250 ms, at the end of
+	// each phase, and when a wait for the network starts or ends (its
+	// Waiting); it must not block.
 	Progress func(ota.Progress)
+
+	waits *waitReports // set by Write and WriteChunked when Progress is
+}
+
+// waitReports keeps the last progress report, so that a download that
+// waits for the network says so with the bytes done so far, and every
+// report says it until the wait is over.
+type waitReports struct {
+	mu      sync.Mutex
+	fn      func(ota.Progress)
+	last    ota.Progress
+	waiting *ota.Waiting
+}
+
+// watchWaits routes the job's progress reports through a waitReports.
+func (j *Job) watchWaits() {
+	if j.Progress == nil || j.waits != nil {
+		return
+	}
+	w := &waitReports{fn: j.Progress, last: ota.Progress{Phase: ota.Downloading, BytesTotal: j.Size}}
+	j.Progress, j.waits = w.report, w
+}
+
+func (w *waitReports) report(p ota.Progress) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = p
+	p.Waiting = w.waiting
+	w.fn(p)
+}
+
+// wait is fetch.Request.Waiting: x is the wait begun, nil once it is over.
+func (w *waitReports) wait(x *ota.Waiting) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x == nil && w.waiting == nil {
+		return
+	}
+	w.waiting = x
+	p := w.last
+	p.Waiting = x
+	w.fn(p)
 }
 
 // defaultMountinfo is where mounted devices are listed.
@@ -99,7 +146,11 @@ func (j *Job) check() ([]byte, error) {
 
 // request is the download of url for this job, at most limit bytes.
 func (j *Job) request(url string, limit int64, tun *tuning, fetched *atomic.Int64) fetch.Request {
-	return fetch.Request{URL: url, Limit: limit, Retry: j.Retry, Schemes: j.Schemes, Client: j.HTTPClient, Stall: tun.stall, Fetched: fetched}
+	r := fetch.Request{URL: url, Limit: limit, Retry: j.Retry, Until: j.Until, Schemes: j.Schemes, Client: j.HTTPClient, Stall: tun.stall, Fetched: fetched}
+	if j.waits != nil {
+		r.Waiting = j.waits.wait
+	}
+	return r
 }
 
 // downloadLimit bounds the bytes fetched: download_size when the manifest

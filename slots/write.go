@@ -27,6 +27,7 @@ func Write(ctx context.Context, job Job) error {
 }
 
 func write(ctx context.Context, job Job, tun tuning) error {
+	job.watchWaits()
 	expected, err := job.check()
 	if err != nil {
 		return err

@@ -129,7 +129,7 @@ func namedRevoked(err error, raw []byte, tr *Trusted) error {
 func target(m *verify.Manifest) agent.Target {
 	return agent.Target{
 		ID: m.ID, Version: m.Version, SecurityVersion: m.SecurityVersion, IssuedAt: m.IssuedAt,
-		Payload: m.Payload,
+		ExpiresAt: m.ExpiresAt, Payload: m.Payload,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/backoff"
@@ -21,6 +22,7 @@ type installer struct {
 	checkpoint int64 // bytes between the chunked install's checkpoints; 0: the default
 	readback   bool
 	retry      backoff.Policy
+	skew       time.Duration // trust.clock_skew: an offer is valid this long past its expires_at
 	client     *http.Client
 	schemes    []string
 	sources    *Sources // payloads given by hand (otad install --payload)
@@ -32,6 +34,10 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 	sj := slots.Job{
 		Payload: t.Payload, Target: in.slots[t.Slot], Booted: in.slots[in.booted], Readback: in.readback, Retry: in.retry,
 		HTTPClient: in.client, Schemes: in.schemes, Progress: progress,
+	}
+	if !t.ExpiresAt.IsZero() {
+		// A download that lost the network waits for it as long as the offer is valid.
+		sj.Until = t.ExpiresAt.Add(in.skew)
 	}
 	src, given := in.sources.get(t.Key())
 	if given {
