@@ -63,8 +63,8 @@ type tuning struct {
 
 func defaultTuning() tuning {
 	return tuning{
-		chunk:         1 << 20,
-		buffers:       3,
+		chunk:         512 << 10,
+		buffers:       4,
 		syncLag:       16 << 20,
 		readChunk:     512 << 10,
 		readBufs:      2,

@@ -25,6 +25,8 @@ type installer struct {
 	schemes    []string
 	sources    *Sources // payloads given by hand (otad install --payload)
 	log        *slog.Logger
+	// beforeWrite is Options.BeforeWrite.
+	beforeWrite func()
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
@@ -39,6 +41,9 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 			return err
 		}
 		t.Payload = sj.Payload
+	}
+	if in.beforeWrite != nil {
+		in.beforeWrite()
 	}
 	var err error
 	if c := t.Payload.Chunks; c != nil {
