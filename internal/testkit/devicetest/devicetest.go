@@ -42,9 +42,11 @@ type Testbed struct {
 	// end. A test interrupts a device there, mid-download.
 	HoldAt  atomic.Int64
 	Factory []byte // what slot A holds at first
-	images  map[string][]byte
-	hits    map[string]int // requests per image name
-	mu      sync.Mutex
+	// BeforeWrite is the devices' node.Options.BeforeWrite.
+	BeforeWrite func()
+	images      map[string][]byte
+	hits        map[string]int // requests per image name
+	mu          sync.Mutex
 }
 
 // Options shape the device's config.
