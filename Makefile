@@ -69,8 +69,11 @@ vet:
 	$(GO) vet ./...
 	$(GO) -C packaging/mkdeb vet ./...
 
-# Install throughput and peak RSS of bin/otad against a plain read+hash+write
-# baseline, stream and chunked payloads (nothing to reuse, 1% changed, killed at 50% and resumed), same run (1 GiB; BENCH_SIZE=256MiB for a quick look; BENCH_FLAGS='-rounds 5 -inprocess' and so on).
+# bin/otad's installs of stream (raw, zstd, xz) and chunked payloads (nothing to
+# reuse, 1% changed, killed at 50% and resumed), read-back off and on, on every
+# core and pinned to one, against the ideal pipeline of each measured in the same
+# run: wall time, user and system CPU per GiB, peak RSS (1 GiB; BENCH_SIZE=256MiB
+# for a quick look; BENCH_FLAGS='-rounds 5 -before OLD_OTAD' and so on).
 bench: build
 	$(GO) run ./bench/install -otad $(BIN)/otad -size $${BENCH_SIZE:-1GiB} $(BENCH_FLAGS)
 

@@ -150,7 +150,7 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 		return code, nil
 	}
 	defer lock.Release()
-	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger()})
+	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: dropStartupPages})
 	if err != nil {
 		return e.fail(exitCode(err), "%v", err), nil
 	}

@@ -135,7 +135,7 @@ func cmdRun(e *env, args []string) int {
 	defer lock.Release()
 	limitMemory()
 	dropStartupPages()
-	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger()}); err != nil {
+	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: dropStartupPages}); err != nil {
 		return e.fail(exitCode(err), "%v", err)
 	}
 	return ota.ExitOK

@@ -104,15 +104,16 @@ type tuning struct {
 	mountinfo     string
 
 	noDirect       bool                            // force the readback's buffered fallback
+	bufferedWrite  bool                            // write a File through the page cache, not O_DIRECT
 	beforeReadback func(off, n int64, direct bool) // called before each readback read
 }
 
 func defaultTuning() tuning {
 	return tuning{
-		chunk:         256 << 10,
-		buffers:       3,
+		chunk:         512 << 10,
+		buffers:       4,
 		syncLag:       16 << 20,
-		readChunk:     1 << 20,
+		readChunk:     512 << 10,
 		readBufs:      2,
 		stall:         60 * time.Second,
 		progressEvery: 250 * time.Millisecond,

@@ -40,12 +40,12 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		return err
 	}
 	defer out.close()
-	n := tun.buffers
+	// One mapping: the pipeline's buffers, then the readback's.
+	total := tun.buffers * tun.chunk
 	if job.Readback {
-		n += tun.readBufs
+		total += tun.readBufs * tun.readChunk
 	}
-	size := max(tun.chunk, tun.readChunk)
-	bufs, release, err := buffersFor(job.Target, n, size)
+	bufs, release, err := buffersFor(job.Target, 1, total)
 	if err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, err)
 	}
@@ -59,13 +59,11 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		full:      make(chan chunk, tun.buffers),
 		durableCh: make(chan struct{}, 1),
 	}
-	for _, b := range bufs[:tun.buffers] {
-		p.free <- b[:tun.chunk]
+	for _, b := range split(bufs[0][:tun.buffers*tun.chunk], tun.buffers, tun.chunk) {
+		p.free <- b
 	}
 	if job.Readback {
-		for _, b := range bufs[tun.buffers:] {
-			p.readBufs = append(p.readBufs, b[:tun.readChunk])
-		}
+		p.readBufs = split(bufs[0][tun.buffers*tun.chunk:], tun.readBufs, tun.readChunk)
 	}
 	err = p.run(ctx)
 	if err != nil && ctx.Err() != nil && ota.CodeOf(err) != ota.CodeCancelled {

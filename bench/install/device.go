@@ -23,6 +23,7 @@ type testDevice struct {
 	// cfg maps readback on/off to a config file for it.
 	cfg      map[bool]string
 	envelope string
+	sum      string // the image's sha256
 	rel      *signer.Signer
 }
 
@@ -53,6 +54,7 @@ func newTestDevice(dir, url string, size int64, sum string, rel *signer.Signer) 
 		slotA: p.SlotA, slotB: p.SlotB, stateDir: p.StateDir, envFile: p.EnvFile,
 		cfg:      map[bool]string{true: p.Config, false: filepath.Join(dir, "otad-readback-off.toml")},
 		envelope: filepath.Join(dir, "offer.json"),
+		sum:      sum,
 		rel:      rel,
 	}
 	if err := os.WriteFile(d.cfg[false], noReadback, 0o600); err != nil {

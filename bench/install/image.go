@@ -14,8 +14,8 @@ import (
 	"github.com/otad/otad/internal/cli"
 )
 
-// ioChunk is the bench's own read/write size (the baseline's and the
-// generator's); large enough that syscalls cost nothing measurable.
+// ioChunk is the bench's own read/write size (the generator's and the
+// checks'); large enough that syscalls cost nothing measurable.
 const ioChunk = 4 << 20
 
 // parseSize reads a positive byte count ("1GiB", "256MiB", "4096").
@@ -182,47 +182,4 @@ func fileSHA(path string, n int64) (string, error) {
 	}
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// baseline is what the install is measured against: read the image, hash
-// it, write it to a fresh file in the same directory, one final fsync.
-func baseline(image, out string, size int64, want string) (sample, error) {
-	var s sample
-	err := inProcess(&s, func() error {
-		in, err := os.Open(image)
-		if err != nil {
-			return fmt.Errorf("baseline: %w", err)
-		}
-		defer in.Close()
-		o, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("baseline: %w", err)
-		}
-		defer o.Close()
-		h := sha256.New()
-		buf := make([]byte, ioChunk)
-		for done := int64(0); done < size; {
-			n, err := io.ReadFull(in, buf[:min(int64(len(buf)), size-done)])
-			if err != nil {
-				return fmt.Errorf("baseline: read %s at offset %d: %w", image, done, err)
-			}
-			h.Write(buf[:n])
-			if _, err := o.Write(buf[:n]); err != nil {
-				return fmt.Errorf("baseline: %w", err)
-			}
-			done += int64(n)
-		}
-		if err := o.Sync(); err != nil {
-			return fmt.Errorf("baseline: %w", err)
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != want {
-			return fmt.Errorf("baseline: %s has sha256 %s, want %s", image, got, want)
-		}
-		return o.Close()
-	})
-	// The copy is not needed; unlinking it also drops its pages.
-	if rerr := os.Remove(out); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
-		err = fmt.Errorf("baseline: %w", rerr)
-	}
-	return s, err
 }

@@ -160,6 +160,8 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{[]string{"-otad", exe}, ""},
 		{[]string{"-otad", exe, "-size", "8MiB", "-rounds", "1", "-source", "cold", "-slot", "zeros"}, ""},
+		{[]string{"-otad", exe, "-before", exe}, ""},
+		{[]string{"-otad", exe, "-before", plain}, "-before: " + plain + " is not an executable"},
 		{[]string{"-size", "1GiB"}, "-otad: required"},
 		{[]string{"-otad", plain}, "not an executable"},
 		{[]string{"-otad", filepath.Join(dir, "missing")}, "not an executable"},
@@ -208,8 +210,8 @@ func buildOtad(t *testing.T) string {
 // column in MiB.
 func storageRead(t *testing.T, out, phase string) int {
 	t.Helper()
-	// phase, wall, MiB/s, ratio, target, fetched, peak RSS, CPU, storage read
-	m := regexp.MustCompile(regexp.QuoteMeta(phase) + `\s+[\d.]+s\s+[\d.]+\s+[\d.]+x\s+\S+\s+(?:[\d.]+ MiB|-)\s+[\d.]+ MiB\s+[\d.]+s\s+(\d+) MiB`).FindStringSubmatch(out)
+	// phase, wall, MiB/s, ratio, target, fetched, peak RSS, user/GiB, sys/GiB, storage read
+	m := regexp.MustCompile(regexp.QuoteMeta(phase) + `\s+[\d.]+s\s+[\d.]+\s+[\d.]+x\s+\S+\s+(?:[\d.]+ MiB|-)\s+[\d.]+ MiB\s+[\d.]+s\s+[\d.]+s\s+(\d+) MiB`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no table row for %q:\n%s", phase, out)
 	}
@@ -235,10 +237,12 @@ func TestRunEndToEnd(t *testing.T) {
 		err  string // "" for success
 		want []string
 	}{
-		{"real otad", otad, []string{"-inprocess", "-cpuprofile", prof}, "", []string{
+		{"real otad", otad, []string{"-inprocess", "-cpuprofile", prof, "-before", otad}, "", []string{
 			"warm-up (not counted)", "round 1:", "round 2:", "source cached; slot B fallocate",
-			"otad install, readback off", "otad install, readback on", "slots.Write, readback on",
-			"otad chunked, nothing to reuse", "otad chunked, 1% changed", "otad chunked, kill at 50%+resume", "RESULT:",
+			"ideal raw, readback off ", "ideal xz, readback on, 1 core ",
+			"otad stream raw, readback off ", "otad stream zstd, readback on ", "otad stream xz, readback off, 1 core ",
+			"before stream xz, readback on, 1 core ", "slots.Write, readback on",
+			"otad chunked, nothing to reuse, readback on, 1 core ", "otad chunked, 1% changed", "otad chunked, kill at 50%+resume", "RESULT:",
 		}},
 		{"real otad, cold source, zeroed slot", otad, []string{"-source", "cold", "-slot", "zeros"}, "", []string{"source cold; slot B zeros", "RESULT:"}},
 		{"failing otad", script("fail", "echo 'otad: offer refused' >&2; exit 3"), nil, "exit status 3", nil},
@@ -246,7 +250,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			var out bytes.Buffer
 			args := append([]string{"-otad", tt.otad, "-size", "4MiB", "-rounds", "2", "-dir", t.TempDir()}, tt.args...)
@@ -266,7 +270,7 @@ func TestRunEndToEnd(t *testing.T) {
 				}
 			}
 			// The readback reads the whole slot from storage, not the page cache.
-			if n := storageRead(t, out.String(), "otad install, readback on"); n < 4 {
+			if n := storageRead(t, out.String(), "otad stream raw, readback on "); n < 4 {
 				t.Errorf("otad with readback read %d MiB from storage, want the image's 4 MiB", n)
 			}
 		})

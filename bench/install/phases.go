@@ -15,9 +15,10 @@ import (
 
 // sample is one phase's measurement in one round.
 type sample struct {
-	dur time.Duration
-	cpu time.Duration // user+system
-	rss int64         // peak resident set, bytes
+	dur       time.Duration
+	cpu       time.Duration // user+system
+	user, sys time.Duration
+	rss       int64 // peak resident set, bytes
 	// fromStorage is what the phase read from storage (not the page cache),
 	// from the kernel's per-task I/O accounting: it shows that the readback
 	// really reads the slot back.
@@ -66,7 +67,9 @@ func inProcess(s *sample, fn func() error) error {
 	err := fn()
 	s.dur = time.Since(start)
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-	s.cpu = time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	s.user = time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())
+	s.sys = time.Duration(ru1.Stime.Nano() - ru0.Stime.Nano())
+	s.cpu = s.user + s.sys
 	s.fromStorage = (ru1.Inblock - ru0.Inblock) * 512
 	s.rss = selfPeakRSS()
 	return err
@@ -84,16 +87,16 @@ func selfPeakRSS() int64 {
 // daemon listens, so it installs in-process under the state lock) and takes
 // its wall time from exec to exit and its CPU and storage reads from wait4.
 func installOtad(ctx context.Context, bin, cfg, envelope string) (sample, error) {
-	return runOtad(ctx, bin, cfg, envelope, nil)
+	return runOtad(ctx, "", bin, cfg, envelope, nil)
 }
 
-// runOtad is installOtad; kill, when set, is asked every millisecond and
+// runOtad is installOtad pinned to cpus (taskset -c; "" does not pin); kill, when set, is asked every millisecond and
 // ends otad with SIGKILL when it says so, which is then no error. Peak RSS
 // is otad's VmHWM (otadrun.Install says why not wait4's maxrss).
-func runOtad(ctx context.Context, bin, cfg, envelope string, kill func() bool) (sample, error) {
-	r, err := otadrun.Install(ctx, bin, cfg, envelope, kill)
+func runOtad(ctx context.Context, cpus, bin, cfg, envelope string, kill func() bool) (sample, error) {
+	r, err := otadrun.InstallPinned(ctx, cpus, bin, cfg, envelope, kill)
 	if err != nil {
 		return sample{}, err
 	}
-	return sample{dur: r.Wall, cpu: r.CPU, rss: r.PeakRSS, fromStorage: r.FromStorage}, nil
+	return sample{dur: r.Wall, cpu: r.CPU, user: r.User, sys: r.Sys, rss: r.PeakRSS, fromStorage: r.FromStorage}, nil
 }

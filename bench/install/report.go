@@ -102,9 +102,9 @@ func printRound(out io.Writer, round int, phases []*phaseStats, size int64) {
 // (phases[0]) and returns whether every target was met.
 func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 	base := phases[0].medianRate(size)
-	fmt.Fprintf(out, "\n%d rounds, %.0f MiB each; wall time, MiB/s (image over wall time), bytes the server sent, CPU, storage reads and tail (end of the writer's final fdatasync to the end) are medians, peak RSS the largest:\n", len(phases[0].samples), mib(size))
-	const row = "%-34s %7s %8s %7s %7s %11s %10s %7s %13s %7s  %s\n"
-	fmt.Fprintf(out, row, "phase", "wall", "MiB/s", "ratio", "target", "fetched", "peak RSS", "CPU", "storage read", "tail", "result")
+	fmt.Fprintf(out, "\n%d rounds, %.0f MiB each; wall time, MiB/s (image over wall time), bytes the server sent, user and system CPU seconds per GiB of image, storage reads and tail (end of the writer's final fdatasync to the end) are medians, peak RSS the largest:\n", len(phases[0].samples), mib(size))
+	const row = "%-46s %7s %8s %7s %7s %11s %10s %8s %8s %13s %7s  %s\n"
+	fmt.Fprintf(out, row, "phase", "wall", "MiB/s", "ratio", "target", "fetched", "peak RSS", "user/GiB", "sys/GiB", "storage read", "tail", "result")
 	ok, refs := true, false
 	for _, p := range phases {
 		r := p.medianRate(size)
@@ -132,13 +132,15 @@ func printTable(out io.Writer, phases []*phaseStats, size int64) bool {
 		if strings.HasPrefix(v, "FAIL") {
 			ok = false
 		}
-		cpu := time.Duration(otadrun.Median(p.each(func(s sample) float64 { return float64(s.cpu) })))
+		perGiB := func(d func(sample) time.Duration) string {
+			return fmt.Sprintf("%.2fs", otadrun.Median(p.each(func(s sample) float64 { return d(s).Seconds() }))*float64(1<<30)/float64(size))
+		}
 		read := otadrun.Median(p.each(func(s sample) float64 { return mib(s.fromStorage) }))
 		fmt.Fprintf(out, row, p.name, fmt.Sprintf("%.2fs", wall), fmt.Sprintf("%.1f", r), fmt.Sprintf("%.2fx", ratio), target, fetched, rss,
-			fmt.Sprintf("%.2fs", cpu.Seconds()), fmt.Sprintf("%.0f MiB", read), p.tail(), v)
+			perGiB(func(s sample) time.Duration { return s.user }), perGiB(func(s sample) time.Duration { return s.sys }), fmt.Sprintf("%.0f MiB", read), p.tail(), v)
 	}
 	if refs {
-		fmt.Fprintln(out, "* ratio and target against the stream install (otad install, readback off), not the baseline")
+		fmt.Fprintln(out, "* ratio and target against the ideal of the same payload kind, read-back and cores (raw for chunked), measured in the same rounds")
 	}
 	if ok {
 		fmt.Fprintln(out, "RESULT: PASS (all targets met)")

@@ -28,6 +28,8 @@ type Options struct {
 	// Build makes the device's parts; nil: node.Build, from the config's
 	// files. A simulated fleet builds its devices in memory.
 	Build func(*config.Config, node.Options) (*node.Parts, error)
+	// BeforeWrite is node.Options.BeforeWrite.
+	BeforeWrite func()
 }
 
 // Daemon is one device's agent with its links to the outside: MQTT, the
@@ -54,6 +56,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 		AgentVersion: opt.AgentVersion, Logger: log,
 		Publishers: []agent.Publisher{d.pub, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},
 		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
+		BeforeWrite: opt.BeforeWrite,
 	}
 	build := opt.Build
 	if build == nil {

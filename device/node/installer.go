@@ -27,6 +27,8 @@ type installer struct {
 	schemes    []string
 	sources    *Sources // payloads given by hand (otad install --payload)
 	log        *slog.Logger
+	// beforeWrite is Options.BeforeWrite.
+	beforeWrite func()
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
@@ -46,6 +48,9 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 			return err
 		}
 		t.Payload = sj.Payload
+	}
+	if in.beforeWrite != nil {
+		in.beforeWrite()
 	}
 	var err error
 	if c := t.Payload.Chunks; c != nil {

@@ -34,6 +34,10 @@ type Options struct {
 	// Heartbeat is called from the agent loop every HeartbeatEvery.
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
+	// BeforeWrite, when set, is called as a slot write starts, once the
+	// offer is checked: otad drops the pages its start-up and the checks
+	// touched, so that they do not count in the install's peak RSS.
+	BeforeWrite func()
 }
 
 func (o Options) logger() *slog.Logger {
@@ -145,7 +149,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 			Bootloader: orderedBootloader{st.Boot},
 			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, stateFS: st.StateFS, checkpoint: st.CheckpointBytes, readback: *cfg.Slots.Readback,
 				retry: backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				skew:  cfg.Trust.ClockSkew.Duration, client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger()},
+				skew:  cfg.Trust.ClockSkew.Duration, client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger(), beforeWrite: opt.BeforeWrite},
 			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),
 			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},

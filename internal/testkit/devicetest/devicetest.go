@@ -45,10 +45,12 @@ type Testbed struct {
 	Factory []byte // what slot A holds at first
 	// Clock, when set, is the clock of the agents Start runs and of their
 	// offer checks.
-	Clock  agent.Clock
-	images map[string][]byte
-	hits   map[string]int // requests per image name
-	mu     sync.Mutex
+	Clock agent.Clock
+	// BeforeWrite is the devices' node.Options.BeforeWrite.
+	BeforeWrite func()
+	images      map[string][]byte
+	hits        map[string]int // requests per image name
+	mu          sync.Mutex
 }
 
 // Options shape the device's config.

@@ -37,7 +37,7 @@ func (tb *Testbed) Start(wrap func(*node.Parts)) *Instance {
 	tb.T.Helper()
 	lock, err := statelock.Acquire(tb.Cfg.StateDir)
 	Must(tb.T, err)
-	opt := node.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler), Clock: tb.Clock}
+	opt := node.Options{AgentVersion: "test", Logger: slog.New(slog.DiscardHandler), Clock: tb.Clock, BeforeWrite: tb.BeforeWrite}
 	p, err := node.Build(tb.Cfg, opt)
 	var n *node.Node
 	if err == nil {

@@ -24,6 +24,8 @@ import (
 type Sample struct {
 	Wall time.Duration
 	CPU  time.Duration // user+system
+	User time.Duration
+	Sys  time.Duration
 	// PeakRSS is otad's VmHWM in bytes.
 	PeakRSS int64
 	// FromStorage is what otad read from storage (not the page cache),
@@ -44,7 +46,18 @@ type Sample struct {
 // maxrss. VmHWM only grows, so the last reading before exit misses at most
 // the last millisecond.
 func Install(ctx context.Context, bin, cfg, envelope string, kill func() bool) (Sample, error) {
+	return InstallPinned(ctx, "", bin, cfg, envelope, kill)
+}
+
+// InstallPinned is Install with otad pinned to the processors cpus names
+// (taskset -c, as "0" or "0,1"): on one core, the network, decompression,
+// hashing and the writer share it as on a one-core device. "" does not pin.
+func InstallPinned(ctx context.Context, cpus, bin, cfg, envelope string, kill func() bool) (Sample, error) {
 	cmd := exec.CommandContext(ctx, bin, "install", "-c", cfg, envelope)
+	if cpus != "" {
+		// taskset execs otad in its own process: the PID, wait4's usage and VmHWM are otad's.
+		cmd = exec.CommandContext(ctx, "taskset", "-c", cpus, bin, "install", "-c", cfg, envelope)
+	}
 	out := &testtool.Buffer{Max: 2000} // the end of its output, for an error
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 5 * time.Second
@@ -86,6 +99,8 @@ wait:
 	return Sample{
 		Wall:        wall,
 		CPU:         time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)),
+		User:        time.Duration(syscall.TimevalToNsec(ru.Utime)),
+		Sys:         time.Duration(syscall.TimevalToNsec(ru.Stime)),
 		PeakRSS:     hwm,
 		FromStorage: ru.Inblock * 512,
 		Killed:      killed,

@@ -50,7 +50,7 @@ func Trusted(t testing.TB) (s *Signer, keysDir string) {
 	return s, keysDir
 }
 
-// Offer is what a signed offer says of an uncompressed image.
+// Offer is what a signed offer says of an image.
 type Offer struct {
 	ID, Version     string
 	SecurityVersion uint64
@@ -59,8 +59,10 @@ type Offer struct {
 	URL             string
 	Size            int64
 	SHA256          string
-	Issued          time.Time     // zero: a minute ago
-	Expires         time.Duration // after Issued; zero: a day
+	// Compression of the stream payload at URL; "" is none.
+	Compression ota.Compression
+	Issued      time.Time     // zero: a minute ago
+	Expires     time.Duration // after Issued; zero: a day
 	// Chunks, when set, makes it a chunked payload (schema 2); URL is unused.
 	Chunks *ota.Chunks
 }
@@ -77,7 +79,10 @@ func (s *Signer) Sign(o Offer) ([]byte, error) {
 		Schema: 1, ID: o.ID, Version: o.Version, SecurityVersion: o.SecurityVersion,
 		Compatible: []string{o.Compatible}, Devices: o.Devices,
 		IssuedAt: o.Issued.UTC(), ExpiresAt: o.Issued.UTC().Add(o.Expires),
-		Payload: verify.Payload{URL: o.URL, Compression: ota.CompressionNone, Size: o.Size, SHA256: o.SHA256},
+		Payload: verify.Payload{URL: o.URL, Compression: o.Compression, Size: o.Size, SHA256: o.SHA256},
+	}
+	if o.Compression == "" {
+		m.Payload.Compression = ota.CompressionNone
 	}
 	if o.Chunks != nil {
 		m.Schema, m.Payload = 2, verify.Payload{Size: o.Size, SHA256: o.SHA256, Chunks: o.Chunks}
