@@ -119,9 +119,15 @@ func (m Manual) bash(w io.Writer) error {
 	return err
 }
 
-// zq quotes s for zsh's _describe: single quotes, and a colon escaped.
-func zq(s string) string {
-	return "'" + strings.NewReplacer("'", `'\''`, ":", `\:`).Replace(s) + "'"
+// zq quotes an entry for zsh's _describe, NAME:DESCRIPTION in single
+// quotes, a colon in the name escaped.
+func zq(name, desc string) string {
+	q := strings.NewReplacer("'", `'\''`).Replace
+	s := q(strings.ReplaceAll(name, ":", `\:`))
+	if desc != "" {
+		s += ":" + q(desc)
+	}
+	return "'" + s + "'"
 }
 
 func (m Manual) zsh(w io.Writer) error {
@@ -145,19 +151,19 @@ func (m Manual) zsh(w io.Writer) error {
 		for _, n := range m.children(path) {
 			for _, mc := range m.Commands {
 				if mc.Path == strings.TrimSpace(path+" "+n) {
-					subs = append(subs, zq(n+":"+mc.Summary))
+					subs = append(subs, zq(n, mc.Summary))
 				}
 			}
 		}
 		if c != nil && len(c.Subs) == 0 {
 			for _, n := range m.words(*c) {
-				subs = append(subs, zq(n))
+				subs = append(subs, zq(n, ""))
 			}
 		}
 		if c != nil && len(c.Flags) > 0 {
 			var fl []string
 			for _, fg := range c.Flags {
-				fl = append(fl, zq("--"+fg.Name+":"+fg.Usage))
+				fl = append(fl, zq("--"+fg.Name, fg.Usage))
 			}
 			fmt.Fprintf(&b, "\t\tif [[ $PREFIX == -* ]]; then opts=(%s); _describe -o flag opts; return; fi\n", strings.Join(fl, " "))
 		}

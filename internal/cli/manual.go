@@ -119,7 +119,7 @@ func (p Program) Manual(ctx context.Context, m Manual) (Manual, error) {
 	if _, ok := p.Commands["version"]; !ok && p.Version != "" {
 		m.Commands = append(m.Commands, ManCommand{Path: "version", Summary: "print the version (also --version)"})
 	}
-	m.Commands = append(m.Commands, ManCommand{Path: "help", Synopsis: "[COMMAND]", Summary: "the commands, or a command's flags"})
+	m.Commands = append(m.Commands, ManCommand{Path: "help", Synopsis: "[COMMAND]", Summary: "the commands, or a command's flags (help COMMAND)"})
 	return m, nil
 }
 

@@ -151,6 +151,7 @@ func (p Program) usage(w io.Writer) {
 	if _, ok := p.Commands["version"]; !ok && p.Version != "" {
 		lines = append(lines, line{"version", "print the version (also --version)"})
 	}
+	lines = append(lines, line{"help", "the commands, or a command's flags (help COMMAND)"})
 	width := 8
 	for _, l := range lines {
 		width = max(width, len(l.name))
