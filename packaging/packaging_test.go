@@ -182,4 +182,3 @@ func TestBinariesCarryTheVersion(t *testing.T) {
 		}
 	}
 }
-
