@@ -41,7 +41,7 @@ func Manual(ctx context.Context, version string) (cli.Manual, error) {
 		Synopsis: "COMMAND [flags] [args]",
 		Description: []string{
 			"otactl makes signing keys, signs OS images into offer envelopes, checks envelopes offline, publishes them to devices over MQTT, shows the fleet, and runs staged rollouts. Flags may come before or after the arguments, with one dash or two.",
-			"The devices run otad(8). Offers, envelopes and the MQTT topics are described in /usr/share/doc/otad/contract/ when the otad package is installed, and at https://github.com/otad/otad/tree/main/docs.",
+			"The devices run otad(8). Offers, envelopes, rollout plans and the MQTT topics are described in /usr/share/doc/otactl/contract/ and at https://github.com/otad/otad/tree/main/docs.",
 		},
 		Env: []cli.Item{
 			{Term: passwordEnv, Text: "the MQTT password, in place of --password (which ps shows)"},

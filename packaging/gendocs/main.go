@@ -2,7 +2,7 @@
 // and fish completions from the programs' own command tables (device.Manual,
 // operator.Manual): `make deb` runs it, so what is packaged cannot lag the
 // commands (issue 31). The layout under -out is the one packaging/*.yaml
-// read: man/otad.8, man/otactl.1, bash/NAME, zsh/_NAME, fish/NAME.fish.
+// read: man/otad.8, man/otactl.1, man/otasim.1, bash/NAME, zsh/_NAME, fish/NAME.fish.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/otad/otad/device"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/operator"
+	"github.com/otad/otad/sim"
 )
 
 func main() {
@@ -30,7 +31,7 @@ func main() {
 // Files maps each file under -out to what writes it.
 func files(ctx context.Context, version string) (map[string]func(*os.File) error, error) {
 	fs := map[string]func(*os.File) error{}
-	for _, mk := range []func(context.Context, string) (cli.Manual, error){device.Manual, operator.Manual} {
+	for _, mk := range []func(context.Context, string) (cli.Manual, error){device.Manual, operator.Manual, sim.Manual} {
 		m, err := mk(ctx, version)
 		if err != nil {
 			return nil, err
