@@ -419,8 +419,8 @@ func TestDispatch(t *testing.T) {
 		{Args: []string{"help"}, Stdout: "  rollout check "},
 		{Args: []string{"help", "rollout", "list"}, Stdout: "usage: otactl rollout list"},
 		{Args: []string{"rollout", "frobnicate"}, Code: ota.ExitUsage, Stderr: `otactl rollout: unknown command "frobnicate"`},
-		{Args: []string{"help", "rollout"}, Stdout: "otactl rollout pause"},
-		{Args: []string{"rollout", "help"}, Stdout: "otactl rollout status"},
+		{Args: []string{"help", "rollout"}, Stdout: "  pause "},
+		{Args: []string{"rollout", "help"}, Stdout: "  status "},
 		{Args: []string{"verify", "--nope"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined: -nope"},
 	})
 }
