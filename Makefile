@@ -25,20 +25,26 @@ build: version-set
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otactl ./cmd/otactl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/otasim ./cmd/otasim
 
-# Static binaries for every architecture in ARCHS: bin/ARCH/otad, bin/ARCH/otactl.
+# Static binaries for every architecture in ARCHS: bin/ARCH/otad, otactl, otasim.
 build-all: $(ARCHS:%=build-%)
 
 $(ARCHS:%=build-%): build-%: version-set
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otad ./cmd/otad
 	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otactl ./cmd/otactl
+	CGO_ENABLED=0 GOOS=linux $(GOENV_$*) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/otasim ./cmd/otasim
 
-# dist/otad_VERSION_ARCH.deb for every architecture (docs/contract/packaging.md), with nfpm as a
-# library in packaging/mkdeb, a module of its own. Timestamps are the last
-# commit's, so the same commit builds the same bytes.
+# dist/otad_VERSION_ARCH.deb (the device's: the daemon, its unit and config)
+# and dist/otactl_VERSION_ARCH.deb (the workstation's: otactl, otasim) for
+# every architecture (docs/contract/packaging.md), with nfpm as a library in
+# packaging/mkdeb, a module of its own. The man pages and completions are
+# made here from the programs' command tables (packaging/gendocs), so they
+# cannot lag the commands. Timestamps are the last commit's, so the same
+# commit builds the same bytes.
 deb: build-all
-	@for a in $(ARCHS); do \
-	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C packaging/mkdeb run . -root $(CURDIR) -arch $$a -version '$(VERSION)' || exit 1; \
-	done
+	$(GO) run ./packaging/gendocs -out $(BIN)/docs -version '$(VERSION)'
+	@for a in $(ARCHS); do for p in otad otactl; do \
+	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C packaging/mkdeb run . -root $(CURDIR) -config packaging/$$p.yaml -docs $(BIN)/docs -arch $$a -version '$(VERSION)' || exit 1; \
+	done; done
 
 # The version the binaries and the package get.
 version: version-set

@@ -29,6 +29,9 @@ type env struct {
 	// its priority.
 	journal bool
 	log     *slog.Logger
+	// help is what the last -h gave (its usage and flag set): the man page
+	// and the completions read the commands' flags from it (manual.go).
+	help *cli.HelpError
 }
 
 // flags parses the common -c and -v flags and the command's own (extra),
@@ -56,6 +59,8 @@ func (e *env) flags(args []string, nargs int, extra func(fs *flag.FlagSet)) (pos
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		cli.PrintHelp(e.stdout, err)
+		e.help = new(cli.HelpError)
+		errors.As(err, e.help)
 		return nil, ota.ExitOK, true
 	case err != nil:
 		return nil, ota.ExitUsage, true

@@ -13,14 +13,15 @@ import (
 // commands is the subcommand table; a new subcommand is one more entry.
 func commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"keygen":    {Summary: "write a signing key pair NAME.key / NAME.pub", Run: keygen},
-		"sign":      {Summary: "sign an image into an offer envelope (stdout)", Run: sign},
-		"verify":    {Summary: "check an envelope offline and print its manifest", Run: verifyEnvelope},
-		"publish":   {Summary: "publish an envelope as a device's or group's desired state (MQTT)", Run: publish},
-		"status":    {Summary: "fleet table from the MQTT status topics", Run: status},
-		"dashboard": {Summary: "the fleet and its rollouts as a live web page", Run: dashboardCmd},
-		"rollout":   {Summary: "staged rollouts: start PLAN, status/pause/resume/abort NAME", Run: rolloutCmd},
-		"root":      {Summary: "the root of trust: init, next, sign, verify, publish", Run: rootCmd},
+		"keygen":     {Summary: "write a signing key pair NAME.key / NAME.pub", Run: keygen},
+		"sign":       {Summary: "sign an image into an offer envelope (stdout)", Run: sign},
+		"verify":     {Summary: "check an envelope offline and print its manifest", Run: verifyEnvelope},
+		"publish":    {Summary: "publish an envelope as a device's or group's desired state (MQTT)", Run: publish},
+		"status":     {Summary: "fleet table from the MQTT status topics", Run: status},
+		"dashboard":  {Summary: "the fleet and its rollouts as a live web page", Run: dashboardCmd},
+		"rollout":    {Summary: "staged rollouts", Sub: rolloutCommands()},
+		"root":       {Summary: "the root of trust", Sub: rootCommands()},
+		"completion": {Summary: "print the completion script of a shell: bash, zsh or fish", Run: completion},
 	}
 }
 
@@ -31,7 +32,7 @@ func program() cli.Program {
 	return cli.Program{
 		Name:     "otactl",
 		Commands: commands(),
-		Notes:    []string{"Exit codes: 0 ok, 1 failure, 2 usage, 3 offer refused, 4 rollout held by another controller."},
+		Notes:    []string{exitNote()},
 		Code: func(err error) int {
 			switch {
 			case ota.CodeOf(err) != "":

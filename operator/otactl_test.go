@@ -435,9 +435,13 @@ func TestDispatch(t *testing.T) {
 		{Args: []string{"help", "frobnicate"}, Code: ota.ExitUsage, Stderr: `unknown command "frobnicate"`},
 		{Args: []string{"verify", "-h"}, Stdout: "usage: otactl verify"},
 		{Args: []string{"sign", "--help"}, Stdout: "usage: otactl sign"},
-		{Args: []string{"rollout", "-h"}, Stdout: "usage: otactl rollout start"},
-		{Args: []string{"help", "rollout"}, Stdout: "otactl rollout pause"},
-		{Args: []string{"rollout", "help"}, Stdout: "otactl rollout status"},
+		{Args: []string{"rollout", "-h"}, Stdout: "usage: otactl rollout COMMAND"},
+		{Args: []string{"rollout", "-h"}, Stdout: "  list "},
+		{Args: []string{"help"}, Stdout: "  rollout check "},
+		{Args: []string{"help", "rollout", "list"}, Stdout: "usage: otactl rollout list"},
+		{Args: []string{"rollout", "frobnicate"}, Code: ota.ExitUsage, Stderr: `otactl rollout: unknown command "frobnicate"`},
+		{Args: []string{"help", "rollout"}, Stdout: "  pause "},
+		{Args: []string{"rollout", "help"}, Stdout: "  status "},
 		{Args: []string{"verify", "--nope"}, Code: ota.ExitUsage, Stderr: "flag provided but not defined: -nope"},
 	})
 }

@@ -13,34 +13,22 @@ import (
 	"github.com/otad/otad/rollout"
 )
 
-// rolloutUsage lists the rollout subcommands.
-const rolloutUsage = `usage: otactl rollout start --broker URL [--lease 30s] [flags] PLAN
-       otactl rollout check [--broker URL] PLAN
-       otactl rollout list --broker URL
-       otactl rollout status --broker URL [--json | --watch] NAME
-       otactl rollout pause|resume|abort --broker URL [--reason TEXT] NAME
-       otactl rollout abort --withdraw --broker URL NAME`
-
-// rolloutCmd dispatches the rollout subcommands.
-func rolloutCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("want a subcommand\n%s", rolloutUsage)
+// rolloutCommands is the rollout subcommand table: `otactl help`, the man
+// page and the completions list it (cli.Command.Sub).
+func rolloutCommands() map[string]cli.Command {
+	op := func(op rollout.Op) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return rolloutCommand(ctx, op, args, stdout, stderr)
+		}
 	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "-h", "-help", "--help", "help":
-		return cli.HelpError{Usage: rolloutUsage + "\n"}
-	case "check":
-		return rolloutCheck(ctx, rest, stdout, stderr)
-	case "start":
-		return rolloutStart(ctx, rest, stdout, stderr)
-	case "list":
-		return rolloutList(ctx, rest, stdout, stderr)
-	case "status":
-		return rolloutStatus(ctx, rest, stdout, stderr)
-	case "pause", "resume", "abort":
-		return rolloutCommand(ctx, rollout.Op(sub), rest, stdout, stderr)
-	default:
-		return usagef("unknown subcommand %q\n%s", sub, rolloutUsage)
+	return map[string]cli.Command{
+		"start":  {Summary: "run a rollout plan: waves, gates, halts (the controller)", Run: rolloutStart},
+		"check":  {Summary: "check a plan offline, or against the fleet with --broker", Run: rolloutCheck},
+		"list":   {Summary: "the rollouts the broker retains", Run: rolloutList},
+		"status": {Summary: "a rollout's state, or follow it (--watch)", Run: rolloutStatus},
+		"pause":  {Summary: "pause a running rollout", Run: op(rollout.OpPause)},
+		"resume": {Summary: "resume a paused rollout", Run: op(rollout.OpResume)},
+		"abort":  {Summary: "abort a rollout (--withdraw: and clear its retained offers)", Run: op(rollout.OpAbort)},
 	}
 }
 

@@ -16,36 +16,25 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-const rootUsage = `usage: otactl root SUBCOMMAND [flags] (docs/contract/trust.md)
-
-  init    --root R.pub[,...] --root-threshold N --release K.pub[,...] --release-threshold N
-          [--operator O.pub[,...] --operator-threshold N] [--from-keys-dir DIR] --out root.json
-  next    --from PREV [--root ...] [--release ...] [--operator ...] [thresholds] --out NEXT
-  sign    --key R.key FILE        add one signature, in place
-  verify  --trusted OLD CHAIN...  walk the chain as a device would
-  publish --broker URL [--group G] FILE...
-  attach  --chain FILE[,...] ENVELOPE   the envelope carrying the chain (stdout)`
-
-// rootCmd dispatches the root-of-trust subcommands.
-func rootCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("want a subcommand\n%s", rootUsage)
+// rootCommands are `otactl root`'s subcommands (docs/contract/trust.md).
+func rootCommands() map[string]cli.Command {
+	write := func(sub string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+			return rootWrite(sub, args, stdout, stderr)
+		}
 	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "-h", "-help", "--help", "help":
-		return cli.HelpError{Usage: rootUsage + "\n"}
-	case "init", "next":
-		return rootWrite(sub, rest, stdout, stderr)
-	case "sign":
-		return rootSign(rest, stdout, stderr)
-	case "verify":
-		return rootVerify(rest, stdout, stderr)
-	case "publish":
-		return rootPublish(ctx, rest, stdout, stderr)
-	case "attach":
-		return rootAttach(rest, stdout, stderr)
-	default:
-		return usagef("unknown subcommand %q\n%s", sub, rootUsage)
+	offline := func(fn func(args []string, stdout, stderr io.Writer) error) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+			return fn(args, stdout, stderr)
+		}
+	}
+	return map[string]cli.Command{
+		"init":    {Summary: "write root version 1 (unsigned) from the roles' public keys, or --from-keys-dir", Run: write("init")},
+		"next":    {Summary: "write the next version after --from PREV (unsigned)", Run: write("next")},
+		"sign":    {Summary: "add one signature to a root, in place", Run: offline(rootSign)},
+		"verify":  {Summary: "walk a chain from a trusted root as a device would", Run: offline(rootVerify)},
+		"publish": {Summary: "publish a chain retained on {prefix}/trust/root (or a group's)", Run: rootPublish},
+		"attach":  {Summary: "print an envelope carrying the chain its offer needs", Run: offline(rootAttach)},
 	}
 }
 

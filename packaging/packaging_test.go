@@ -3,11 +3,9 @@
 package packaging
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -159,55 +157,6 @@ func TestShippedConfigNamesWhatToEdit(t *testing.T) {
 	}
 }
 
-// The bash completion, sourced by bash as bash-completion would, offers the
-// commands and flags the binaries describe in their help.
-func TestBashCompletion(t *testing.T) {
-	bash := need(t, "bash", "bash")
-	bin := t.TempDir()
-	for _, c := range []string{"otad", "otactl"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, c), "../cmd/"+c).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", c, err, out)
-		}
-	}
-	for _, c := range []struct {
-		line string // the words typed; the last one is being completed
-		want []string
-	}{
-		{"otad ", []string{"config", "help", "install", "mark-bad", "mark-good", "run", "status", "version"}},
-		{"otad config ", []string{"check"}},
-		{"otad config check -", []string{"-c", "-file-only", "-v"}},
-		{"otad ins", []string{"install"}},
-		{"otad status -", []string{"-c", "-json", "-v"}},
-		{"otad status --j", []string{"--json"}},
-		{"otactl ", []string{"keygen", "publish", "sign", "status", "verify"}},
-		{"otactl sign --ke", []string{"--key"}},
-		{"otad install -c otad.t", []string{"otad.toml"}},
-	} {
-		words := strings.Split(c.line, " ")
-		// compopt works only under readline: a no-op here.
-		script := fmt.Sprintf(`compopt() { :; }
-. completions/otactl
-COMP_WORDS=(%s); COMP_CWORD=%d
-complete -p %s >/dev/null && { _otad_cli; printf '%%s\n' "${COMPREPLY[@]}"; }`,
-			quoteWords(words), len(words)-1, words[0])
-		cmd := exec.Command(bash, "--norc", "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%q: %v\n%s", c.line, err, out)
-		}
-		got := strings.Fields(string(out))
-		for _, w := range c.want {
-			if !slices.Contains(got, w) {
-				t.Errorf("%q completes to %q, lacks %q", c.line, got, w)
-			}
-		}
-		if len(c.want) == 1 && len(got) != 1 {
-			t.Errorf("%q completes to %q, want only %q", c.line, got, c.want[0])
-		}
-	}
-}
-
 // make build gives the three binaries one version, the one packaging/version
 // prints (and make deb gives the package: ci-deb.sh checks that).
 func TestBinariesCarryTheVersion(t *testing.T) {
@@ -232,12 +181,4 @@ func TestBinariesCarryTheVersion(t *testing.T) {
 			}
 		}
 	}
-}
-
-func quoteWords(words []string) string {
-	q := make([]string, len(words))
-	for i, w := range words {
-		q[i] = "'" + w + "'"
-	}
-	return strings.Join(q, " ")
 }

@@ -15,7 +15,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // Program is otasim as cmd/otasim runs it: with the build's version
 // (`otasim --version`).
 func Program(version string) cli.Program {
-	return cli.Program{Name: "otasim", Commands: commands(), Version: version}
+	return cli.Program{Name: "otasim", Commands: commands(), Version: version, Notes: []string{"Exit codes: 0 ok, 1 failure, 2 usage."}}
 }
 
 // commands is the subcommand table.

@@ -66,10 +66,10 @@ func testProgram() Program {
 	return Program{
 		Name: "tool",
 		Commands: map[string]Command{
-			"ok":      {"succeeds", run(nil)},
-			"fail":    {"fails", run(errors.New("broken"))},
-			"refuse":  {"refuses", run(errRefused)},
-			"misused": {"a usage error", run(Usagef("--x: bad"))},
+			"ok":      {Summary: "succeeds", Run: run(nil)},
+			"fail":    {Summary: "fails", Run: run(errors.New("broken"))},
+			"refuse":  {Summary: "refuses", Run: run(errRefused)},
+			"misused": {Summary: "a usage error", Run: run(Usagef("--x: bad"))},
 		},
 		Notes:   []string{"Exit codes: 0 ok."},
 		Version: "1.2.3+git4.gabcdef0",

@@ -25,8 +25,13 @@ func Usagef(format string, args ...any) error {
 var ErrFlagsReported = errors.New("invalid flags")
 
 // HelpError is -h: it carries the usage, which goes to stdout (help that
-// was asked for can be paged or grepped), and it is flag.ErrHelp.
-type HelpError struct{ Usage string }
+// was asked for can be paged or grepped), and it is flag.ErrHelp. Flags is
+// the command's flag set when Parse made it: the man page and the
+// completions read the flags from it (manual.go).
+type HelpError struct {
+	Usage string
+	Flags *flag.FlagSet
+}
 
 func (HelpError) Error() string        { return flag.ErrHelp.Error() }
 func (HelpError) Is(target error) bool { return target == flag.ErrHelp }
@@ -66,7 +71,7 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, HelpError{Usage: buf.String()}
+				return nil, HelpError{Usage: buf.String(), Flags: fs}
 			}
 			out.Write(buf.Bytes())
 			return nil, fmt.Errorf("%w: %w", ErrFlagsReported, err)

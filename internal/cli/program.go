@@ -16,10 +16,14 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// Command is one subcommand: it parses its own flags from args.
+// Command is one subcommand: it parses its own flags from args. A command
+// with subcommands of its own ("otactl rollout start") has them in Sub and
+// no Run: the program dispatches to them, lists them in its help, and its
+// man page and completions walk them (manual.go).
 type Command struct {
 	Summary string
 	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	Sub     map[string]Command
 }
 
 // Program is a command-line tool with subcommands.
@@ -102,6 +106,9 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 				p.usage(stderr)
 				return ota.ExitUsage
 			}
+			if c.Sub != nil {
+				return p.sub(rest[0], c).Run(ctx, append(rest[1:], "-h"), stdout, stderr)
+			}
 			return p.exit(stdout, stderr, rest[0], c.Run(ctx, []string{"-h"}, stdout, stderr))
 		}
 		p.usage(stdout)
@@ -113,28 +120,59 @@ func (p Program) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		p.usage(stderr)
 		return ota.ExitUsage
 	}
+	if c.Sub != nil {
+		return p.sub(name, c).Run(ctx, rest, stdout, stderr)
+	}
 	return p.exit(stdout, stderr, name, c.Run(ctx, rest, stdout, stderr))
+}
+
+// sub is the program "NAME COMMAND" whose commands are c's subcommands.
+func (p Program) sub(name string, c Command) Program {
+	return Program{Name: p.Name + " " + name, Commands: c.Sub, Code: p.Code}
 }
 
 func isHelpArg(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
+// usage lists every command, a command's subcommands under it, so that
+// the help names all the man page does.
 func (p Program) usage(w io.Writer) {
-	names := make([]string, 0, len(p.Commands))
-	for n := range p.Commands {
-		names = append(names, n)
+	type line struct{ name, summary string }
+	var lines []line
+	var walk func(prefix string, cmds map[string]Command)
+	walk = func(prefix string, cmds map[string]Command) {
+		for _, n := range sortedNames(cmds) {
+			lines = append(lines, line{prefix + n, cmds[n].Summary})
+			if sub := cmds[n].Sub; sub != nil {
+				walk(prefix+n+" ", sub)
+			}
+		}
 	}
-	sort.Strings(names)
-	fmt.Fprintf(w, "usage: %s COMMAND [flags] [args]\n\n", p.Name)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, p.Commands[n].Summary)
-	}
+	walk("", p.Commands)
 	if _, ok := p.Commands["version"]; !ok && p.Version != "" {
-		fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version (also --version)")
+		lines = append(lines, line{"version", "print the version (also --version)"})
+	}
+	lines = append(lines, line{"help", "the commands, or a command's flags (help COMMAND)"})
+	width := 8
+	for _, l := range lines {
+		width = max(width, len(l.name))
+	}
+	fmt.Fprintf(w, "usage: %s COMMAND [flags] [args]\n\n", p.Name)
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %-*s %s\n", width, l.name, l.summary)
 	}
 	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", p.Name)
 	for _, n := range p.Notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+func sortedNames(cmds map[string]Command) []string {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Exit prints err (unless the flag set already did) as "PROGRAM COMMAND:

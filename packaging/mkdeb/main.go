@@ -1,5 +1,6 @@
-// Command mkdeb builds otad's .deb for one architecture from packaging/nfpm.yaml
-// with nfpm as a library. It is a module of its own so that nfpm's dependency
+// Command mkdeb builds one of the two Debian packages (packaging/otad.yaml,
+// the device's; packaging/otactl.yaml, the workstation's) for one
+// architecture with nfpm as a library. It is a module of its own so that nfpm's dependency
 // tree stays out of the product binaries' go.mod.
 package main
 
@@ -29,9 +30,10 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("mkdeb", flag.ContinueOnError)
 	root := fs.String("root", ".", "repository root: the config's file paths are relative to it")
-	config := fs.String("config", "packaging/nfpm.yaml", "nfpm config, relative to -root")
+	config := fs.String("config", "packaging/otad.yaml", "nfpm config, relative to -root: packaging/otad.yaml or packaging/otactl.yaml")
 	arch := fs.String("arch", "amd64", "Debian architecture: amd64, arm64, armhf")
-	bin := fs.String("bin", "", "directory holding this architecture's otad and otactl (default bin/ARCH)")
+	bin := fs.String("bin", "", "directory holding this architecture's otad, otactl and otasim (default bin/ARCH)")
+	docs := fs.String("docs", "bin/docs", "the man pages and completions go run ./packaging/gendocs wrote, relative to -root")
 	version := fs.String("version", "", "the version (go run ./packaging/version): the binaries' and the package's")
 	out := fs.String("out", "dist", "output directory, relative to -root")
 	if err := fs.Parse(args); err != nil {
@@ -62,7 +64,7 @@ func run(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	vars := map[string]string{"ARCH": *arch, "BIN": *bin, "GENERATED": tmp}
+	vars := map[string]string{"ARCH": *arch, "BIN": *bin, "DOCS": *docs, "GENERATED": tmp}
 	cfg, err := nfpm.ParseFileWithEnvMapping(*config, func(k string) string { return vars[k] })
 	if err != nil {
 		return fmt.Errorf("%s: %w", *config, err)
@@ -76,6 +78,12 @@ func run(args []string) error {
 	info.Version, info.Release = *version, ""
 	info.MTime = when
 	if err := os.WriteFile(filepath.Join(tmp, "changelog"), changelog(info, when), 0o644); err != nil {
+		return err
+	}
+	if err := expandDocGlobs(info); err != nil {
+		return err
+	}
+	if err := rewriteDocs(info, tmp); err != nil {
 		return err
 	}
 	if err := gzipContents(info, tmp); err != nil {
