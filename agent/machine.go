@@ -136,11 +136,22 @@ func (m *machine) startInstall(t Target, msg string) {
 	// again before the flip (TrustChecker).
 	m.s.Target = &t
 	m.s.InstallGen++
+	early := false
+	if prev := m.s.Slots[slot]; prev.SHA256 != "" && prev.Status != ota.SlotBad {
+		// The slot holds an image the bootloader may still boot (one an
+		// operator dropped, or the last release): it hears first that it
+		// is bad, so it never boots an image the journal no longer names.
+		m.do(Mark{Op: MarkBad, Slot: slot})
+		early = true
+	}
 	// The journal forgets the slot's contents before the first byte is written
 	// and the bootloader is told it is bad: a half-written slot never boots.
 	m.s.Slots[slot] = SlotInfo{}
 	m.transition(ota.Downloading, nil, msg)
-	m.do(Mark{Op: MarkBad, Slot: slot}, StartInstall{Gen: m.s.InstallGen, Target: t, Booted: m.s.Slots[m.s.Booted]})
+	if !early {
+		m.do(Mark{Op: MarkBad, Slot: slot})
+	}
+	m.do(StartInstall{Gen: m.s.InstallGen, Target: t, Booted: m.s.Slots[m.s.Booted]})
 }
 
 func (m *machine) progress(ev EvProgress) {

@@ -186,7 +186,8 @@ func TestStep(t *testing.T) {
 		{name: "success starts the pending offer into the now inactive slot",
 			start: atRebooting(), policy: imm, events: []Event{EvOffer{Target: m}, EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}},
 			phase: ota.Downloading, targetID: "rel-m", result: ota.ResultSuccess,
-			effects: "mark(good,B) persist emit(confirming>idle,success) persist emit(idle>downloading) mark(bad,A) install(rel-m>A)"},
+			// Slot A holds the last release, bootable: the bootloader hears first (issue 27).
+			effects: "mark(good,B) persist emit(confirming>idle,success) mark(bad,A) persist emit(idle>downloading) install(rel-m>A)"},
 		{name: "interrupted download restarts from scratch after a restart",
 			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}, EvBoot{Booted: "A", BootID: "b1"}}, phase: ota.Downloading, targetID: "rel-n",
 			effects: "persist mark(good,A) persist emit(downloading>downloading) mark(bad,B) install(rel-n>B)",

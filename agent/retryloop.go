@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/otad/otad/backoff"
-	"github.com/otad/otad/ota"
 )
 
 // DefaultRetryDelay is [retry] delay's default (docs/contract/config.md).
@@ -68,27 +67,4 @@ func (a *Agent) stopRetry() {
 		a.retries.stop()
 	}
 	a.retries.timer, a.retries.stop, a.retries.target = nil, nil, nil
-}
-
-// ForOperator is the status as the operator reads it under the manual
-// reboot policy: an install past its flip waits for their reboot, so it is
-// staged, not rebooting (which the device is not doing).
-func ForOperator(st ota.Status, p Policy) ota.Status {
-	if !p.RebootImmediately && st.State == ota.Rebooting {
-		st.State = ota.Staged
-	}
-	return st
-}
-
-// forOperatorEvent says a transition in the same words.
-func forOperatorEvent(ev ota.Event, p Policy) ota.Event {
-	if !p.RebootImmediately {
-		if ev.From == ota.Rebooting {
-			ev.From = ota.Staged
-		}
-		if ev.To == ota.Rebooting {
-			ev.To = ota.Staged
-		}
-	}
-	return ev
 }

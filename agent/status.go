@@ -40,3 +40,26 @@ func Snapshot(device, agentVersion string, s State, now time.Time) ota.Status {
 func targetStatus(t *Target) *ota.TargetStatus {
 	return &ota.TargetStatus{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, BytesDone: t.BytesDone, BytesTotal: t.Payload.Size, Transfer: t.Transfer}
 }
+
+// ForOperator is the status as the operator reads it under the manual
+// reboot policy: an install past its flip waits for their reboot, so it is
+// staged, not rebooting (which the device is not doing).
+func ForOperator(st ota.Status, p Policy) ota.Status {
+	if !p.RebootImmediately && st.State == ota.Rebooting {
+		st.State = ota.Staged
+	}
+	return st
+}
+
+// forOperatorEvent says a transition in the same words.
+func forOperatorEvent(ev ota.Event, p Policy) ota.Event {
+	if !p.RebootImmediately {
+		if ev.From == ota.Rebooting {
+			ev.From = ota.Staged
+		}
+		if ev.To == ota.Rebooting {
+			ev.To = ota.Staged
+		}
+	}
+	return ev
+}

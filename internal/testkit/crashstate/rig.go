@@ -180,7 +180,11 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	p.Deps.Health = health(!unhealthy)
 	p.Deps.Bootloader = uncancelled{p.Deps.Bootloader}
 	manual := r.sc.End == MarkActive // the staged install waits for the operator
-	a, err := agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: !manual, MaxRestarts: 3},
+	var a *agent.Agent
+	if r.sc.End == Cancel {
+		p.Deps.Installer = stalled{Installer: p.Deps.Installer, done: func() bool { return r.undone(a.Status()) }}
+	}
+	a, err = agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: !manual, MaxRestarts: 3},
 		CommitWindow: r.cfg.Commit.Window.Duration, Logger: discard(), BuildTime: node.BuildTime()}, p.Deps)
 	if err != nil {
 		out.fail("the agent does not start: %v", err)

@@ -14,7 +14,7 @@ import (
 // Under the manual policy an install staged after that waits for their
 // reboot: undo says so, and the rig reboots the device.
 func (r *Rig) undo(ctx context.Context, a *agent.Agent, s ota.Status, again chan<- struct{}) (reboot bool) {
-	done := s.LastResult != nil && s.LastResult.SHA256 == r.fx.NewSHA && s.LastResult.Code == ota.CodeCancelled
+	done := r.undone(s)
 	var err error
 	switch {
 	case r.sc.End == Cancel && !done && s.State == ota.Downloading && s.Target != nil && s.Target.BytesDone > 0:
@@ -33,4 +33,30 @@ func (r *Rig) undo(ctx context.Context, a *agent.Agent, s ota.Status, again chan
 		}
 	}
 	return false
+}
+
+// undone says the operator's act is behind: the last result is the offer's
+// cancelled ending.
+func (r *Rig) undone(s ota.Status) bool {
+	return s.LastResult != nil && s.LastResult.SHA256 == r.fx.NewSHA && s.LastResult.Code == ota.CodeCancelled
+}
+
+// stalled is the Cancel scenario's download: until the operator cancelled
+// it once, it stalls after its first bytes, so the cancel always comes
+// mid-download (a download of the fixture's image outruns the rig).
+type stalled struct {
+	agent.Installer
+	done func() bool
+}
+
+func (s stalled) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
+	if s.done() {
+		return s.Installer.Install(ctx, job, progress)
+	}
+	return s.Installer.Install(ctx, job, func(p ota.Progress) {
+		progress(p)
+		if p.BytesDone > 0 {
+			<-ctx.Done() // the operator's cancel
+		}
+	})
 }
