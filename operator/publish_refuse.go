@@ -13,12 +13,12 @@ import (
 
 // wouldRefuse warns, a line each, about target devices that would refuse
 // the offer (docs/contract/checks.md): every one when it expired or is
-// not yet valid, those its manifest does not list, and those whose status
-// says they refused this very offer already (its manifest's digest in
-// last_refusal: incompatible, too big for the slot, …). A refused offer
-// changes nothing on a device, so without a word here it would go unseen.
-// The checks the status cannot tell (the device's compatible string, its
-// slot size) are the devices' own.
+// not yet valid, those whose compatible string (in their status) it does
+// not list, those its devices list leaves out, and those whose status says
+// they refused this very offer already (its manifest's digest in
+// last_refusal: too big for the slot, …). A refused offer changes nothing
+// on a device, so without a word here it would go unseen. What a status
+// cannot tell (the slot's size, the journal's floors) the devices check.
 func wouldRefuse(envelope []byte, statuses map[string]ota.Status, now time.Time) []string {
 	env, err := verify.ParseEnvelope(envelope)
 	if err != nil {
@@ -41,6 +41,8 @@ func wouldRefuse(envelope []byte, statuses map[string]ota.Status, now time.Time)
 	refused := map[string][]string{} // code → devices
 	for id, st := range statuses {
 		switch r := st.LastRefusal; {
+		case st.Compatible != "" && !slices.Contains(m.Compatible, st.Compatible):
+			refused[string(ota.CodeIncompatible)] = append(refused[string(ota.CodeIncompatible)], id)
 		case m.Devices != nil && !slices.Contains(m.Devices, id):
 			refused[string(ota.CodeNotForThisDevice)] = append(refused[string(ota.CodeNotForThisDevice)], id)
 		case r != nil && digest != "" && r.ManifestSHA256 == digest:
@@ -56,7 +58,10 @@ func wouldRefuse(envelope []byte, statuses map[string]ota.Status, now time.Time)
 		ids := refused[c]
 		sort.Strings(ids)
 		why := "refused it already"
-		if c == string(ota.CodeNotForThisDevice) {
+		switch c {
+		case string(ota.CodeIncompatible):
+			why = "have a compatible string it does not list (" + strings.Join(m.Compatible, ", ") + ") and refuse it"
+		case string(ota.CodeNotForThisDevice):
 			why = "are not in its devices list and refuse it"
 		}
 		out = append(out, fmt.Sprintf("warning: %d of the %d target devices heard of %s (%s): %s", len(ids), len(statuses), why, c, shortList(ids)))

@@ -5,12 +5,16 @@ import "time"
 // Status is the status snapshot a device publishes (retained) and
 // `otad status --json` prints; operator tools decode it with this same type.
 type Status struct {
-	Device     string              `json:"device"`
-	Seq        uint64              `json:"seq"`
-	BootID     string              `json:"boot_id"`
-	State      Phase               `json:"state"`
-	BootedSlot Slot                `json:"booted_slot"`
-	Groups     []string            `json:"groups,omitempty"` // the device's [mqtt] groups: how a rollout finds a group
+	Device     string   `json:"device"`
+	Seq        uint64   `json:"seq"`
+	BootID     string   `json:"boot_id"`
+	State      Phase    `json:"state"`
+	BootedSlot Slot     `json:"booted_slot"`
+	Groups     []string `json:"groups,omitempty"` // the device's [mqtt] groups: how a rollout finds a group
+	// Compatible is the device's compatible string (its config), in the
+	// snapshot published over MQTT: `otactl publish` warns of an offer
+	// the device would refuse as incompatible.
+	Compatible string              `json:"compatible,omitempty"`
 	Slots      map[Slot]SlotStatus `json:"slots"`
 	Target     *TargetStatus       `json:"target,omitempty"`
 	Pending    *TargetStatus       `json:"pending,omitempty"`

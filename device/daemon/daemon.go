@@ -51,7 +51,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{}}
+	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{compatible: cfg.Compatible}}
 	nopt := node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
 		Publishers: []agent.Publisher{d.pub, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},

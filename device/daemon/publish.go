@@ -12,7 +12,8 @@ import (
 
 // publisher sends transitions and progress to MQTT once it is dialled.
 type publisher struct {
-	m atomic.Pointer[mqtt.Conn]
+	m          atomic.Pointer[mqtt.Conn]
+	compatible string // the device's, in every status published (docs/contract/mqtt.md)
 }
 
 func (p *publisher) Publish(st ota.Status, ev ota.Event) {
@@ -20,6 +21,7 @@ func (p *publisher) Publish(st ota.Status, ev ota.Event) {
 	if m == nil {
 		return
 	}
+	st.Compatible = p.compatible
 	if b, err := json.Marshal(st); err == nil {
 		m.PublishStatus(b)
 	}
