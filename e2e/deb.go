@@ -9,15 +9,16 @@ import (
 	"strings"
 )
 
-// Deb is otad's package as make deb builds it, for one architecture.
+// Deb is otad's package (the device's) as make deb builds it, for one architecture.
 type Deb struct {
 	Path    string
 	Version string // the package's and the binaries' (packaging/version)
 }
 
-// BuildDeb builds the package the way make deb does, into out: the version
-// from packaging/version, otad and otactl with it (-X main.version, static),
-// then packaging/mkdeb with the recipe as shipped. goBin is the go command.
+// BuildDeb builds the device's package the way make deb does, into out: the
+// version from packaging/version, otad with it (-X main.version, static), its
+// man page and completions (packaging/gendocs), then packaging/mkdeb with the
+// recipe as shipped (packaging/otad.yaml). goBin is the go command.
 func BuildDeb(ctx context.Context, goBin, repo, arch, out string) (Deb, error) {
 	gorun := func(env []string, dir string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, goBin, args...)
@@ -40,13 +41,18 @@ func BuildDeb(ctx context.Context, goBin, repo, arch, out string) (Deb, error) {
 		return Deb{}, fmt.Errorf("architecture %q: not amd64, arm64 or armhf", arch)
 	}
 	env := append([]string{"CGO_ENABLED=0", "GOOS=linux"}, goarch...)
-	for _, c := range []string{"otad", "otactl"} {
+	for _, c := range []string{"otad"} {
 		if _, err := gorun(env, repo, "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version, "-o", filepath.Join(bin, c), "./cmd/"+c); err != nil {
 			return Deb{}, err
 		}
 	}
+	docs := filepath.Join(out, "docs")
+	if _, err := gorun(nil, repo, "run", "./packaging/gendocs", "-out", docs, "-version", version); err != nil {
+		return Deb{}, err
+	}
 	dist := filepath.Join(out, "dist")
-	path, err := gorun(nil, filepath.Join(repo, "packaging", "mkdeb"), "run", ".", "-root", repo, "-arch", arch, "-bin", bin, "-version", version, "-out", dist)
+	path, err := gorun(nil, filepath.Join(repo, "packaging", "mkdeb"), "run", ".", "-root", repo, "-config", "packaging/otad.yaml",
+		"-arch", arch, "-bin", bin, "-docs", docs, "-version", version, "-out", dist)
 	if err != nil {
 		return Deb{}, err
 	}

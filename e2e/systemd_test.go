@@ -287,11 +287,12 @@ func (d *device) systemdDisk(ctx context.Context, name string, l Layout, images 
 	return disk
 }
 
-// expectVersions: the package's version is what otad and otactl print.
+// expectVersions: the package's version is what otad prints, and the
+// device's package carries no otactl.
 func (d *device) expectVersions(ctx context.Context, r *Run, version string) {
 	d.t.Helper()
 	line := d.expect(ctx, r, regexp.QuoteMeta(MarkerSysVersions))
-	want := fmt.Sprintf("%s deb=%s otad=otad %s otactl=otactl %s", MarkerSysVersions, version, version, version)
+	want := fmt.Sprintf("%s deb=%s otad=otad %s otactl=none", MarkerSysVersions, version, version)
 	if !strings.Contains(line, want) {
 		d.t.Errorf("versions: %q, want %q", line, want)
 	}

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# CI for the Debian packages (docs/contract/packaging.md, issue 12): build them for amd64, arm64
-# and armhf; lintian (no errors; a warning must be explained in
-# packaging/README.md); install the amd64 one on this machine and check it,
-# then remove (state kept) and purge (state gone); run the arm64 and armhf
-# binaries under qemu-user-static, down to a sim-device install ending staged.
+# CI for the Debian packages (docs/contract/packaging.md, issues 12 and 31):
+# build otad (the device's) and otactl (the workstation's) for amd64, arm64
+# and armhf; check each carries its role's files and not the other's;
+# lintian (no errors; a warning must be explained in packaging/README.md);
+# install the amd64 ones on this machine and check them (man pages,
+# completions, links of the shipped docs), then remove (state kept) and purge
+# (state gone); run the arm64 and armhf binaries under qemu-user-static, down
+# to a sim-device install ending staged.
 # Needs root and scripts/deps/apt.txt installed. Leaves nothing installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== ci-deb: %s\n' "$*"; }
 fail() { echo "ci-deb: FAIL: $*" >&2; exit 1; }
 
-if dpkg-query -W -f '${Status}' otad 2>/dev/null | grep -q installed; then
-	fail "otad is already installed on this machine; this check would remove it"
-fi
+for p in otad otactl; do
+	if dpkg-query -W -f '${Status}' $p 2>/dev/null | grep -q installed; then
+		fail "$p is already installed on this machine; this check would remove it"
+	fi
+done
 tmp=$(mktemp -d)
-trap 'dpkg -P otad >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+trap 'dpkg -P otad otactl >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 
 step "make deb"
 rm -rf dist
@@ -24,9 +29,28 @@ ls -l dist/
 version=$(make -s version)
 want="otad $version"
 for arch in amd64 arm64 armhf; do
-	[ -f dist/otad_"$version"_"$arch".deb ] || fail "no package otad_${version}_$arch.deb in dist/"
-	[ "$(dpkg-deb -f dist/otad_"$version"_"$arch".deb Version)" = "$version" ] || fail "$arch package version is not $version"
+	for p in otad otactl; do
+		deb=dist/${p}_${version}_$arch.deb
+		[ -f "$deb" ] || fail "no package ${p}_${version}_$arch.deb in dist/"
+		[ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "$arch $p package version is not $version"
+	done
+	# By role: the device's package carries no operator tool, the
+	# workstation's no daemon, unit or device config.
+	dpkg-deb -c dist/otad_"$version"_"$arch".deb >"$tmp/otad.list"
+	dpkg-deb -c dist/otactl_"$version"_"$arch".deb >"$tmp/otactl.list"
+	! grep -E '/usr/bin/ot(actl|asim)$' "$tmp/otad.list" || fail "$arch otad package carries an operator tool"
+	! grep -E '/usr/bin/otad$|systemd/system/|/etc/otad' "$tmp/otactl.list" || fail "$arch otactl package carries the daemon, its unit or its config"
+	for f in usr/bin/otad lib/systemd/system/otad.service usr/share/man/man8/otad.8.gz usr/share/bash-completion/completions/otad \
+		usr/share/zsh/vendor-completions/_otad usr/share/fish/vendor_completions.d/otad.fish; do
+		grep -q " \./$f\$" "$tmp/otad.list" || fail "$arch otad package lacks /$f"
+	done
+	for f in usr/bin/otactl usr/bin/otasim usr/share/man/man1/otactl.1.gz usr/share/man/man1/otasim.1.gz usr/share/bash-completion/completions/otactl \
+		usr/share/zsh/vendor-completions/_otactl usr/share/fish/vendor_completions.d/otactl.fish; do
+		grep -q " \./$f\$" "$tmp/otactl.list" || fail "$arch otactl package lacks /$f"
+	done
 done
+du -b dist/*_amd64.deb
+for p in otad otactl; do echo "$p installed size: $(dpkg-deb -f dist/${p}_"$version"_amd64.deb Installed-Size) KiB"; done
 make -s build
 for b in otad otactl otasim; do
 	[ "$(bin/$b --version)" = "$b $version" ] || fail "$b --version: $(bin/$b --version), want $b $version"
@@ -42,6 +66,8 @@ done
 
 step "dpkg -i (amd64)"
 dpkg -i dist/otad_*_amd64.deb
+! command -v otactl || fail "the otad package installed otactl"
+dpkg -i dist/otactl_*_amd64.deb
 [ "$(otad version)" = "$want" ] || fail "otad version: $(otad version), want $want"
 [ "$(otad --version)" = "$want" ] || fail "otad --version: $(otad --version), want $want"
 [ "$(otactl --version)" = "otactl $version" ] || fail "otactl --version: $(otactl --version), want otactl $version"
@@ -51,6 +77,26 @@ otactl help >/dev/null || fail "otactl help"
 grep -qx /etc/otad/otad.toml /var/lib/dpkg/info/otad.conffiles || fail "otad.toml is not a conffile"
 [ -d /etc/otad/keys.d ] && [ -x /usr/libexec/otad/health-check ] || fail "keys.d or the health check missing"
 [ -f /usr/share/bash-completion/completions/otad ] && [ -f /usr/share/bash-completion/completions/otactl ] || fail "bash completion missing"
+# The installed man pages name what the installed help lists.
+for c in $(otactl help | awk '/^  [a-z]/ {print $1}' | sort -u); do
+	man -P cat otactl 2>/dev/null | grep -q "otactl $c" || fail "man otactl does not name $c"
+done
+for c in $(otad help | awk '/^  [a-z]/ {print $1}' | sort -u); do
+	man -P cat 8 otad 2>/dev/null | grep -q "otad $c" || fail "man otad does not name $c"
+done
+# The installed completions are what the installed programs print.
+for p in otad otactl; do
+	for sh in bash zsh fish; do "$p" completion "$sh" >"$tmp/$p.$sh"; done
+	cmp "$tmp/$p.bash" /usr/share/bash-completion/completions/$p || fail "$p: installed bash completion differs from $p completion bash"
+	cmp "$tmp/$p.zsh" /usr/share/zsh/vendor-completions/_$p || fail "$p: installed zsh completion differs from $p completion zsh"
+	cmp "$tmp/$p.fish" /usr/share/fish/vendor_completions.d/$p.fish || fail "$p: installed fish completion differs from $p completion fish"
+done
+# Every relative link of the installed docs resolves.
+for page in $(find /usr/share/doc/otad /usr/share/doc/otactl -name '*.md'); do
+	for target in $(grep -o '](\([^)#: ]*\)' "$page" | sed 's/^](//' | sort -u); do
+		[ -z "$target" ] || [ -e "$(dirname "$page")/$target" ] || fail "$page: broken link $target"
+	done
+done
 # Neither enabled nor started (systemd need not run here to see the first).
 [ ! -e /etc/systemd/system/multi-user.target.wants/otad.service ] || fail "the package enabled otad.service"
 if [ -d /run/systemd/system ]; then
@@ -85,6 +131,8 @@ dpkg -i dist/otad_*_amd64.deb
 [ ! -e /etc/systemd/system/multi-user.target.wants/otad.service ] || fail "the upgrade enabled otad.service"
 
 step "dpkg -r keeps the state, dpkg -P removes it"
+dpkg -r otactl
+[ ! -e /usr/bin/otactl ] && [ -x /usr/bin/otad ] || fail "dpkg -r otactl: otactl left or otad gone"
 echo journal >/var/lib/otad/ci-marker
 dpkg -r otad
 [ ! -e /usr/bin/otad ] || fail "/usr/bin/otad left after dpkg -r"
@@ -108,7 +156,9 @@ for arch in arm64 armhf; do
 	file "$root/usr/bin/otad" | grep -q 'statically linked' || fail "$arch otad is not static: $(file "$root/usr/bin/otad")"
 	out=$("$qemu" "$root/usr/bin/otad" version)
 	[ "$out" = "$want" ] || fail "$arch otad version: $out, want $want"
+	dpkg-deb -x dist/otactl_*_"$arch".deb "$root"
 	"$qemu" "$root/usr/bin/otactl" help >/dev/null || fail "$arch otactl help"
+	"$qemu" "$root/usr/bin/otasim" help >/dev/null || fail "$arch otasim help"
 
 	mkdir -p "$d/keys"
 	(cd "$d" && "$OLDPWD/$otactl" keygen release >/dev/null)

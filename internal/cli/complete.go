@@ -178,7 +178,9 @@ func (m Manual) zsh(w io.Writer) error {
 		describe(m.Commands[i].Path, &m.Commands[i])
 	}
 	b.WriteString("\tesac\n}\n")
-	fmt.Fprintf(&b, "compdef %s %s\n", f, m.Name)
+	// Autoloaded from fpath (#compdef), the file's first run completes;
+	// sourced, it registers the function.
+	fmt.Fprintf(&b, "if [ \"$funcstack[1]\" = %q ]; then\n\t%s \"$@\"\nelse\n\tcompdef %s %s\nfi\n", f, f, f, m.Name)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
