@@ -23,13 +23,15 @@ import (
 // rollout).
 
 // checkLease reads the rollout's lease before anything connects as its
-// controller (docs/contract/rollouts.md, one controller per rollout). A
-// lease held by another controller that is renewed while this one watches
-// is a live holder: refused (exit 4). One whose holder is proven gone
-// (holderGone) is named, to be taken at once; any other is waited out,
-// at most its TTL, saying so, and then taken over. It returns the holder
-// proven gone, if any.
-func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, here where, stderr io.Writer) (gone string, err error) {
+// controller (docs/contract/rollouts.md, one controller per rollout). One
+// whose holder is proven gone (holderGone) is named, to be taken at once.
+// Any other lease held by another controller is refused at once (exit 4)
+// unless takeOver: then it is waited out, at most its TTL, saying so, and
+// taken over, or refused once it is renewed meanwhile. Two controllers
+// started together must not both go on: waiting by default let a late
+// renewal of the first land after the second had taken over (two writers,
+// seen under load). It returns the holder proven gone, if any.
+func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, here where, takeOver bool, stderr io.Writer) (gone string, err error) {
 	var first *rollout.Lease
 	for {
 		_, s, err := rollout.ReadState(ctx, cfg, name)
@@ -50,6 +52,10 @@ func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, here 
 		if why, ok := holderGone(l, here); ok {
 			fmt.Fprintf(stderr, "rollout %s: its controller %s is gone (%s): taking the rollout over at once\n", name, l.Holder, why)
 			return l.Holder, nil
+		}
+		if !takeOver {
+			return "", fmt.Errorf("%w: rollout %s is held by %s; it expires at %s unless renewed (--take-over waits it out)", rollout.ErrLeaseHeld, name,
+				l.String(), l.Expires().UTC().Format(time.RFC3339))
 		}
 		if first == nil {
 			first = l

@@ -25,9 +25,7 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	settle := fs.Duration("settle", 3*time.Second, "ask the group's devices to report within this long, and collect statuses at least this long (and until they stop arriving) before judging anything")
 	tick := fs.Duration("tick", time.Second, "how often the controller looks at the fleet")
 	lease := fs.Duration("lease", rollout.DefaultLease, "the controller's lease: renewed every third of it; another controller may take over a lease unrenewed this long")
-	// What --take-over did is the default now: a lease not renewed is
-	// waited out. The flag stays for the scripts that pass it.
-	_ = fs.Bool("take-over", false, "kept for scripts: a controller always waits out a lease that is not renewed, and takes the rollout over")
+	takeOver := fs.Bool("take-over", false, "wait out a lease another controller holds (at most its TTL) and take the rollout over unless it is renewed meanwhile; without it such a lease is refused at once (exit 4), unless its holder is proven gone (same host and boot, process not running): that one is taken at once")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -60,7 +58,7 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		// Read first without disturbing a controller that runs: a live
 		// lease held by another is refused before anything connects as
 		// the rollout's controller.
-		gone, err := checkLease(ctx, cfg, plan.Name, holder, here, stderr)
+		gone, err := checkLease(ctx, cfg, plan.Name, holder, here, *takeOver, stderr)
 		if err != nil {
 			return err
 		}
