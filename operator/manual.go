@@ -33,7 +33,9 @@ func exitNote() string {
 // Manual is otactl's man page and completions: the command table walked
 // (cli.Program.Manual) and this prose.
 func Manual(ctx context.Context, version string) (cli.Manual, error) {
-	return Program(version).Manual(ctx, cli.Manual{
+	// BuildVersion: a version is never empty, so the version command is
+	// always listed (completion runs without one).
+	return Program(cli.BuildVersion(version)).Manual(ctx, cli.Manual{
 		Name:     "otactl",
 		Section:  "1",
 		Title:    "the operator side of otad: keys, signing, publishing, rollouts",

@@ -93,7 +93,8 @@ for p in otad otactl; do
 done
 # Every relative link of the installed docs resolves.
 for page in $(find /usr/share/doc/otad /usr/share/doc/otactl -name '*.md'); do
-	for target in $(grep -o '](\([^)#: ]*\)' "$page" | sed 's/^](//' | sort -u); do
+	for target in $(grep -oE '\]\([^)# ]*' "$page" | sed 's/^](//' | sort -u); do
+		case $target in *:*) continue ;; esac # a URL
 		[ -z "$target" ] || [ -e "$(dirname "$page")/$target" ] || fail "$page: broken link $target"
 	done
 done

@@ -253,3 +253,20 @@ func TestZshAndFishCompletionsNameEverything(t *testing.T) {
 		}
 	}
 }
+
+// `PROGRAM completion SHELL` prints what packaging/gendocs installs.
+func TestCompletionCommandMatchesGenerated(t *testing.T) {
+	for _, p := range programs()[:2] { // otasim has no completion command
+		for _, shell := range cli.Shells {
+			m, err := p.manual(context.Background(), "1.0") // as gendocs, with a version
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			m.Completion(&want, shell)
+			if code, got := p.run("completion", shell); code != 0 || got != want.String() {
+				t.Errorf("%s completion %s (exit %d) differs from the generated script", p.name, shell, code)
+			}
+		}
+	}
+}

@@ -9,7 +9,9 @@ import (
 // Manual is otasim's man page and completions: the command table walked
 // (cli.Program.Manual) and this prose.
 func Manual(ctx context.Context, version string) (cli.Manual, error) {
-	return Program(version).Manual(ctx, cli.Manual{
+	// BuildVersion: a version is never empty, so the version command is
+	// always listed (completion runs without one).
+	return Program(cli.BuildVersion(version)).Manual(ctx, cli.Manual{
 		Name:     "otasim",
 		Section:  "1",
 		Title:    "simulated otad devices, for trying updates and rollouts",
