@@ -58,7 +58,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %-26s %s\n", "help [COMMAND]", "this help, or a command's flags")
 	fmt.Fprintf(w, "\nEvery command takes -c FILE (default %s) and -v (debug logging).\n", config.DefaultPath)
-	fmt.Fprintln(w, exitNote())
+	fmt.Fprintln(w, cli.ExitNote(exitCodes))
 }
 
 func isHelp(arg string) bool {

@@ -22,17 +22,6 @@ var exitCodes = []cli.Item{
 	{Term: fmt.Sprint(ota.ExitNeedsOperator), Text: "needs an operator (otad run cannot work until someone acts)"},
 }
 
-func exitNote() string {
-	parts := make([]string, len(exitCodes))
-	for i, c := range exitCodes {
-		parts[i] = c.Term + " " + c.Text
-		if j := strings.Index(parts[i], " ("); j >= 0 {
-			parts[i] = parts[i][:j]
-		}
-	}
-	return "Exit codes: " + strings.Join(parts, ", ") + "."
-}
-
 // Manual is otad's man page and completions: every command of the table
 // (and its subcommands) asked for -h, its flag set read, and this prose.
 func Manual(ctx context.Context, version string) (cli.Manual, error) {

@@ -19,17 +19,6 @@ var exitCodes = []cli.Item{
 	{Term: "4", Text: "rollout held by another controller"},
 }
 
-func exitNote() string {
-	parts := make([]string, len(exitCodes))
-	for i, c := range exitCodes {
-		parts[i] = c.Term + " " + c.Text
-		if j := strings.Index(parts[i], " ("); j >= 0 {
-			parts[i] = parts[i][:j]
-		}
-	}
-	return "Exit codes: " + strings.Join(parts, ", ") + "."
-}
-
 // Manual is otactl's man page and completions: the command table walked
 // (cli.Program.Manual) and this prose.
 func Manual(ctx context.Context, version string) (cli.Manual, error) {

@@ -32,7 +32,7 @@ func program() cli.Program {
 	return cli.Program{
 		Name:     "otactl",
 		Commands: commands(),
-		Notes:    []string{exitNote()},
+		Notes:    []string{cli.ExitNote(exitCodes)},
 		Code: func(err error) int {
 			switch {
 			case ota.CodeOf(err) != "":

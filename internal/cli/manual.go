@@ -31,6 +31,17 @@ type Manual struct {
 // Item is a term and its text.
 type Item struct{ Term, Text string }
 
+// ExitNote is the one-line summary of exit codes a usage ends with: each
+// item's code and its text up to the first parenthesis.
+func ExitNote(codes []Item) string {
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		text, _, _ := strings.Cut(c.Text, " (")
+		parts[i] = c.Term + " " + text
+	}
+	return "Exit codes: " + strings.Join(parts, ", ") + "."
+}
+
 // ManCommand is one command as its help describes it.
 type ManCommand struct {
 	Path     string // "rollout start"
