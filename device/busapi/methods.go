@@ -108,6 +108,14 @@ func (o *Object) install(envelope dbus.UnixFD, roles []string, fds []dbus.UnixFD
 		closeAll()
 		return 0, busError(errors.New("this daemon takes no payload files"))
 	}
+	// As otad install --payload's exit 4: said at once, not as an outcome.
+	// The handler checks again, as the state may change meanwhile.
+	if len(files) > 0 {
+		if err := agent.GivenPayloadBusy(o.h.Status()); err != nil {
+			closeAll()
+			return 0, dbus.NewError(ErrorPrefix+"Busy", []any{err.Error()})
+		}
+	}
 	n := o.installs.Add(1)
 	go func() {
 		var out ota.Outcome
