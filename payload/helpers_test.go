@@ -3,6 +3,7 @@ package payload
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
@@ -93,3 +94,5 @@ func wantErr(t *testing.T, err error, code ota.Code, parts ...string) {
 		}
 	}
 }
+
+func asErr(err error, e **ota.Error) bool { return errors.As(err, e) }
