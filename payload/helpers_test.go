@@ -3,7 +3,6 @@ package payload
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"

@@ -2,12 +2,7 @@ package payload
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/otad/otad/ota"

@@ -2,8 +2,6 @@ package payload
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
