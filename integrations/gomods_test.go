@@ -2,6 +2,7 @@ package integrations
 
 import (
 	"bytes"
+	"crypto/md5"
 	"crypto/sha256"
 	"flag"
 	"fmt"
@@ -161,6 +162,17 @@ func TestPinnedCommitsAgree(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^sha256  [0-9a-f]{64}  otad-` + rev + `-go2\.tar\.gz$`).Match(hash) {
 		t.Errorf("otad.hash has no sha256 of otad-%s-go2.tar.gz", rev)
+	}
+	// The license file both name is this tree's copyright file.
+	cr, err := os.ReadFile("../packaging/debian/copyright")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("file://${OTAD_LICENSE_FILE};md5=%x", md5.Sum(cr)); recipeVar(t, "meta-otad/recipes-core/otad/otad-source.inc", "LIC_FILES_CHKSUM") != want {
+		t.Errorf("otad-source.inc: LIC_FILES_CHKSUM is not %s", want)
+	}
+	if want := fmt.Sprintf("sha256  %x  packaging/debian/copyright\n", sha256.Sum256(cr)); !bytes.Contains(hash, []byte(want)) {
+		t.Errorf("otad.hash lacks %q", want)
 	}
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git: the pinned commit's go.mod cannot be read") // a release tarball has no history either

@@ -6,8 +6,9 @@
 
 OTAD_VERSION = f262cfa29f515b3faa00531354b4efa1e6b6a3ad
 OTAD_SITE = $(call github,otad,otad,$(OTAD_VERSION))
-# The project has not published a license yet (packaging/debian/copyright).
+# The project has not published a license yet: its copyright file says so.
 OTAD_LICENSE = PROPRIETARY
+OTAD_LICENSE_FILES = packaging/debian/copyright
 OTAD_REDISTRIBUTE = NO
 OTAD_GOMOD = github.com/otad/otad
 OTAD_BUILD_TARGETS = cmd/otad

@@ -8,6 +8,7 @@ require recipes-core/otad/otad-source.inc
 
 SRC_URI = "${OTAD_GIT_URI};destsuffix=otad"
 S = "${UNPACKDIR}/otad"
+OTAD_LICENSE_FILE = "packaging/debian/copyright"
 
 DEPENDS = "u-boot-tools-native"
 

@@ -24,6 +24,7 @@ inherit go-mod go-mod-update-modules systemd bash-completion features_check
 REQUIRED_DISTRO_FEATURES = "systemd"
 
 OTAD_SRC = "${S}/src/${GO_IMPORT}"
+OTAD_LICENSE_FILE = "src/${GO_IMPORT}/packaging/debian/copyright"
 
 # The board's config replaces the shipped one (whose compatible string and
 # slots are empty, so otad refuses to start on it): in a bbappend,
