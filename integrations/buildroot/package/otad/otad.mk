@@ -42,6 +42,13 @@ define OTAD_INSTALL_TARGET_CMDS
 		$(TARGET_DIR)/usr/share/fish/vendor_completions.d/otad.fish
 endef
 
+# The D-Bus policy (packaging/dbus/, once the pinned commit has it and the
+# .deb ships it; the test fails until this package installs it as well):
+#	$(INSTALL) -D -m 0644 $(@D)/packaging/dbus/io.github.otad.Agent1.conf \
+#		$(TARGET_DIR)/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf
+# and the group it lets call otad, which the .deb's postinst creates:
+#	OTAD_USERS = - - otad -1 * - - - otad's D-Bus callers
+
 define OTAD_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(@D)/packaging/otad.service \
 		$(TARGET_DIR)/usr/lib/systemd/system/otad.service
