@@ -73,6 +73,7 @@ func TestBuildrootFragmentUsesTheBootScript(t *testing.T) {
 // ext4 labelled otad-data that post-build.sh's fstab line mounts, and that
 // line is added once.
 func TestBuildrootImageLayout(t *testing.T) {
+	t.Parallel()
 	genimage := testtool.Require(t, "genimage", "genimage")
 	mkimage := testtool.Require(t, "mkimage", "u-boot-tools")
 	mkfs := testtool.Require(t, "mkfs.ext4", "e2fsprogs")

@@ -116,6 +116,7 @@ func recipeVar(t *testing.T, path, name string) string {
 // offline build finds every module. After a dependency change:
 // go test ./integrations/ -run GoModules -update.
 func TestYoctoGoModulesMatchGoMod(t *testing.T) {
+	t.Parallel()
 	imp := recipeVar(t, yoctoRecipe, "GO_IMPORT")
 	var pkgs []string
 	for _, p := range strings.Fields(recipeVar(t, yoctoRecipe, "GO_INSTALL")) {
@@ -148,6 +149,7 @@ func TestYoctoGoModulesMatchGoMod(t *testing.T) {
 // (the module list and the vendored tarball's hash were made from them), and
 // the hash file names that commit's tarball.
 func TestPinnedCommitsAgree(t *testing.T) {
+	t.Parallel()
 	rev := recipeVar(t, "meta-otad/recipes-core/otad/otad-source.inc", "SRCREV")
 	mk, err := os.ReadFile(buildrootRecipe)
 	if err != nil {
@@ -179,6 +181,14 @@ func TestPinnedCommitsAgree(t *testing.T) {
 	}
 	if err := exec.Command("git", "rev-parse", "--git-dir").Run(); err != nil {
 		t.Skip("not a git checkout (a release tarball): the pinned commit's go.mod cannot be read")
+	}
+	// The hash is Buildroot's tarball of that commit, made again.
+	sum, err := exec.Command("./pin", "-n", rev).Output()
+	if err != nil {
+		t.Fatalf("integrations/pin -n %s: %v", rev, err)
+	}
+	if want := fmt.Sprintf("sha256  %s  otad-%s-go2.tar.gz\n", strings.TrimSpace(string(sum)), rev); !bytes.Contains(hash, []byte(want)) {
+		t.Errorf("otad.hash lacks %q (integrations/pin %s writes it)", want, rev)
 	}
 	for _, f := range []string{"go.mod", "go.sum"} {
 		at, err := exec.Command("git", "show", rev+":"+f).Output()
