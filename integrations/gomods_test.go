@@ -129,6 +129,11 @@ func TestYoctoGoModulesMatchGoMod(t *testing.T) {
 	if !bytes.HasPrefix(mod, []byte("module "+imp+"\n")) {
 		t.Fatalf("GO_IMPORT %q is not go.mod's module", imp)
 	}
+	// SRC_URI = after the include would drop the modules it adds.
+	bb, _ := os.ReadFile(yoctoRecipe)
+	if set, req := bytes.Index(bb, []byte("\nSRC_URI = ")), bytes.Index(bb, []byte("\nrequire otad-go-mods.inc\n")); set < 0 || req < set {
+		t.Errorf("%s: SRC_URI is set at byte %d, otad-go-mods.inc required at %d: the modules must be added after", yoctoRecipe, set, req)
+	}
 	want := goMods(t, pkgs)
 	if *update {
 		if err := os.WriteFile(goModsInc, want, 0o644); err != nil {

@@ -16,10 +16,9 @@ WKS_FILE_DEPENDS:append = " otad-boot-script"
 do_image_wic[depends] += "otad-boot-script:do_deploy"
 IMAGE_BOOT_FILES:append = " boot.scr"
 
-# Each slot's size: the wic image's partitions 2 and 3, and the most an
-# update image may grow to.
+# Each slot's size (otad-ab-uboot.wks.in, expanded by bitbake): partitions 2
+# and 3, and the most an update image may grow to.
 OTAD_SLOT_SIZE ?= "1024M"
-WICVARS:append = " OTAD_SLOT_SIZE"
 
 # The data partition's mount is in the root file system itself, so slot B
 # and every update built from this image carry it (wic would add it to

@@ -6,9 +6,10 @@ check or rolls back."
 SECTION = "admin"
 
 require otad-source.inc
-require otad-go-mods.inc
 
 SRC_URI = "${OTAD_GIT_URI};destsuffix=${GO_SRCURI_DESTSUFFIX}"
+# Every Go module as a gomod:// source (go-mod-update-modules writes it).
+require otad-go-mods.inc
 
 GO_IMPORT = "github.com/otad/otad"
 # The daemon (otactl and otasim are the workstation's, the otactl .deb), and
