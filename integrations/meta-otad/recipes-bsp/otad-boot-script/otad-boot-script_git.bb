@@ -12,7 +12,11 @@ OTAD_LICENSE_FILE = "packaging/debian/copyright"
 
 DEPENDS = "u-boot-tools-native"
 
-inherit deploy nopackages kernel-arch
+inherit deploy nopackages
+
+# mkimage's name for the machine's architecture, as u-boot.inc finds it.
+UBOOT_ARCH = "${@oe.kernel.map_uboot_arch(d)}"
+B = "${WORKDIR}/build"
 
 do_configure[noexec] = "1"
 
