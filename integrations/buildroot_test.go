@@ -59,8 +59,8 @@ func TestBuildrootFragmentUsesTheBootScript(t *testing.T) {
 	if fi, err := os.Stat(set["BR2_ROOTFS_POST_BUILD_SCRIPT"]); err != nil || fi.Mode()&0o111 == 0 {
 		t.Errorf("post-build script %s: %v, not executable", set["BR2_ROOTFS_POST_BUILD_SCRIPT"], err)
 	}
-	if args := set["BR2_ROOTFS_POST_SCRIPT_ARGS"]; !strings.HasPrefix(args, "-c ") {
-		t.Errorf("BR2_ROOTFS_POST_SCRIPT_ARGS=%q: no genimage config", args)
+	if args := set["BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS"]; !strings.HasPrefix(args, "-c ") {
+		t.Errorf("BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS=%q: no genimage config", args)
 	} else if _, err := os.Stat(strings.TrimPrefix(args, "-c ")); err != nil {
 		t.Error(err)
 	}
