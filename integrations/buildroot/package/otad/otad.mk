@@ -17,7 +17,7 @@ OTAD_LDFLAGS = -X main.version=$(OTAD_VERSION)
 # The completions come from the command tables, as `make deb` makes them
 # (packaging/gendocs, built for and run on the build host).
 define OTAD_BUILD_COMPLETIONS
-	cd $(@D) && $(HOST_GO_HOST_ENV) $(GO_BIN) run -mod=vendor \
+	cd $(@D) && $(HOST_GO_HOST_ENV) $(GO_BIN) run \
 		./packaging/gendocs -out $(@D)/bin/docs -version $(OTAD_VERSION)
 endef
 OTAD_POST_BUILD_HOOKS += OTAD_BUILD_COMPLETIONS
