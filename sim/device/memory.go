@@ -155,6 +155,10 @@ func NewMemDevice(sh *Shared, id string, slotSize int64, healthy bool) (*MemDevi
 	return d, nil
 }
 
+// TrustVersion is the version of the root of trust the device holds now;
+// 0 without one.
+func (d *MemDevice) TrustVersion() uint64 { return d.keys.Version() }
+
 // Run runs the device until ctx ends: started again after each simulated
 // reboot, and after a pause after an error.
 func (d *MemDevice) Run(ctx context.Context) {
