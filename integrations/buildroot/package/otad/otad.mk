@@ -4,7 +4,7 @@
 #
 ################################################################################
 
-OTAD_VERSION = f262cfa29f515b3faa00531354b4efa1e6b6a3ad
+OTAD_VERSION = 3c29794794ef094a5361b33d8726468523fde340
 OTAD_SITE = $(call github,otad,otad,$(OTAD_VERSION))
 # The project has not published a license yet: its copyright file says so.
 OTAD_LICENSE = PROPRIETARY
@@ -34,6 +34,8 @@ define OTAD_INSTALL_TARGET_CMDS
 	$(INSTALL) -d -m 0755 $(TARGET_DIR)/etc/otad/keys.d
 	$(INSTALL) -D -m 0755 $(@D)/packaging/health-check \
 		$(TARGET_DIR)/usr/libexec/otad/health-check
+	$(INSTALL) -D -m 0644 $(@D)/packaging/dbus/io.github.otad.Agent1.conf \
+		$(TARGET_DIR)/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf
 	$(INSTALL) -D -m 0644 $(@D)/bin/docs/bash/otad \
 		$(TARGET_DIR)/usr/share/bash-completion/completions/otad
 	$(INSTALL) -D -m 0644 $(@D)/bin/docs/zsh/_otad \
@@ -42,12 +44,11 @@ define OTAD_INSTALL_TARGET_CMDS
 		$(TARGET_DIR)/usr/share/fish/vendor_completions.d/otad.fish
 endef
 
-# The D-Bus policy (packaging/dbus/, once the pinned commit has it and the
-# .deb ships it; the test fails until this package installs it as well):
-#	$(INSTALL) -D -m 0644 $(@D)/packaging/dbus/io.github.otad.Agent1.conf \
-#		$(TARGET_DIR)/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf
-# and the group it lets call otad, which the .deb's postinst creates:
-#	OTAD_USERS = - - otad -1 * - - - otad's D-Bus callers
+# The group the D-Bus policy lets call otad (a device UI's user joins it),
+# as the .deb's postinst creates it.
+define OTAD_USERS
+	- - otad -1 * - - - otad D-Bus callers
+endef
 
 define OTAD_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(@D)/packaging/otad.service \

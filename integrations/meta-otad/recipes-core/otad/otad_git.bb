@@ -18,7 +18,7 @@ GO_IMPORT = "github.com/otad/otad"
 GO_INSTALL = "${GO_IMPORT}/cmd/otad ${GO_IMPORT}/packaging/gendocs"
 GO_EXTRA_LDFLAGS = "-X main.version=${PV}"
 
-inherit go-mod go-mod-update-modules systemd bash-completion features_check
+inherit go-mod go-mod-update-modules systemd bash-completion features_check useradd
 
 # The unit is Type=notify and the health check asks systemd whether the
 # system is up.
@@ -51,6 +51,7 @@ do_install() {
 	install -D -m 0644 ${OTAD_CONFIG} ${D}${sysconfdir}/otad/otad.toml
 	install -d -m 0755 ${D}${sysconfdir}/otad/keys.d
 	install -D -m 0755 ${OTAD_SRC}/packaging/health-check ${D}${libexecdir}/otad/health-check
+	install -D -m 0644 ${OTAD_SRC}/packaging/dbus/io.github.otad.Agent1.conf ${D}${datadir}/dbus-1/system.d/io.github.otad.Agent1.conf
 	install -D -m 0644 ${B}/docs/bash/otad ${D}${datadir}/bash-completion/completions/otad
 	install -D -m 0644 ${B}/docs/zsh/_otad ${D}${datadir}/zsh/vendor-completions/_otad
 	install -D -m 0644 ${B}/docs/fish/otad.fish ${D}${datadir}/fish/vendor_completions.d/otad.fish
@@ -60,14 +61,10 @@ do_install() {
 	install -D -m 0644 ${OTAD_SRC}/packaging/bootloader/grub.cfg ${D}${docdir}/otad/bootloader/grub.cfg
 }
 
-# The D-Bus policy (packaging/dbus/, once the pinned commit has it and the
-# .deb ships it; the test fails until this recipe installs it as well):
-#   install -D -m 0644 ${OTAD_SRC}/packaging/dbus/io.github.otad.Agent1.conf \
-#       ${D}${datadir}/dbus-1/system.d/io.github.otad.Agent1.conf
-# and the group it lets call otad, which the .deb's postinst creates:
-#   inherit useradd
-#   USERADD_PACKAGES = "${PN}"
-#   GROUPADD_PARAM:${PN} = "--system otad"
+# The group the D-Bus policy lets call otad (a device UI's user joins it),
+# as the .deb's postinst creates it.
+USERADD_PACKAGES = "${PN}"
+GROUPADD_PARAM:${PN} = "--system otad"
 
 CONFFILES:${PN} = "${sysconfdir}/otad/otad.toml"
 
@@ -77,7 +74,7 @@ SYSTEMD_SERVICE:${PN} = "otad.service"
 SYSTEMD_AUTO_ENABLE:${PN} ?= "disable"
 
 PACKAGES =+ "${PN}-zsh-completion ${PN}-fish-completion"
-FILES:${PN} += "${libexecdir}/otad"
+FILES:${PN} += "${libexecdir}/otad ${datadir}/dbus-1"
 FILES:${PN}-zsh-completion = "${datadir}/zsh"
 FILES:${PN}-fish-completion = "${datadir}/fish"
 RDEPENDS:${PN}-zsh-completion = "${PN}"
