@@ -4,7 +4,7 @@
 #
 ################################################################################
 
-OTAD_VERSION = f262cfa29f515b3faa00531354b4efa1e6b6a3ad
+OTAD_VERSION = 183989354b2d8914e7411b2e8b41c6c6a12fbb89
 OTAD_SITE = $(call github,otad,otad,$(OTAD_VERSION))
 # The project has not published a license yet: its copyright file says so.
 OTAD_LICENSE = PROPRIETARY
@@ -40,14 +40,15 @@ define OTAD_INSTALL_TARGET_CMDS
 		$(TARGET_DIR)/usr/share/zsh/vendor-completions/_otad
 	$(INSTALL) -D -m 0644 $(@D)/bin/docs/fish/otad.fish \
 		$(TARGET_DIR)/usr/share/fish/vendor_completions.d/otad.fish
+	$(INSTALL) -D -m 0644 $(@D)/packaging/dbus/io.github.otad.Agent1.conf \
+		$(TARGET_DIR)/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf
 endef
 
-# The D-Bus policy (packaging/dbus/, once the pinned commit has it and the
-# .deb ships it; the test fails until this package installs it as well):
-#	$(INSTALL) -D -m 0644 $(@D)/packaging/dbus/io.github.otad.Agent1.conf \
-#		$(TARGET_DIR)/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf
-# and the group it lets call otad, which the .deb's postinst creates:
-#	OTAD_USERS = - - otad -1 * - - - otad's D-Bus callers
+# The group the D-Bus policy lets call otad (docs/contract/dbus.md), which
+# the .deb's postinst creates.
+define OTAD_USERS
+	- - otad -1 * - - - otad's D-Bus callers
+endef
 
 define OTAD_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(@D)/packaging/otad.service \

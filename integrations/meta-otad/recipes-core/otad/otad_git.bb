@@ -58,16 +58,14 @@ do_install() {
 	install -D -m 0644 ${OTAD_SRC}/packaging/bootloader/README.md ${D}${docdir}/otad/bootloader/README.md
 	install -D -m 0644 ${OTAD_SRC}/packaging/bootloader/boot.cmd ${D}${docdir}/otad/bootloader/boot.cmd
 	install -D -m 0644 ${OTAD_SRC}/packaging/bootloader/grub.cfg ${D}${docdir}/otad/bootloader/grub.cfg
+	install -D -m 0644 ${OTAD_SRC}/packaging/dbus/io.github.otad.Agent1.conf ${D}${datadir}/dbus-1/system.d/io.github.otad.Agent1.conf
 }
 
-# The D-Bus policy (packaging/dbus/, once the pinned commit has it and the
-# .deb ships it; the test fails until this recipe installs it as well):
-#   install -D -m 0644 ${OTAD_SRC}/packaging/dbus/io.github.otad.Agent1.conf \
-#       ${D}${datadir}/dbus-1/system.d/io.github.otad.Agent1.conf
-# and the group it lets call otad, which the .deb's postinst creates:
-#   inherit useradd
-#   USERADD_PACKAGES = "${PN}"
-#   GROUPADD_PARAM:${PN} = "--system otad"
+# The group the D-Bus policy lets call otad (docs/contract/dbus.md), which
+# the .deb's postinst creates.
+inherit useradd
+USERADD_PACKAGES = "${PN}"
+GROUPADD_PARAM:${PN} = "--system otad"
 
 CONFFILES:${PN} = "${sysconfdir}/otad/otad.toml"
 
