@@ -94,14 +94,12 @@ func (o *Object) Start(ctx context.Context, h control.Handler) (stop func(), err
 }
 
 // export puts the object's interfaces on Path, then takes the name: a
-// client that finds the name finds the whole object.
+// client that finds the name finds the whole object. Method tables, not
+// godbus's Export: Export finds methods by reflection, which keeps every
+// exported method of the binary alive (a bigger otad).
 func (o *Object) export() error {
-	for iface, v := range map[string]any{
-		Iface:                                 methods{o},
-		"org.freedesktop.DBus.Properties":     &o.props,
-		"org.freedesktop.DBus.Introspectable": introspectable{},
-	} {
-		if err := o.conn.Export(v, Path, iface); err != nil {
+	for iface, table := range o.tables() {
+		if err := o.conn.ExportMethodTable(table, Path, iface); err != nil {
 			return fmt.Errorf("d-bus: export %s: %w", iface, err)
 		}
 	}
@@ -114,10 +112,6 @@ func (o *Object) export() error {
 	}
 	return nil
 }
-
-type introspectable struct{}
-
-func (introspectable) Introspect() (string, *dbus.Error) { return introspection, nil }
 
 // emit sends what changed: PropertiesChanged after a transition or a
 // progress report, and the Progress signal.
@@ -154,5 +148,19 @@ func (o *Object) refresh() {
 func (o *Object) signal(name string, args ...any) {
 	if err := o.conn.Emit(Path, Iface+"."+name, args...); err != nil {
 		o.log.Debug("d-bus: signal not sent", "signal", name, "err", err)
+	}
+}
+
+// tables are the object's methods by interface, as the introspection
+// announces them (a test holds the two together).
+func (o *Object) tables() map[string]map[string]any {
+	m := methods{o}
+	return map[string]map[string]any{
+		Iface: {
+			"Install": m.Install, "InstallStream": m.InstallStream, "InstallChunked": m.InstallChunked,
+			"Cancel": m.Cancel, "MarkGood": m.MarkGood, "MarkBad": m.MarkBad, "MarkActive": m.MarkActive,
+		},
+		"org.freedesktop.DBus.Properties":     {"Get": o.props.Get, "GetAll": o.props.GetAll, "Set": o.props.Set},
+		"org.freedesktop.DBus.Introspectable": {"Introspect": func() (string, *dbus.Error) { return introspection, nil }},
 	}
 }

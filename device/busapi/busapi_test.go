@@ -21,7 +21,8 @@ type member struct {
 	Name string `xml:"name,attr"`
 	Type string `xml:"type,attr"`
 	Args []struct {
-		Type string `xml:"type,attr"`
+		Type      string `xml:"type,attr"`
+		Direction string `xml:"direction,attr"`
 	} `xml:"arg"`
 }
 
@@ -57,23 +58,43 @@ func signature(m member) string {
 	return b.String()
 }
 
-// What Introspect announces is what is exported: the methods of the
-// methods type, with their argument types, and every property values sets.
+// What Introspect announces is what is exported: each interface's
+// methods with their arguments' types (godbus's Peer aside), and every
+// property values sets.
 func TestIntrospectionMatchesTheObject(t *testing.T) {
-	ms, ps, _ := ours(t)
-	var announced []string
-	for _, m := range ms {
-		announced = append(announced, m.Name)
+	var n node
+	if err := xml.Unmarshal([]byte(introspection), &n); err != nil {
+		t.Fatalf("introspection: %v", err)
 	}
-	var exported []string
-	typ := reflect.TypeOf(methods{})
-	for i := range typ.NumMethod() {
-		exported = append(exported, typ.Method(i).Name)
+	tables := New(nil).tables()
+	for _, i := range n.Interfaces {
+		if i.Name == "org.freedesktop.DBus.Peer" {
+			continue
+		}
+		table := tables[i.Name]
+		if len(table) != len(i.Methods) {
+			t.Errorf("%s: %d methods announced, %d exported", i.Name, len(i.Methods), len(table))
+		}
+		for _, m := range i.Methods {
+			fn, ok := table[m.Name]
+			if !ok {
+				t.Errorf("%s.%s announced, not exported", i.Name, m.Name)
+				continue
+			}
+			var in, out string
+			for _, a := range m.Args {
+				if a.Direction == "out" {
+					out += a.Type
+				} else {
+					in += a.Type
+				}
+			}
+			if gotIn, gotOut := funcSignature(reflect.TypeOf(fn)); gotIn != in || gotOut != out {
+				t.Errorf("%s.%s takes (%s) and gives (%s), announced (%s) and (%s)", i.Name, m.Name, gotIn, gotOut, in, out)
+			}
+		}
 	}
-	slices.Sort(announced)
-	if !slices.Equal(announced, exported) {
-		t.Errorf("introspection announces methods %v, the object exports %v", announced, exported)
-	}
+	_, ps, _ := ours(t)
 	vals := values(ota.Status{})
 	if len(vals) != len(ps) {
 		t.Errorf("introspection has %d properties, the object %d", len(ps), len(vals))
@@ -189,3 +210,15 @@ func TestNoBus(t *testing.T) {
 }
 
 func dbusSignature(v any) string { return dbus.SignatureOf(v).String() }
+
+// funcSignature is the D-Bus signature of a method's arguments and
+// results, the trailing *dbus.Error left out.
+func funcSignature(f reflect.Type) (in, out string) {
+	for i := range f.NumIn() {
+		in += dbus.SignatureOfType(f.In(i)).String()
+	}
+	for i := range f.NumOut() - 1 {
+		out += dbus.SignatureOfType(f.Out(i)).String()
+	}
+	return in, out
+}

@@ -16,8 +16,8 @@ import (
 	"github.com/otad/otad/ota"
 )
 
-// methods are the interface's methods; godbus exports every method of
-// this type, so it has no others.
+// methods are the interface's methods, one for each in the introspection
+// (a test holds the two together), exported by a table (Object.export).
 type methods struct{ o *Object }
 
 // Install installs an envelope whose payload is read from the offer's URL.
