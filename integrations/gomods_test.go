@@ -209,3 +209,23 @@ func TestPinnedCommitsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestGoLineIsTheLanguageVersion: go.mod's go line is 1.26.0, so the go
+// recipes of the build systems' releases (1.26.5, 1.26.6) build otad with
+// no newer toolchain, which neither may fetch (docs/integrating.md). `go
+// mod tidy` raises it only when a dependency needs a newer Go.
+func TestGoLineIsTheLanguageVersion(t *testing.T) {
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			if v != "1.26.0" {
+				t.Errorf("go.mod: go %s: the build systems' Go 1.26 releases (OE-core 1.26.5, Buildroot 1.26.6) cannot build it; keep go 1.26.0 unless a dependency needs more (docs/integrating.md)", v)
+			}
+			return
+		}
+	}
+	t.Error("go.mod has no go line")
+}
