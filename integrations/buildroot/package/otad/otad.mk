@@ -4,7 +4,7 @@
 #
 ################################################################################
 
-OTAD_VERSION = 3c29794794ef094a5361b33d8726468523fde340
+OTAD_VERSION = d4fcd5d9ea5fa83d6eabc4fec141285e9c0ee0b9
 OTAD_SITE = $(call github,otad,otad,$(OTAD_VERSION))
 # The project has not published a license yet: its copyright file says so.
 OTAD_LICENSE = PROPRIETARY
