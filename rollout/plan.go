@@ -178,120 +178,145 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 // parsePlan checks everything it can: a plan with mistakes comes back
 // with each of them (and nil only when the file is no TOML of this shape).
 func parsePlan(data []byte, path string) (*Plan, []error) {
-	var errs []error
+	c := &planCheck{path: path, named: map[string]int{}}
 	f := planFile{Halt: haltFile{MinOutcomes: 1}}
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
-		errs = append(errs, decodeError(path, err))
+		c.errs = append(c.errs, decodeError(path, err))
 		if _, unknown := errors.AsType[*toml.StrictMissingError](err); !unknown {
-			return nil, errs // the rest did not decode
+			return nil, c.errs // the rest did not decode
 		}
 	}
 	p := &Plan{Path: path, Name: f.Name, Group: f.Group, OfferFile: f.Offer}
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, &PlanError{Path: path, Key: key, Err: fmt.Errorf(format, args...)})
-	}
 	if err := checkName(f.Name); err != nil {
-		bad("name", "%w", err)
+		c.bad("name", "%w", err)
 	}
 	if err := checkName(f.Group); err != nil {
-		bad("group", "%w", err)
+		c.bad("group", "%w", err)
 	}
 	if f.Offer == "" {
-		bad("offer", "missing: the signed envelope file to release (from otactl sign)")
+		c.bad("offer", "missing: the signed envelope file to release (from otactl sign)")
 	}
 	if len(f.Wave) == 0 {
-		bad("wave", "no [[wave]]: a plan needs at least one")
+		c.bad("wave", "no [[wave]]: a plan needs at least one")
 	}
 	if len(f.Wave) > maxWaves {
-		bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
+		c.bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
 		f.Wave = f.Wave[:maxWaves]
 	}
-	named := map[string]int{} // device → wave number, to refuse a device named twice
-	lastPercent := 0.0
 	for i, w := range f.Wave {
-		key := fmt.Sprintf("wave[%d]", i+1) // waves are numbered from 1, as the state shows them
-		var out Wave
-		switch {
-		case w.Percent != nil && w.Devices != nil:
-			bad(key, "has both devices and percent; a wave is one or the other")
-		case w.Percent == nil && len(w.Devices) == 0:
-			bad(key, "needs devices (a non-empty list of names) or percent")
-		case w.Percent != nil:
-			pc := *w.Percent
-			switch {
-			case !(pc > 0 && pc <= 100):
-				bad(key+".percent", "%v is not in (0, 100]", pc)
-			case pc < lastPercent:
-				bad(key+".percent", "%v is below an earlier wave's %v: percentages are cumulative and must not decrease", pc, lastPercent)
-			default:
-				lastPercent = pc
-			}
-			out.Percent = pc
-		default:
-			for _, d := range w.Devices {
-				if len(named)+1 > maxNamed {
-					bad(key+".devices", "more than %d named devices", maxNamed)
-					break
-				}
-				if err := checkDeviceID(d); err != nil {
-					bad(key+".devices", "%w", err)
-					continue
-				}
-				if at, dup := named[d]; dup {
-					bad(key+".devices", "%q is already in wave %d", d, at)
-					continue
-				}
-				named[d] = i + 1
-			}
-			out.Devices = append([]string(nil), w.Devices...)
-		}
-		if w.Soak != nil {
-			d, err := parseDuration(*w.Soak)
-			switch {
-			case err != nil:
-				bad(key+".soak", "%w", err)
-			case d < 0:
-				bad(key+".soak", "negative")
-			default:
-				out.Soak = d
-			}
-		}
-		p.Waves = append(p.Waves, out)
+		p.Waves = append(p.Waves, c.wave(i, w))
 	}
-	h := f.Halt
-	p.Halt = HaltRule{MinOutcomes: int(min(max(h.MinOutcomes, 1), math.MaxInt32)), DeviceTimeout: DefaultDeviceTimeout}
+	p.Halt = c.halt(f.Halt)
+	p.namedWave = c.named
+	if f.Rate != nil {
+		r, err := checkRate(*f.Rate)
+		if err != nil {
+			c.errs = append(c.errs, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err})
+		} else {
+			p.Rate = r
+		}
+	}
+	return p, c.errs
+}
+
+// planCheck gathers every error of a plan, each naming its key, and what
+// the waves so far have claimed.
+type planCheck struct {
+	path        string
+	errs        []error
+	named       map[string]int // device → wave number, to refuse a device named twice
+	lastPercent float64
+}
+
+func (c *planCheck) bad(key, format string, args ...any) {
+	c.errs = append(c.errs, &PlanError{Path: c.path, Key: key, Err: fmt.Errorf(format, args...)})
+}
+
+// wave checks the i-th [[wave]] (0-based): devices or a cumulative percent,
+// and its soak.
+func (c *planCheck) wave(i int, w waveFile) Wave {
+	key := fmt.Sprintf("wave[%d]", i+1) // waves are numbered from 1, as the state shows them
+	var out Wave
+	switch {
+	case w.Percent != nil && w.Devices != nil:
+		c.bad(key, "has both devices and percent; a wave is one or the other")
+	case w.Percent == nil && len(w.Devices) == 0:
+		c.bad(key, "needs devices (a non-empty list of names) or percent")
+	case w.Percent != nil:
+		pc := *w.Percent
+		switch {
+		case !(pc > 0 && pc <= 100):
+			c.bad(key+".percent", "%v is not in (0, 100]", pc)
+		case pc < c.lastPercent:
+			c.bad(key+".percent", "%v is below an earlier wave's %v: percentages are cumulative and must not decrease", pc, c.lastPercent)
+		default:
+			c.lastPercent = pc
+		}
+		out.Percent = pc
+	default:
+		c.devices(key, i+1, w.Devices)
+		out.Devices = append([]string(nil), w.Devices...)
+	}
+	if w.Soak != nil {
+		d, err := parseDuration(*w.Soak)
+		switch {
+		case err != nil:
+			c.bad(key+".soak", "%w", err)
+		case d < 0:
+			c.bad(key+".soak", "negative")
+		default:
+			out.Soak = d
+		}
+	}
+	return out
+}
+
+// devices checks a wave's named devices: valid IDs, each in one wave only,
+// no more than maxNamed in the plan.
+func (c *planCheck) devices(key string, wave int, devices []string) {
+	for _, d := range devices {
+		if len(c.named)+1 > maxNamed {
+			c.bad(key+".devices", "more than %d named devices", maxNamed)
+			return
+		}
+		if err := checkDeviceID(d); err != nil {
+			c.bad(key+".devices", "%w", err)
+			continue
+		}
+		if at, dup := c.named[d]; dup {
+			c.bad(key+".devices", "%q is already in wave %d", d, at)
+			continue
+		}
+		c.named[d] = wave
+	}
+}
+
+// halt checks [halt]: when failures stop the rollout.
+func (c *planCheck) halt(h haltFile) HaltRule {
+	r := HaltRule{MinOutcomes: int(min(max(h.MinOutcomes, 1), math.MaxInt32)), DeviceTimeout: DefaultDeviceTimeout}
 	switch mf := h.MaxFailedPercent; {
 	case mf == nil:
-		bad("halt.max_failed_percent", "missing: say how many failures stop the rollout (0 stops at the first)")
+		c.bad("halt.max_failed_percent", "missing: say how many failures stop the rollout (0 stops at the first)")
 	case !(*mf >= 0 && *mf <= 100):
-		bad("halt.max_failed_percent", "%v is not in [0, 100]", *mf)
+		c.bad("halt.max_failed_percent", "%v is not in [0, 100]", *mf)
 	default:
-		p.Halt.MaxFailedPercent = *mf
+		r.MaxFailedPercent = *mf
 	}
 	if h.MinOutcomes < 1 || h.MinOutcomes > math.MaxInt32 {
-		bad("halt.min_outcomes", "%d is not a count ≥ 1", h.MinOutcomes)
+		c.bad("halt.min_outcomes", "%d is not a count ≥ 1", h.MinOutcomes)
 	}
 	if h.DeviceTimeout != nil {
 		d, err := parseDuration(*h.DeviceTimeout)
 		switch {
 		case err != nil:
-			bad("halt.device_timeout", "%w", err)
+			c.bad("halt.device_timeout", "%w", err)
 		case d <= 0:
-			bad("halt.device_timeout", "must be positive: a device that never reports must time out")
+			c.bad("halt.device_timeout", "must be positive: a device that never reports must time out")
 		default:
-			p.Halt.DeviceTimeout = d
+			r.DeviceTimeout = d
 		}
 	}
-	p.namedWave = named
-	if f.Rate != nil {
-		r, err := checkRate(*f.Rate)
-		if err != nil {
-			errs = append(errs, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err})
-		} else {
-			p.Rate = r
-		}
-	}
-	return p, errs
+	return r
 }
 
 // decodeError turns a TOML decoding error into a PlanError naming the key.
