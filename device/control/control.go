@@ -132,20 +132,13 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		json.NewEncoder(c).Encode(response{Error: err.Error()})
 		return
 	}
-	var req request
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	first, files, err := readFirst(c)
+	req, files, err := readRequest(c)
 	defer func() {
 		for _, f := range files {
 			f.Close() // the handler keeps what it needs open (dup)
 		}
 	}()
-	if err == nil {
-		err = json.NewDecoder(io.LimitReader(io.MultiReader(bytes.NewReader(first), c), MaxRequest)).Decode(&req)
-	}
-	if err == nil && req.Payload != nil {
-		err = req.Payload.receive(files)
-	}
 	if err != nil {
 		json.NewEncoder(c).Encode(response{Error: "bad request: " + err.Error()})
 		return
@@ -159,7 +152,25 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		c.Read(b[:])
 		cancel()
 	}()
-	var resp response
+	json.NewEncoder(c).Encode(s.answer(cctx, req))
+}
+
+// readRequest reads one request and the files passed with it; the caller
+// closes the files, whatever the error.
+func readRequest(c *net.UnixConn) (request, []*os.File, error) {
+	var req request
+	first, files, err := readFirst(c)
+	if err == nil {
+		err = json.NewDecoder(io.LimitReader(io.MultiReader(bytes.NewReader(first), c), MaxRequest)).Decode(&req)
+	}
+	if err == nil && req.Payload != nil {
+		err = req.Payload.receive(files)
+	}
+	return req, files, err
+}
+
+// answer carries out one request and says what came of it.
+func (s *Server) answer(cctx context.Context, req request) (resp response) {
 	switch req.Op {
 	case "install":
 		var o ota.Outcome
@@ -218,7 +229,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	default:
 		resp.Error = fmt.Sprintf("unknown op %q", req.Op)
 	}
-	json.NewEncoder(c).Encode(resp)
+	return resp
 }
 
 // checkPeer lets in root and the daemon's own user only: the socket's mode
