@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"github.com/otad/otad/rollout"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/otad/otad/mqtt"
+)
+
+// commandQueue bounds the commands waiting for the driver: operators send a
+// few; a flood is dropped with a warning rather than held.
+const commandQueue = 64
+
+// Inbox is what a controller hears on its rollout's own topics
+// (docs/contract/rollouts.md): the retained state, which it starts from
+// (Driver.Start) and which, after a reconnect, tells whether another
+// controller took the lease; the per-device records; and the operator's
+// commands on the control topic, decoded and queued for Driver.Commands.
+// The caller subscribes to Topics on the session it follows the fleet with
+// and hands their messages to Receive.
+type Inbox struct {
+	state, control, records string
+	name                    string
+	log                     *slog.Logger
+	cmds                    chan rollout.Command
+	seen                    chan rollout.State
+
+	mu      sync.Mutex
+	started bool   // Retained was called: later states go to Seen
+	raw     []byte // the latest state message
+	rawErr  error  // it could not be read
+	latest  *rollout.State
+	recs    map[string]rollout.Record
+	mine    *rollout.Lease // the lease this controller holds (Hold)
+}
+
+// NewInbox listens for rollout name under the topic prefix t.Prefix.
+func NewInbox(t mqtt.Topics, name string, log *slog.Logger) *Inbox {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Inbox{state: t.RolloutState(name), control: t.RolloutControl(name), records: t.RolloutDevices(name), name: name,
+		log: log, cmds: make(chan rollout.Command, commandQueue), seen: make(chan rollout.State, 1), recs: map[string]rollout.Record{}}
+}
+
+// Topics are the subscriptions the inbox needs, with their QoS: the
+// records' wildcard at QoS 0, which Mosquitto's queue limit for QoS 1
+// wildcard subscriptions does not cut short.
+func (in *Inbox) Topics() map[string]byte {
+	return map[string]byte{in.state: 1, in.control: 1, in.records: 0}
+}
+
+// Receive takes one message of Topics; others are ignored. A control
+// message that is no command, or a record that does not decode, is logged
+// and dropped.
+func (in *Inbox) Receive(m mqtt.Message) {
+	switch {
+	case m.Topic == in.state:
+		in.stateMessage(m)
+	case m.Topic == in.control:
+		if m.Oversized > 0 {
+			in.log.Warn("rollout: ignoring a control message over the limit", "topic", m.Topic, "bytes", m.Oversized)
+			return
+		}
+		c, err := rollout.DecodeCommand(m.Payload)
+		if err != nil {
+			in.log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
+			return
+		}
+		select {
+		case in.cmds <- c:
+		default:
+			in.log.Warn("rollout: command queue full; ignoring a command", "id", c.ID, "op", c.Op)
+		}
+	case strings.HasPrefix(m.Topic, strings.TrimSuffix(in.records, "+")):
+		in.record(m)
+	}
+}
+
+func (in *Inbox) stateMessage(m mqtt.Message) {
+	var (
+		s   rollout.State
+		err error
+	)
+	switch {
+	case m.Oversized > 0:
+		err = fmt.Errorf("state of rollout %s is %d bytes, over the limit of %d", in.name, m.Oversized, mqtt.MaxFleetMessage)
+	case len(m.Payload) == 0:
+	default:
+		if s, err = rollout.DecodeState(m.Payload); err != nil {
+			err = fmt.Errorf("state of rollout %s on %s: %w", in.name, in.state, err)
+		}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.started {
+		in.raw, in.rawErr, in.latest = m.Payload, err, nil
+		if err == nil && len(m.Payload) > 0 {
+			in.latest = &s
+		}
+		return
+	}
+	if err != nil {
+		in.log.Error("rollout: unreadable state on the state topic", "err", err)
+		return
+	}
+	if len(m.Payload) == 0 {
+		return
+	}
+	in.latest = &s
+	select { // keep only the newest for the driver
+	case old := <-in.seen:
+		if old.Newer(s) {
+			s = old
+		}
+	default:
+	}
+	in.seen <- s
+}
+
+func (in *Inbox) record(m mqtt.Message) {
+	id := m.Topic[strings.LastIndexByte(m.Topic, '/')+1:]
+	if m.Oversized > 0 {
+		in.log.Warn("rollout: ignoring a record over the limit", "topic", m.Topic, "bytes", m.Oversized)
+		return
+	}
+	if len(m.Payload) == 0 {
+		return
+	}
+	r, err := rollout.DecodeRecord(m.Payload, id)
+	if err != nil {
+		in.log.Warn("rollout: ignoring a record", "topic", m.Topic, "err", err)
+		return
+	}
+	in.mu.Lock()
+	in.recs[id] = r
+	in.mu.Unlock()
+}
+
+// Retained is the state retained on the state topic, nil when there is
+// none, or why it could not be read (over the limit: never taken for
+// none); call it once the session has synced its subscriptions. After it,
+// states delivered go to Seen.
+func (in *Inbox) Retained() ([]byte, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.started = true
+	return in.raw, in.rawErr
+}
+
+// Records are the per-device records received so far.
+func (in *Inbox) Records() map[string]rollout.Record {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.recs)
+}
+
+// Commands are the operator's commands, in the order they arrived.
+func (in *Inbox) Commands() <-chan rollout.Command { return in.cmds }
+
+// Seen carries the states delivered after Retained, the newest kept.
+func (in *Inbox) Seen() <-chan rollout.State { return in.seen }
+
+// Hold records the lease this controller holds, for Check.
+func (in *Inbox) Hold(l rollout.Lease) {
+	in.mu.Lock()
+	in.mine = &l
+	in.mu.Unlock()
+}
+
+// Check is the gate of a controller's session after a reconnect
+// (mqtt.Session.Gate): once sess has delivered what the broker retains, it
+// fails when the state there shows another controller's lease, so that
+// nothing goes out on the new connection.
+func (in *Inbox) Check(sess interface{ Sync(context.Context) error }) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := sess.Sync(ctx); err != nil {
+			return fmt.Errorf("%w: %w", mqtt.ErrRetry, err)
+		}
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if in.latest != nil && rollout.Lost(in.mine, *in.latest) {
+			return fmt.Errorf("%w: controller %s took rollout %s (epoch %d)", rollout.ErrLeaseLost, in.latest.Lease.Holder, in.name, in.latest.Lease.Epoch)
+		}
+		return nil
+	}
+}
