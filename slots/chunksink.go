@@ -110,15 +110,7 @@ type syncSink struct {
 func (s *syncSink) name() string { return s.slot }
 func (s *syncSink) size() int64  { return s.capacity }
 
-func (s *syncSink) writev(iov [][]byte, off int64) error {
-	for _, b := range iov {
-		if _, err := s.w.WriteAt(b, off); err != nil {
-			return err
-		}
-		off += int64(len(b))
-	}
-	return nil
-}
+func (s *syncSink) writev(iov [][]byte, off int64) error { return writeEach(s.w, iov, off) }
 
 func (s *syncSink) flusher(int64) flusher { return syncFlusher{s} }
 func (s *syncSink) sync() error           { return s.w.Sync() }

@@ -45,28 +45,51 @@ func openDirect(t *target, buffered bool) *directTarget {
 
 // WriteAt writes b's aligned part with O_DIRECT and the rest (the image's
 // last partial block) through the page cache, which the final fdatasync
-// flushes. A slot that refuses the first direct write (EINVAL at the write,
-// not at open, on some filesystems) is written buffered from then on.
+// flushes.
 func (d *directTarget) WriteAt(b []byte, off int64) (int, error) {
-	n := len(b) / alignment * alignment
-	if d.direct == nil || off%alignment != 0 || n == 0 {
-		return d.f.WriteAt(b, off)
+	if err := d.writev([][]byte{b}, off); err != nil {
+		return 0, err
 	}
-	w, err := d.direct.WriteAt(b[:n], off)
-	if err != nil {
-		if w == 0 && !d.wrote && errors.Is(err, unix.EINVAL) {
+	return len(b), nil
+}
+
+// writev writes iov with one O_DIRECT pwritev where every buffer but the
+// last is whole blocks, the last one's partial block (the image's end)
+// through the page cache. A slot that refuses the first direct write
+// (EINVAL at the write, not at open, on some filesystems) is written
+// buffered from then on.
+func (d *directTarget) writev(iov [][]byte, off int64) error {
+	last := len(iov) - 1
+	n := len(iov[last]) / alignment * alignment
+	aligned := d.direct != nil && off%alignment == 0
+	for _, b := range iov[:last] {
+		aligned = aligned && len(b)%alignment == 0
+	}
+	if !aligned || (last == 0 && n == 0) {
+		return pwritev(d.f, iov, off)
+	}
+	tail := iov[last][n:]
+	var size int64
+	for _, b := range iov[:last] {
+		size += int64(len(b))
+	}
+	direct := append(iov[:last:last], iov[last][:n])
+	if n == 0 {
+		direct = direct[:last]
+	}
+	if err := pwritev(d.direct, direct, off); err != nil {
+		if !d.wrote && errors.Is(err, unix.EINVAL) {
 			d.direct.Close()
 			d.direct = nil
-			return d.f.WriteAt(b, off)
+			return pwritev(d.f, iov, off)
 		}
-		return w, err
+		return err
 	}
 	d.wrote = true
-	if n == len(b) {
-		return n, nil
+	if len(tail) == 0 {
+		return nil
 	}
-	t, err := d.f.WriteAt(b[n:], off+int64(n))
-	return n + t, err
+	return pwritev(d.f, [][]byte{tail}, off+size+int64(n))
 }
 
 func (d *directTarget) flusher(lag int64, publish func(int64)) flusher {

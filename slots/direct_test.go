@@ -1,9 +1,11 @@
 package slots
 
 import (
+	"bytes"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/otad/otad/ota"
 )
@@ -110,4 +112,105 @@ func onOffName(buffered, readback bool) string {
 		return name + ", readback"
 	}
 	return name
+}
+
+// TestDirectTargetWritev: a vectored write goes to O_DIRECT when every
+// buffer but the last is whole blocks and the offset is aligned, the last
+// buffer's partial block through the page cache; otherwise the whole write
+// is buffered. The slot holds exactly the bytes either way.
+func TestDirectTargetWritev(t *testing.T) {
+	const slotSize = 64 << 10
+	tests := []struct {
+		name       string
+		off        int64
+		iov        []int // lengths of the buffers of one write
+		wantDirect bool
+	}{
+		{"aligned buffers", 0, []int{8192, 4096, 4096}, true},
+		{"aligned, partial last block", 4096, []int{8192, 4096 + 777}, true},
+		{"aligned, last buffer under a block", 0, []int{8192, 100}, true},
+		{"unaligned middle buffer", 0, []int{4096, 100, 4096}, false},
+		{"unaligned offset", 512, []int{4096, 4096}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := makeSlot(t, t.TempDir(), "slot", slotSize)
+			tg, err := openTarget(path, "", filepath.Join(t.TempDir(), "none"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := openDirect(tg, false)
+			if d.direct == nil {
+				t.Skip("the test directory's filesystem refuses O_DIRECT")
+			}
+			bufs, release, err := mapBuffers(len(tt.iov), 16<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			want := bytes.Repeat([]byte{0xA5}, int(tt.off)) // makeSlot's fill
+			var iov [][]byte
+			for i, n := range tt.iov {
+				b := bufs[i][:n]
+				copy(b, testImage(n, uint64(i+1)))
+				iov = append(iov, b)
+				want = append(want, b...)
+			}
+			if err := d.writev(iov, tt.off); err != nil {
+				t.Fatalf("writev(%v at %d) = %v", tt.iov, tt.off, err)
+			}
+			if d.wrote != tt.wantDirect {
+				t.Errorf("direct write happened: %v, want %v", d.wrote, tt.wantDirect)
+			}
+			if err := d.close(); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, path, want, slotSize)
+		})
+	}
+}
+
+// TestWriteGathersWaitingChunks: while a write is under way the producer
+// fills the other buffers, and the next write takes every chunk waiting in
+// one vectored write, not one chunk a write; the slot and the read-back
+// are right.
+func TestWriteGathersWaitingChunks(t *testing.T) {
+	tun := testTuning()
+	const chunks = 7
+	imgSize := chunks*tun.chunk - 1234 // the last chunk ends in a partial block
+	img := testImage(imgSize, 5)
+	for _, readback := range []bool{false, true} {
+		t.Run(onOffName(false, readback), func(t *testing.T) {
+			srv := serveBytes(t, img)
+			slot := makeSlot(t, t.TempDir(), "slot", imgSize+4096)
+			tun := testTuning()
+			tun.rbBuffers = 0
+			var batches []int
+			tun.beforeWrite = func(p *pipeline, batch []chunk) {
+				batches = append(batches, len(batch))
+				if len(batches) > 1 {
+					return
+				}
+				// Hold the first write until the producer has filled every
+				// other buffer (or the image is all read).
+				deadline := time.Now().Add(30 * time.Second)
+				for len(p.full)+len(batch) < min(tun.buffers, chunks) && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			job := Job{Payload: ota.Payload{URL: srv.URL, Compression: ota.CompressionNone, Size: int64(imgSize), SHA256: sha(img)}, Target: File(slot), Readback: readback}
+			if err := write(t.Context(), job, tun); err != nil {
+				t.Fatalf("Write() = %v", err)
+			}
+			checkSlot(t, slot, img, imgSize+4096)
+			total, most := 0, 0
+			for _, n := range batches {
+				total += n
+				most = max(most, n)
+			}
+			if total != chunks || most < 2 || len(batches) >= chunks {
+				t.Errorf("writes of %v chunks: want all %d chunks written, some writes of more than one", batches, chunks)
+			}
+		})
+	}
 }

@@ -96,6 +96,7 @@ const defaultMountinfo = "/proc/self/mountinfo"
 type tuning struct {
 	chunk         int           // bytes per pipeline buffer, per decode and per write
 	buffers       int           // pipeline buffers between the decoder and the writer
+	rbBuffers     int           // pipeline buffers with read-back on (0: buffers)
 	syncLag       int64         // the writer waits for writeback this far behind its head
 	readChunk     int           // bytes per readback read
 	readBufs      int           // readback reads in flight
@@ -103,15 +104,17 @@ type tuning struct {
 	progressEvery time.Duration
 	mountinfo     string
 
-	noDirect       bool                            // force the readback's buffered fallback
-	bufferedWrite  bool                            // write a File through the page cache, not O_DIRECT
-	beforeReadback func(off, n int64, direct bool) // called before each readback read
+	noDirect       bool                             // force the readback's buffered fallback
+	bufferedWrite  bool                             // write a File through the page cache, not O_DIRECT
+	beforeReadback func(off, n int64, direct bool)  // called before each readback read
+	beforeWrite    func(p *pipeline, batch []chunk) // called before each stream write
 }
 
 func defaultTuning() tuning {
 	return tuning{
 		chunk:         512 << 10,
 		buffers:       4,
+		rbBuffers:     3,
 		syncLag:       16 << 20,
 		readChunk:     512 << 10,
 		readBufs:      2,

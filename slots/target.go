@@ -36,7 +36,9 @@ type Writer interface {
 // sink is where Write puts the image: a File (target), or another Target's
 // Writer (writerSink).
 type sink interface {
-	io.WriterAt
+	// writev writes iov's buffers one after another from off, all of
+	// them or an error.
+	writev(iov [][]byte, off int64) error
 	// flusher makes written regions durable as the writer goes, publishing
 	// how far they are, so the readback knows what it may read.
 	flusher(lag int64, publish func(durable int64)) flusher
@@ -88,15 +90,15 @@ func openSink(job *Job, tun *tuning) (sink, error) {
 }
 
 // small is the pipeline for a target that is not a File: two 256 KiB
-// buffers and one for the readback instead of 5 MiB. The large ones keep
+// buffers and one for the readback instead of 2.5 MiB. The large ones keep
 // storage busy; a Writer has no writeback to steer and no cache to bypass,
 // and a simulated fleet runs many installs at once.
 func (t tuning) small() tuning {
-	t.chunk, t.buffers, t.readChunk, t.readBufs = 256<<10, 2, 256<<10, 1
+	t.chunk, t.buffers, t.rbBuffers, t.readChunk, t.readBufs = 256<<10, 2, 0, 256<<10, 1
 	return t
 }
 
-func (t *target) WriteAt(b []byte, off int64) (int, error) { return t.f.WriteAt(b, off) }
+func (t *target) writev(iov [][]byte, off int64) error { return pwritev(t.f, iov, off) }
 
 func (t *target) flusher(lag int64, publish func(int64)) flusher {
 	return &syncer{fd: int(t.f.Fd()), name: t.path, lag: lag, rangeOK: true, publish: publish}
@@ -119,7 +121,19 @@ type writerSink struct {
 	sha256 string
 }
 
-func (s *writerSink) WriteAt(b []byte, off int64) (int, error) { return s.w.WriteAt(b, off) }
+func (s *writerSink) writev(iov [][]byte, off int64) error { return writeEach(s.w, iov, off) }
+
+// writeEach writes iov one buffer at a time, for a Writer, which has no
+// vectored write.
+func writeEach(w io.WriterAt, iov [][]byte, off int64) error {
+	for _, b := range iov {
+		if _, err := w.WriteAt(b, off); err != nil {
+			return err
+		}
+		off += int64(len(b))
+	}
+	return nil
+}
 
 func (s *writerSink) flusher(_ int64, publish func(int64)) flusher {
 	return commitFlusher{s: s, publish: publish}
