@@ -151,84 +151,18 @@ var bootSeq atomic.Uint64
 // start runs one agent on the device booted from slot, until it settles
 // (false) or reboots the device (true).
 func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byte, h *history, out *Outcome) bool {
-	bl, err := r.sc.Boot.open(r.root, r.disk(st))
-	if err == nil {
-		_, err = bl.State(ctx)
-	}
-	if err != nil {
-		// otad run refuses to start on an environment it cannot read.
-		out.fail("otad does not start: boot environment: %v", err)
-		return false
-	}
-	var fs durable.FS = fsys{st}
-	if r.broken != nil {
-		fs = r.broken(fs)
-	}
-	keys := r.keysAt(out, fs)
-	if keys == nil {
-		return false
-	}
-	targets := map[ota.Slot]slots.Target{ota.SlotA: slotTarget{st, ota.SlotA}, ota.SlotB: slotTarget{st, ota.SlotB}}
-	rb := &rebooter{}
-	pub := &publisher{r: r, st: st, h: h, out: out, changed: make(chan struct{}, 1)}
-	clock := bootClock{at: r.fx.Epoch.Add(time.Duration(h.boots()) * BootTime), wall: time.Now()} // the run's boots only
-	if st.slots[slot].sha256(ImageSize) == r.fx.NewSHA {
-		// A board without an RTC: on the new slot, NTP has moved the clock
-		// by more than a year, forward and back by turns. Nothing the agent
-		// decides after the flip may depend on it (the commit window counts
-		// running time, docs/contract/installing.md).
-		clock.at = clock.at.Add(ClockJump * time.Duration(1-2*(h.boots()%2)))
-	}
-	p := node.NewParts(r.cfg, node.Options{Logger: discard(), Publishers: []agent.Publisher{pub}, Clock: clock}, node.Storage{
-		Journal: agent.Journal{Dir: filepath.Join(r.root, "state"), FS: fs}, Boot: bl, Booted: slot,
-		BootID: fmt.Sprintf("boot-%d", bootSeq.Add(1)), Reboot: rb, Slots: targets,
-		StateDir: filepath.Join(r.root, "state"), StateFS: fs, CheckpointBytes: CheckpointBytes, Client: r.client, Keys: keys,
-	})
-	unhealthy := r.sc.End == Rollback && st.slots[slot].sha256(ImageSize) == r.fx.NewSHA
-	p.Deps.Health = health(!unhealthy)
-	p.Deps.Bootloader = uncancelled{p.Deps.Bootloader}
-	manual := r.sc.End == MarkActive // the staged install waits for the operator
-	var a *agent.Agent
-	if r.sc.End == Cancel {
-		p.Deps.Installer = stalled{Installer: p.Deps.Installer, done: func() bool { return r.undone(a.Status()) }}
-	}
-	a, err = agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: !manual, MaxRestarts: 3},
-		CommitWindow: r.cfg.Commit.Window.Duration, Logger: discard(), BuildTime: node.BuildTime()}, p.Deps)
-	if err != nil {
-		out.fail("the agent does not start: %v", err)
+	a, rb, pub, bootID, ok := r.agentAt(ctx, st, slot, h, out)
+	if !ok {
 		return false
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx, slot, p.BootID) }()
+	go func() { done <- a.Run(runCtx, slot, bootID) }()
 	taken := make(chan struct{})    // the offer was taken: the first otad install answered
 	finished := make(chan struct{}) // the installs are over
 	again := make(chan struct{}, 1) // the operator installs the offer again (undo.go)
-	go func() {
-		defer close(finished)
-		if offer == nil {
-			close(taken)
-			return
-		}
-		for first := true; ; first = false {
-			o, err := a.Install(runCtx, offer)
-			if first {
-				close(taken)
-			}
-			if err != nil || (r.sc.End != Cancel && r.sc.End != MarkActive) {
-				return
-			}
-			if o.Code == ota.CodeCancelled && r.sc.End == Cancel {
-				continue // cancelled by the operator (or the agent stopped): install it again
-			}
-			select {
-			case <-again:
-			case <-runCtx.Done():
-				return
-			}
-		}
-	}()
+	go r.installs(runCtx, a, offer, taken, finished, again)
 	deadline := time.NewTimer(r.timeout)
 	defer deadline.Stop()
 	for took := false; ; {
@@ -266,6 +200,87 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 		}
 		if took && s.State == ota.Idle && (offer == nil || s.LastResult != nil && s.LastResult.SHA256 == r.fx.NewSHA && !s.LastResult.Retryable) {
 			cancel() // settled; a reboot it asked for still ends the run as one
+		}
+	}
+}
+
+// agentAt assembles the agent of one start on st, as otad run would, with
+// the rig's rebooter and publisher; false if otad would not start.
+func (r *Rig) agentAt(ctx context.Context, st *storage, slot ota.Slot, h *history, out *Outcome) (*agent.Agent, *rebooter, *publisher, string, bool) {
+	bl, err := r.sc.Boot.open(r.root, r.disk(st))
+	if err == nil {
+		_, err = bl.State(ctx)
+	}
+	if err != nil {
+		// otad run refuses to start on an environment it cannot read.
+		out.fail("otad does not start: boot environment: %v", err)
+		return nil, nil, nil, "", false
+	}
+	var fs durable.FS = fsys{st}
+	if r.broken != nil {
+		fs = r.broken(fs)
+	}
+	keys := r.keysAt(out, fs)
+	if keys == nil {
+		return nil, nil, nil, "", false
+	}
+	targets := map[ota.Slot]slots.Target{ota.SlotA: slotTarget{st, ota.SlotA}, ota.SlotB: slotTarget{st, ota.SlotB}}
+	rb := &rebooter{}
+	pub := &publisher{r: r, st: st, h: h, out: out, changed: make(chan struct{}, 1)}
+	clock := bootClock{at: r.fx.Epoch.Add(time.Duration(h.boots()) * BootTime), wall: time.Now()} // the run's boots only
+	if st.slots[slot].sha256(ImageSize) == r.fx.NewSHA {
+		// A board without an RTC: on the new slot, NTP has moved the clock
+		// by more than a year, forward and back by turns. Nothing the agent
+		// decides after the flip may depend on it (the commit window counts
+		// running time, docs/contract/installing.md).
+		clock.at = clock.at.Add(ClockJump * time.Duration(1-2*(h.boots()%2)))
+	}
+	p := node.NewParts(r.cfg, node.Options{Logger: discard(), Publishers: []agent.Publisher{pub}, Clock: clock}, node.Storage{
+		Journal: agent.Journal{Dir: filepath.Join(r.root, "state"), FS: fs}, Boot: bl, Booted: slot,
+		BootID: fmt.Sprintf("boot-%d", bootSeq.Add(1)), Reboot: rb, Slots: targets,
+		StateDir: filepath.Join(r.root, "state"), StateFS: fs, CheckpointBytes: CheckpointBytes, Client: r.client, Keys: keys,
+	})
+	unhealthy := r.sc.End == Rollback && st.slots[slot].sha256(ImageSize) == r.fx.NewSHA
+	p.Deps.Health = health(!unhealthy)
+	p.Deps.Bootloader = uncancelled{p.Deps.Bootloader}
+	manual := r.sc.End == MarkActive // the staged install waits for the operator
+	var a *agent.Agent
+	if r.sc.End == Cancel {
+		p.Deps.Installer = stalled{Installer: p.Deps.Installer, done: func() bool { return r.undone(a.Status()) }}
+	}
+	a, err = agent.New(agent.Config{DeviceID: r.cfg.DeviceID, Policy: agent.Policy{RebootImmediately: !manual, MaxRestarts: 3},
+		CommitWindow: r.cfg.Commit.Window.Duration, Logger: discard(), BuildTime: node.BuildTime()}, p.Deps)
+	if err != nil {
+		out.fail("the agent does not start: %v", err)
+		return nil, nil, nil, "", false
+	}
+	return a, rb, pub, p.BootID, true
+}
+
+// installs is the operator's side of one start: otad install of the offer
+// (closing taken once the first answered), again after a cancel or when the
+// undo asks, until ctx ends; finished closes when it is over.
+func (r *Rig) installs(runCtx context.Context, a *agent.Agent, offer []byte, taken, finished chan struct{}, again chan struct{}) {
+	defer close(finished)
+	if offer == nil {
+		close(taken)
+		return
+	}
+	for first := true; ; first = false {
+		o, err := a.Install(runCtx, offer)
+		if first {
+			close(taken)
+		}
+		if err != nil || (r.sc.End != Cancel && r.sc.End != MarkActive) {
+			return
+		}
+		if o.Code == ota.CodeCancelled && r.sc.End == Cancel {
+			continue // cancelled by the operator (or the agent stopped): install it again
+		}
+		select {
+		case <-again:
+		case <-runCtx.Done():
+			return
 		}
 	}
 }
