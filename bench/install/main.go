@@ -155,22 +155,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 		return err
 	}
 	if o.inProcess {
-		for _, readback := range []bool{false, true} {
-			name := "slots.Write, readback " + onOff(readback)
-			phases = append(phases, &phase{
-				stats:   &phaseStats{name: name},
-				install: true,
-				run: func(ctx context.Context, round int) (sample, error) {
-					stop, err := startProfile(o.cpuProfile, fmt.Sprintf("slots-write-readback-%s-r%d", onOff(readback), round+1))
-					if err != nil {
-						return sample{}, err
-					}
-					defer stop()
-					return writeInProcess(ctx, slots.Job{Payload: ota.Payload{URL: url, Compression: "none", Size: o.size, SHA256: sum},
-						Target: slots.File(dev.slotB), Booted: slots.File(dev.slotA), Readback: readback})
-				},
-			})
-		}
+		phases = append(phases, inProcessPhases(o, dev, url, sum)...)
 	}
 
 	t0 = time.Now()
@@ -181,6 +166,40 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	phases = append(phases, chunked...)
 	fmt.Fprintf(out, "chunked payloads and devices ready in %v\n", time.Since(t0).Round(time.Millisecond))
 
+	stats, err := rounds(ctx, out, o, dev, image, sum, phases, srv.Sent)
+	if err != nil {
+		return err
+	}
+	printTable(out, stats, o.size)
+	return nil
+}
+
+// inProcessPhases write the raw image with slots.Write in this process,
+// read-back off and on: the pipeline without otad's start-up around it.
+func inProcessPhases(o options, dev *testDevice, url, sum string) []*phase {
+	var phases []*phase
+	for _, readback := range []bool{false, true} {
+		name := "slots.Write, readback " + onOff(readback)
+		phases = append(phases, &phase{
+			stats:   &phaseStats{name: name},
+			install: true,
+			run: func(ctx context.Context, round int) (sample, error) {
+				stop, err := startProfile(o.cpuProfile, fmt.Sprintf("slots-write-readback-%s-r%d", onOff(readback), round+1))
+				if err != nil {
+					return sample{}, err
+				}
+				defer stop()
+				return writeInProcess(ctx, slots.Job{Payload: ota.Payload{URL: url, Compression: "none", Size: o.size, SHA256: sum},
+					Target: slots.File(dev.slotB), Booted: slots.File(dev.slotA), Readback: readback})
+			},
+		})
+	}
+	return phases
+}
+
+// rounds runs an uncounted warm-up, then every phase once a round in a
+// rotating order, printing each round's figures.
+func rounds(ctx context.Context, out io.Writer, o options, dev *testDevice, image, sum string, phases []*phase, sent *atomic.Int64) ([]*phaseStats, error) {
 	stats := make([]*phaseStats, len(phases))
 	for i, p := range phases {
 		stats[i] = p.stats
@@ -188,25 +207,24 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	// The first phase of a run tends to be slow (the image's writeback just
 	// ended, the machine is cold); an uncounted baseline takes that hit, so
 	// that it does not land on whichever phase comes first.
-	w, err := measure(ctx, o, dev, image, sum, phases[0], 0, srv.Sent)
+	w, err := measure(ctx, o, dev, image, sum, phases[0], 0, sent)
 	if err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	fmt.Fprintf(out, "warm-up (not counted): %s %.1f MiB/s\n", phases[0].stats.name, rate(w, o.size))
 	for round := range o.rounds {
 		// Rotate the order, so no phase always follows the same one.
 		for k := range phases {
 			p := phases[(k+round)%len(phases)]
-			s, err := measure(ctx, o, dev, image, sum, p, round, srv.Sent)
+			s, err := measure(ctx, o, dev, image, sum, p, round, sent)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", round+1, p.stats.name, err)
+				return nil, fmt.Errorf("round %d, %s: %w", round+1, p.stats.name, err)
 			}
 			p.stats.samples = append(p.stats.samples, s)
 		}
 		printRound(out, round, stats, o.size)
 	}
-	printTable(out, stats, o.size)
-	return nil
+	return stats, nil
 }
 
 // measure prepares the storage and the source the same way for every phase,
