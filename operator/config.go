@@ -29,8 +29,8 @@ type fileConfig struct {
 		Key  string `toml:"key"`
 	} `toml:"tls"`
 	// Operator is the operator key that signs the control plane and the
-	// operator public keys trusted (docs/contract/rollouts.md): read and
-	// resolved here, used once the control plane is signed.
+	// operator public keys trusted (docs/contract/rollouts.md, a signed
+	// control plane): operatorFlags.load takes them.
 	Operator struct {
 		Key   string   `toml:"key"`
 		Trust []string `toml:"trust"`

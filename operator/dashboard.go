@@ -17,6 +17,7 @@ import (
 func dashboardCmd(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlagSet("dashboard", "--broker URL [--listen 127.0.0.1:8080] [--tls-cert FILE --tls-key FILE --token-file FILE] [flags]", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, true)
 	acc := &dashboard.Access{}
 	fs.StringVar(&acc.Listen, "listen", "127.0.0.1:8080", "address to serve the page on; one that is not loopback needs --tls-cert, --tls-key and --token-file")
 	fs.StringVar(&acc.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
@@ -40,13 +41,27 @@ func dashboardCmd(ctx context.Context, args []string, _, stderr io.Writer) error
 	if err := acc.Check(); err != nil {
 		return usagef("%v", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// The page's pause, resume and abort are otactl's (behind the token).
-	command := func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error {
-		_, err := publishCommand(ctx, cfg, sess, name, rollout.NewCommand(op, reason, "dashboard", time.Now()))
+	trust, key, err := of.load(false)
+	if err != nil {
 		return err
 	}
-	return dashboard.Run(ctx, dashboard.Options{Broker: cfg, Access: acc, Window: *window, Log: log, Command: command}, func(url string) {
+	if of.key != "" || of.insecure {
+		if _, key, err = of.load(true); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The page's pause, resume and abort are otactl's (behind the token),
+	// signed with the operator key as the CLI's are; without one the page
+	// offers none.
+	var command func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error
+	if key != nil || of.insecure {
+		command = func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error {
+			_, err := publishCommand(ctx, cfg, sess, key, name, rollout.NewCommand(op, reason, "dashboard", time.Now()))
+			return err
+		}
+	}
+	return dashboard.Run(ctx, dashboard.Options{Broker: cfg, Access: acc, Window: *window, Log: log, Trust: trust, Command: command}, func(url string) {
 		fmt.Fprintf(stderr, "dashboard of the fleet on %s: %s (Ctrl-C ends)\n", cfg.Broker, url)
 	})
 }

@@ -86,7 +86,7 @@ func startDashFleet(t *testing.T, n int, slow map[string]time.Duration) *dashFle
 	urls := make(chan string, 1)
 	dashDone := make(chan error, 1)
 	go func() {
-		dashDone <- dashboard.Run(ctx, dashboard.Options{Broker: mqtt.Config{Broker: d.broker.URL}, Access: acc, Window: time.Second},
+		dashDone <- dashboard.Run(ctx, dashboard.Options{Broker: mqtt.Config{Broker: d.broker.URL}, Access: acc, Window: time.Second, Trust: testOperator.trust},
 			func(u string) { urls <- u })
 	}()
 	t.Cleanup(func() { cancel(); <-dashDone })

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,7 @@ func rolloutCommands() map[string]cli.Command {
 func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout status", "--broker URL [--json | --watch] NAME", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, false)
 	asJSON := fs.Bool("json", false, "print the retained state as JSON")
 	watch := fs.Bool("watch", false, "keep running and redraw on every change (Ctrl-C ends)")
 	name, cfg, err := nameAndConfig(fs, bf, args)
@@ -45,14 +47,22 @@ func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *asJSON && *watch {
 		return usagef("--json and --watch do not go together")
 	}
-	rs, err := openRollout(ctx, cfg, name)
+	trust, _, err := of.load(false)
+	if err != nil {
+		return err
+	}
+	rs, err := openRollout(ctx, cfg, trust, name)
 	if err != nil {
 		return err
 	}
 	defer rs.sess.Close()
 	if *asJSON {
+		payload, _, err := trust.Open("state", mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(name), rs.raw)
+		if err != nil {
+			return err
+		}
 		var v any
-		if err := json.Unmarshal(rs.raw, &v); err != nil {
+		if err := json.Unmarshal(payload, &v); err != nil {
 			return fmt.Errorf("retained state of rollout %s: %w", name, err)
 		}
 		enc := json.NewEncoder(stdout)
@@ -83,6 +93,7 @@ func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout "+string(op), "--broker URL [--reason TEXT] NAME", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, true)
 	reason := fs.String("reason", "", "why, for the state's history")
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for a running controller to apply it")
 	var withdrawOffers bool
@@ -95,7 +106,11 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	rs, err := openRollout(ctx, cfg, name)
+	trust, key, err := of.load(true)
+	if err != nil {
+		return err
+	}
+	rs, err := openRollout(ctx, cfg, trust, name)
 	if err != nil {
 		return err
 	}
@@ -107,7 +122,7 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 		return fmt.Errorf("rollout %s is %s: nothing to %s", name, rs.state.Phase, op)
 	}
 	c := rollout.NewCommand(op, *reason, os.Getenv("USER"), time.Now())
-	topic, err := publishCommand(ctx, cfg, rs.sess, name, c)
+	topic, err := publishCommand(ctx, cfg, rs.sess, key, name, c)
 	if err != nil {
 		return err
 	}
@@ -118,15 +133,18 @@ func rolloutCommand(ctx context.Context, op rollout.Op, args []string, stdout, s
 }
 
 // publishCommand publishes c on rollout name's control topic (retained,
-// on every broker node) through sess, and returns the topic: what `otactl
-// rollout pause/resume/abort` and the dashboard's buttons do. Signing the
-// command with an operator key goes here (docs/contract/rollouts.md).
-func publishCommand(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session, name string, c rollout.Command) (string, error) {
+// on every broker node) through sess, signed with the operator key (its
+// time the counter: docs/contract/rollouts.md), and returns the topic:
+// what `otactl rollout pause/resume/abort` and the dashboard's buttons do.
+func publishCommand(ctx context.Context, cfg mqtt.Config, sess *mqtt.Session, key crypto.Signer, name string, c rollout.Command) (string, error) {
 	b, err := c.Encode()
 	if err != nil {
 		return "", err
 	}
 	topic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutControl(name)
+	if b, err = rollout.Seal(key, topic, uint64(c.Time.UnixMilli()), b); err != nil {
+		return "", err
+	}
 	return topic, publishEverywhere(ctx, cfg, sess, b, topic)
 }
 

@@ -21,7 +21,7 @@ func TestRolloutAtScale(t *testing.T) {
 		plan := scalePlan(t, "big", "[[wave]]\npercent = 1\n[[wave]]\npercent = 10\n[[wave]]\npercent = 100\n", "max_failed_percent = 5\nmin_outcomes = 10\n")
 		r := otactl(t, "rollout", "start", "--broker", b.URL, "--settle", "3s", "--tick", "200ms", plan)
 		raw, _ := retainedOn(t, b.URL, "ota/rollouts/big/state")
-		s, err := rollout.DecodeState([]byte(raw))
+		s, err := openState("ota/rollouts/big/state", []byte(raw))
 		if r.code != ota.ExitOK || err != nil || s.Phase != rollout.PhaseFinished || s.Counts.Success != len(ids) {
 			t.Fatalf("exit %d, %s %+v (%v)\n%s", r.code, s.Phase, s.Counts, err, tail(r.stderr))
 		}
@@ -47,7 +47,7 @@ func TestRolloutAtScale(t *testing.T) {
 		start := []string{"rollout", "start", "--broker", b.URL, "--settle", "3s", "--tick", "200ms", plan}
 		r := otactl(t, start...)
 		raw, _ := retainedOn(t, b.URL, "ota/rollouts/halts/state")
-		s, err := rollout.DecodeState([]byte(raw))
+		s, err := openState("ota/rollouts/halts/state", []byte(raw))
 		if r.code != ota.ExitFailure || err != nil || s.Phase != rollout.PhaseHalted {
 			t.Fatalf("exit %d, %s (%v)\n%s", r.code, s.Phase, err, tail(r.stderr))
 		}
@@ -71,7 +71,7 @@ func TestRolloutAtScale(t *testing.T) {
 		}
 		r = otactl(t, start...)
 		again, _ := retainedOn(t, b.URL, "ota/rollouts/halts/state")
-		s, _ = rollout.DecodeState([]byte(again))
+		s, _ = openState("ota/rollouts/halts/state", []byte(again))
 		if r.code != ota.ExitFailure || s.Phase != rollout.PhaseAborted || f.Offered.Load() != before {
 			t.Errorf("after the abort: exit %d, %s, %d more offers\n%s", r.code, s.Phase, f.Offered.Load()-before, tail(r.stderr))
 		}

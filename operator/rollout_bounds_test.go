@@ -8,6 +8,7 @@ import (
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // A 36-byte retained state with a million (or 1e8) waves: otactl rollout
@@ -22,7 +23,12 @@ func TestRolloutStatusBoundedState(t *testing.T) {
 		{"bomb8", `{"name":"bomb8","wave_count":100000000}`, "wave_count 100000000 out of bounds"},
 		{"decade", `{"name":"decade","wave_count":1,"lease":{"holder":"x","epoch":9,"ttl_ms":315360000000}}`, "lease.ttl_ms 315360000000 out of bounds: 1 to 600000"},
 	} {
-		c.Publish("ota/rollouts/"+tc.name+"/state", 1, true, tc.state).Wait()
+		topic := "ota/rollouts/" + tc.name + "/state"
+		signed, err := rollout.Seal(testOperator.key, topic, 1, []byte(tc.state))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Publish(topic, 1, true, signed).Wait()
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -33,6 +39,12 @@ func TestRolloutStatusBoundedState(t *testing.T) {
 		}
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 			t.Errorf("%s: %s allocated, want under 64 MiB", tc.name, fmt.Sprint(alloc>>20, " MiB"))
+		}
+		// Unsigned, it is not even decoded: a forged state, reported.
+		c.Publish(topic, 1, true, tc.state).Wait()
+		r = otactl(t, "rollout", "status", "--broker", b.URL, tc.name)
+		if want := "forged state on " + topic + " ignored: not signed by a trusted operator key"; r.code == ota.ExitOK || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s unsigned: exit %d, stderr %q, want %q", tc.name, r.code, r.stderr, want)
 		}
 	}
 }

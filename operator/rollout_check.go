@@ -22,6 +22,7 @@ import (
 func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout check", "[--broker URL [--settle 3s]] PLAN", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, false)
 	settle := fs.Duration("settle", 3*time.Second, "with --broker: ask the group's devices to report within this long, as the controller does")
 	show := fs.Int("show", 5, "with --broker: how many of each wave's first members to name")
 	pos, err := parseFlags(fs, args)
@@ -51,7 +52,11 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return sizeWaves(ctx, cfg, plan, *settle, *show, stdout)
+	trust, _, err := of.load(false)
+	if err != nil {
+		return err
+	}
+	return sizeWaves(ctx, cfg, trust, plan, *settle, *show, stdout)
 }
 
 func plural(n int, what string) string {
@@ -83,7 +88,7 @@ func describePlan(w io.Writer, p *rollout.Plan) {
 // sizeWaves follows the group as the controller would and prints the
 // members each wave would take if it started now, and whether the rollout
 // exists on the broker already.
-func sizeWaves(ctx context.Context, cfg mqtt.Config, p *rollout.Plan, settle time.Duration, show int, w io.Writer) error {
+func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rollout.Plan, settle time.Duration, show int, w io.Writer) error {
 	fv := fleetview.New(cfg.TopicPrefix)
 	stateTopic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(p.Name)
 	var (
@@ -146,7 +151,7 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, p *rollout.Plan, settle tim
 		fmt.Fprintf(w, "no rollout %s on the broker yet; nothing was published\n", p.Name)
 		return nil
 	}
-	s, err := rollout.DecodeState(raw)
+	s, _, err := trust.OpenState(stateTopic, raw)
 	switch {
 	case err != nil:
 		return usagef("rollout %s: the state retained on %s does not decode (%v): start would refuse it", p.Name, stateTopic, err)

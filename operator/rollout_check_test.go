@@ -99,8 +99,7 @@ func TestRolloutList(t *testing.T) {
 		"fw-b": {Name: "fw-b", Phase: rollout.PhaseFinished, Group: "us", Offer: rollout.Ref{ID: "rel-b"}, Wave: 2, WaveCount: 2,
 			Counts: rollout.Counts{Devices: 10, Success: 10}},
 	} {
-		b, _ := json.Marshal(st)
-		c.Publish("ota/rollouts/"+name+"/state", 1, true, b).Wait()
+		c.Publish("ota/rollouts/"+name+"/state", 1, true, sealState(t, "ota/rollouts/"+name+"/state", st)).Wait()
 	}
 	c.Publish("ota/rollouts/junk/state", 1, true, "{").Wait()
 	r := mustRun(t, "rollout", "list", "--broker", b.URL)

@@ -81,7 +81,7 @@ func TestRolloutOnCluster(t *testing.T) {
 				t.Fatalf("the controller did not end in 4 minutes; last state seen: %s\n%s", last, tail(res.stderr))
 			}
 			cfg := mqtt.Config{Brokers: c.URLs()}
-			_, s, err := controller.ReadState(context.Background(), cfg, name)
+			_, s, err := controller.ReadState(context.Background(), cfg, testOperator.trust, name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func recordStatesOn(t *testing.T, urls []string, name string) *stateLog {
 	for i, u := range urls {
 		sess, err := mqtt.Open(context.Background(), mqtt.Config{Broker: u, DeviceID: fmt.Sprintf("state-log-%s-%d", name, i)},
 			map[string]byte{mqtt.Topics{}.RolloutState(name): 1}, func(m mqtt.Message) {
-				s, err := rollout.DecodeState(m.Payload)
+				s, err := openState(m.Topic, m.Payload)
 				if err != nil {
 					return
 				}

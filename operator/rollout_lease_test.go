@@ -91,7 +91,7 @@ func recordStates(t *testing.T, broker string) *stateLog {
 	l := &stateLog{states: map[string][]rollout.State{}}
 	c := mosquittotest.Client(t, broker, "state-log")
 	mosquittotest.Subscribe(t, c, "ota/rollouts/+/state", func(_ paho.Client, m paho.Message) {
-		s, err := rollout.DecodeState(m.Payload())
+		s, err := openState(m.Topic(), m.Payload())
 		if err != nil {
 			return
 		}

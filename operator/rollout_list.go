@@ -21,6 +21,7 @@ import (
 func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout list", "--broker URL [--json]", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, false)
 	asJSON := fs.Bool("json", false, "print the rollouts as a JSON array: name, and the state as retained or the error decoding it")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -30,6 +31,10 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usagef("unexpected arguments %q", pos)
 	}
 	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	trust, _, err := of.load(false)
 	if err != nil {
 		return err
 	}
@@ -59,9 +64,9 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			continue // cleared
 		}
 		l := listedRollout{Name: strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")}
-		s, err := rollout.DecodeState(states[topic])
+		s, _, err := trust.OpenState(topic, states[topic])
 		if err != nil {
-			l.Error = err.Error()
+			l.Error = err.Error() // a forged one too: listed, said so, never its state
 		} else {
 			l.State = &s
 		}

@@ -18,6 +18,7 @@ import (
 func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("rollout start", "--broker URL [flags] PLAN", stderr)
 	bf := addBrokerFlags(fs)
+	of := addOperatorFlags(fs, true)
 	settle := fs.Duration("settle", 3*time.Second, "ask the group's devices to report within this long, and collect statuses at least this long (and until they stop arriving) before judging anything")
 	tick := fs.Duration("tick", time.Second, "how often the controller looks at the fleet")
 	lease := fs.Duration("lease", rollout.DefaultLease, "the controller's lease: renewed every third of it; another controller may take over a lease unrenewed this long")
@@ -36,13 +37,17 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *settle <= 0 || *tick <= 0 || *lease < 3*time.Second || *lease > rollout.MaxLeaseTTL {
 		return usagef("--settle and --tick must be positive, --lease from 3s to %v", rollout.MaxLeaseTTL)
 	}
+	trust, key, err := of.load(true)
+	if err != nil {
+		return err
+	}
 	plan, err := rollout.LoadPlan(pos[0])
 	if err != nil {
 		return err
 	}
 	live := newLiveTable(ctx, stdout)
 	final, halted, err := controller.Run(ctx, controller.Config{MQTT: cfg, Plan: plan, Settle: *settle, Tick: *tick, Lease: *lease,
-		TakeOver: *takeOver, OnState: live.show, Out: stderr, Log: slog.New(slog.NewTextHandler(stderr, nil))})
+		Key: key, Trust: trust, TakeOver: *takeOver, OnState: live.show, Out: stderr, Log: slog.New(slog.NewTextHandler(stderr, nil))})
 	if final.Name == "" {
 		return err // it never started
 	}

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -116,8 +115,8 @@ func mustReadFile(t *testing.T, p string) string {
 func retainedState(t *testing.T, broker, name string) rollout.State {
 	t.Helper()
 	raw, ok := retainedOn(t, broker, "ota/rollouts/"+name+"/state")
-	var s rollout.State
-	if !ok || json.Unmarshal([]byte(raw), &s) != nil {
+	s, err := openState("ota/rollouts/"+name+"/state", []byte(raw))
+	if !ok || err != nil {
 		t.Fatalf("no retained state for %s: %q", name, raw)
 	}
 	return s
@@ -274,8 +273,7 @@ func watchState(t *testing.T, broker, name string) *stateWatch {
 	w := &stateWatch{}
 	c := mosquittotest.Client(t, broker, "state-watch-"+name)
 	mosquittotest.Subscribe(t, c, "ota/rollouts/"+name+"/state", func(_ paho.Client, m paho.Message) {
-		var s rollout.State
-		if json.Unmarshal(m.Payload(), &s) == nil {
+		if s, err := openState(m.Topic(), m.Payload()); err == nil {
 			w.mu.Lock()
 			w.latest = &s
 			w.mu.Unlock()

@@ -43,8 +43,8 @@ type rolloutSession struct {
 // openRollout reads a rollout's retained state (the newest copy of every
 // broker's) and follows it; no state is an error, and so is a state that
 // cannot be read (over the limit: never taken for none).
-func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSession, error) {
-	raw, s, err := controller.ReadState(ctx, cfg, name)
+func openRollout(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name string) (*rolloutSession, error) {
+	raw, s, err := controller.ReadState(ctx, cfg, trust, name)
 	if err != nil {
 		return nil, err
 	}
@@ -52,9 +52,12 @@ func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSes
 	rs := &rolloutSession{raw: raw, state: s, updates: make(chan rollout.State, 1)}
 	var mu sync.Mutex
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{topic: 1}, func(m mqtt.Message) {
-		next, err := rollout.DecodeState(m.Payload)
-		if err != nil || m.Oversized > 0 {
+		if m.Oversized > 0 {
 			return
+		}
+		next, _, err := trust.OpenState(topic, m.Payload)
+		if err != nil {
+			return // forged, or not a state: never shown
 		}
 		mu.Lock()
 		defer mu.Unlock()

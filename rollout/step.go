@@ -335,6 +335,13 @@ func (m *machine) command(c Command) {
 			m.note("%s", why)
 		}
 	case OpResume:
+		if h := s.Halted; h != nil && !c.Time.IsZero() && c.Time.Before(h.Time) {
+			// Issued before the halt it would lift: an older command
+			// published again, not an answer to this halt.
+			m.note("%s refused: issued %s, before the halt of %s (a command replayed)", why,
+				c.Time.UTC().Format(time.RFC3339), h.Time.UTC().Format(time.RFC3339))
+			break
+		}
 		if s.Paused != nil || s.Halted != nil {
 			if s.Halted != nil {
 				// The failures so far are accepted on the next complete

@@ -186,6 +186,15 @@ func TestStep(t *testing.T) {
 				obs(hr+3*m, "d1=success", "d2=rolled_back", "d3=failed"), cmd(hr+4*m, OpResume, "c1")),
 			phase: PhaseHalted, wave: 2, acts: "none"},
 
+		{name: "a resume issued before the halt (an older command replayed) does not lift it",
+			plan: canary, steps: then(halted, step{hr, Command{ID: "old", Op: OpResume, By: "op", Time: t0}}, obs(hr+m, "d1=success", "d2=rolled_back", "d3")),
+			phase: PhaseHalted, wave: 1, acts: "none",
+			check: func(t *testing.T, s State) {
+				if s.Accepting != nil || s.LastCommand != "old" || !strings.Contains(s.History[len(s.History)-1].Event, "before the halt") {
+					t.Errorf("accepting %v, last command %q, history %+v", s.Accepting, s.LastCommand, s.History[len(s.History)-1])
+				}
+			}},
+
 		// A pause offers nothing new and does not end a wave.
 		{name: "a pause does not end the running wave",
 			plan: two, steps: then(started, cmd(2*m, OpPause, "p1"), obs(3*m, "d1=success", "d2", "d3")),

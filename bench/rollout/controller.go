@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/otad/otad/verify"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,35 @@ import (
 type controllerRun struct {
 	bin, broker, dir string
 	settle, lease    time.Duration
+	op               operatorKey
+}
+
+// operatorKey is the key the controllers sign the control plane with
+// (docs/contract/rollouts.md): its files, and the trust in it.
+type operatorKey struct {
+	key, pub string
+	trust    rollout.Trust
+}
+
+func newOperatorKey(dir string) (operatorKey, error) {
+	k, err := verify.GenerateKey(verify.KeyEd25519)
+	if err != nil {
+		return operatorKey{}, err
+	}
+	priv, err := verify.MarshalPrivateKeyPEM(k)
+	if err != nil {
+		return operatorKey{}, err
+	}
+	pub, err := verify.MarshalPublicKeyPEM(k.Public())
+	if err != nil {
+		return operatorKey{}, err
+	}
+	o := operatorKey{key: filepath.Join(dir, "operator.key"), pub: filepath.Join(dir, "operator.pub"),
+		trust: rollout.Trust{Keys: verify.NewKeyring(verify.Key{Public: k.Public()})}}
+	if err := os.WriteFile(o.key, priv, 0o600); err != nil {
+		return operatorKey{}, err
+	}
+	return o, os.WriteFile(o.pub, pub, 0o644)
 }
 
 // proc is one controller process, its output in a file of its own.
@@ -40,7 +70,7 @@ func (c controllerRun) start(ctx context.Context, plan, tag string) (*proc, erro
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.CommandContext(ctx, c.bin, "rollout", "start", "--broker", c.broker, "--settle", c.settle.String(),
+	p.cmd = exec.CommandContext(ctx, c.bin, "rollout", "start", "--broker", c.broker, "--operator-key", c.op.key, "--trust", c.op.pub, "--settle", c.settle.String(),
 		"--tick", "1s", "--lease", c.lease.String(), plan)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.started = time.Now()
@@ -154,7 +184,7 @@ type watcher struct {
 	largest map[string]int
 }
 
-func watchStates(broker string) (*watcher, error) {
+func watchStates(broker string, trust rollout.Trust) (*watcher, error) {
 	w := &watcher{latest: map[string]rollout.State{}, largest: map[string]int{}}
 	o := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).SetClientID("rolloutbench-states")
 	w.c = paho.NewClient(o)
@@ -162,7 +192,7 @@ func watchStates(broker string) (*watcher, error) {
 		return nil, fmt.Errorf("state watcher: %v", tok.Error())
 	}
 	tok := w.c.Subscribe("ota/rollouts/+/state", 0, func(_ paho.Client, m paho.Message) {
-		s, err := rollout.DecodeState(m.Payload())
+		s, _, err := trust.OpenState(m.Topic(), m.Payload())
 		if err != nil {
 			return
 		}

@@ -68,7 +68,11 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if e := fleetErr.Load(); e != nil {
 		return *e
 	}
-	w, err := watchStates(b.URL)
+	op, err := newOperatorKey(dir)
+	if err != nil {
+		return err
+	}
+	w, err := watchStates(b.URL, op.trust)
 	if err != nil {
 		return err
 	}
@@ -81,7 +85,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if settle == 0 {
 		settle = 3*time.Second + time.Duration(n/40000)*time.Second
 	}
-	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir}
+	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir, op: op}
 
 	// The unpaced wave, then a kill -9 while soaking and a restart.
 	plan, err := writePlan(dir, sg, "bench-unpaced", "[[wave]]\npercent = 100\nsoak = \"1h\"\n[[wave]]\ndevices = [\"bench-nobody\"]\n")

@@ -33,7 +33,7 @@ func TestActions(t *testing.T) {
 		if err := acc.Check(); err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{Rollouts: NewRollouts("ota"), Access: acc, Command: command}
+		s := &Server{Rollouts: NewRollouts("ota", rollout.Trust{Unsigned: true}, nil), Access: acc, Command: command}
 		for name, st := range map[string]string{"run": "running", "done": "finished"} {
 			raw := `{"name":"` + name + `","state":"` + st + `","wave_count":1`
 			if st == "finished" {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/otad/otad/rollout"
 	"io"
 	"net"
 	"net/http"
@@ -86,7 +87,7 @@ func serve(t *testing.T, acc *Access) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Fleet: fleetview.New("ota"), Rollouts: NewRollouts("ota"), Access: acc}
+	s := &Server{Fleet: fleetview.New("ota"), Rollouts: NewRollouts("ota", rollout.Trust{Unsigned: true}, nil), Access: acc}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()

@@ -34,7 +34,7 @@ func startDashboardWith(t *testing.T, broker string, acc *Access, command func(c
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Broker: mqtt.Config{Broker: broker}, Access: acc, Window: time.Second, Command: command}, func(u string) { urls <- u })
+		done <- Run(ctx, Options{Broker: mqtt.Config{Broker: broker}, Access: acc, Window: time.Second, Trust: rollout.Trust{Unsigned: true}, Command: command}, func(u string) { urls <- u })
 	}()
 	t.Cleanup(func() {
 		cancel()

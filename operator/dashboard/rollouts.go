@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -18,6 +20,8 @@ import (
 // concurrent use.
 type Rollouts struct {
 	prefix string
+	trust  rollout.Trust
+	log    *slog.Logger
 	mu     sync.Mutex
 	states map[string]entry
 }
@@ -27,12 +31,17 @@ type entry struct {
 	err   string // the state did not decode
 }
 
-// NewRollouts follows the rollouts under the topic prefix ("" is "ota").
-func NewRollouts(prefix string) *Rollouts {
+// NewRollouts follows the rollouts under the topic prefix ("" is "ota"),
+// showing only states trust verifies (docs/contract/rollouts.md, a signed
+// control plane); log (nil: none) hears of the others.
+func NewRollouts(prefix string, trust rollout.Trust, log *slog.Logger) *Rollouts {
 	if prefix == "" {
 		prefix = mqtt.DefaultTopicPrefix
 	}
-	return &Rollouts{prefix: prefix, states: map[string]entry{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Rollouts{prefix: prefix, trust: trust, log: log, states: map[string]entry{}}
 }
 
 // Filter is the subscription the rollouts need.
@@ -55,10 +64,19 @@ func (r *Rollouts) Observe(m mqtt.Message) bool {
 	if _, known := r.states[name]; !known && len(r.states) >= maxRollouts {
 		return true // a page of more would be no use; whoever writes them is not a controller
 	}
-	s, err := rollout.DecodeState(m.Payload)
+	s, _, err := r.trust.OpenState(m.Topic, m.Payload)
+	if errors.Is(err, rollout.ErrForged) {
+		// Taken for absent: never shown, never over the state it forges.
+		r.log.Warn("dashboard: " + err.Error())
+		return false
+	}
 	if err != nil {
 		r.states[name] = entry{err: err.Error()}
 		return true
+	}
+	if old, ok := r.states[name]; ok && old.err == "" && old.state.Newer(s) {
+		r.log.Warn("dashboard: replayed state on " + m.Topic + " refused: older than the one shown")
+		return false
 	}
 	r.states[name] = entry{state: s}
 	return true

@@ -19,6 +19,8 @@ type Options struct {
 	// Window is the report request's (fleetview.FollowOptions.Window).
 	Window time.Duration
 	Log    *slog.Logger
+	// Trust verifies the rollouts' states shown (docs/contract/rollouts.md).
+	Trust rollout.Trust
 	// Command publishes a rollout's operator commands through the
 	// dashboard's session (otactl's rollout pause/resume/abort code); nil:
 	// the page offers none.
@@ -36,7 +38,7 @@ func Run(ctx context.Context, o Options, ready func(url string)) error {
 	defer ln.Close()
 	prefix := o.Broker.TopicPrefix
 	fv := fleetview.New(prefix)
-	s := &Server{Fleet: fv, Rollouts: NewRollouts(prefix), Access: o.Access, Log: o.Log,
+	s := &Server{Fleet: fv, Rollouts: NewRollouts(prefix, o.Trust, o.Log), Access: o.Access, Log: o.Log,
 		Coverage: func() string { return fv.Coverage().String() }}
 	sess, err := fv.Follow(ctx, o.Broker, fleetview.FollowOptions{
 		Window: o.Window, Events: true, Changed: s.Changed,

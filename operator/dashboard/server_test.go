@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/otad/otad/rollout"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -21,7 +22,7 @@ func testServer(t *testing.T, n int) (*Server, http.Handler) {
 	if err := acc.Check(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Fleet: fleetview.New("ota"), Rollouts: NewRollouts("ota"), Access: acc}
+	s := &Server{Fleet: fleetview.New("ota"), Rollouts: NewRollouts("ota", rollout.Trust{Unsigned: true}, nil), Access: acc}
 	for i := range n {
 		id := fmt.Sprintf("gw-%06d", i)
 		s.Fleet.Observe("ota/devices/"+id+"/status", fmt.Appendf(nil, `{"device":%q,"seq":1,"state":"idle","booted_slot":"A","slots":{"A":{"version":"v%d","status":"good"}}}`, id, i%30))
@@ -160,7 +161,7 @@ func TestRolloutFailuresAreThisOffersOnly(t *testing.T) {
 
 // The rollouts followed are bounded: their names come from outside.
 func TestRolloutsBounded(t *testing.T) {
-	r := NewRollouts("ota")
+	r := NewRollouts("ota", rollout.Trust{Unsigned: true}, nil)
 	for i := range maxRollouts + 50 {
 		r.Observe(mqtt.Message{Topic: fmt.Sprintf("ota/rollouts/r%d/state", i), Payload: []byte(`{`)})
 	}

@@ -68,7 +68,7 @@ func TestDriverStart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pub := &retain{msgs: map[string][]byte{}}
-			d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Holder: "ctl-b", Now: func() time.Time { return t0 }}
+			d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Trust: unsigned, Holder: "ctl-b", Now: func() time.Time { return t0 }}
 			s, resumed, err := d.Start(context.Background(), tc.retained)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -92,7 +92,7 @@ func TestDriverStart(t *testing.T) {
 		})
 	}
 	pub := &retain{msgs: map[string][]byte{}, fail: errors.New("connection lost")}
-	d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Holder: "ctl-b"}
+	d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Trust: unsigned, Holder: "ctl-b"}
 	if _, _, err := d.Start(context.Background(), nil); err == nil {
 		t.Fatal("a new state that was not published was taken")
 	}
@@ -109,7 +109,7 @@ func FuzzStart(f *testing.F) {
 	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":2,"waves":[{"kind":"devices","cursor":"ffffffffffffffff"},{"kind":"percent","through":"0000000000000001","ended":"2026-11-29T10:00:00Z"}]}`))
 	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":3,"waves":[{"kind":"devices"},{"kind":"percent","chosen":0},{"kind":"percent","through":"ffffffffffffffff","next":"0000000000000000","pace":{"per_minute":-1,"tokens":1e308}}],"halted":{},"lease":{"holder":"x","epoch":18446744073709551615,"ttl_ms":-5}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: &retain{msgs: map[string][]byte{}}, Holder: "me", Now: func() time.Time { return t0 }}
+		d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: &retain{msgs: map[string][]byte{}}, Trust: unsigned, Holder: "me", Now: func() time.Time { return t0 }}
 		s, _, err := d.Start(context.Background(), b)
 		if err != nil {
 			return
@@ -124,7 +124,7 @@ func FuzzStart(f *testing.F) {
 }
 
 func TestInbox(t *testing.T) {
-	in := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", nil)
+	in := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", unsigned, nil)
 	if got := fmt.Sprint(in.Topics()); got != "map[ota/rollouts/r1/control:1 ota/rollouts/r1/devices/+:0 ota/rollouts/r1/state:1]" {
 		t.Fatalf("topics %s", got)
 	}
@@ -148,7 +148,7 @@ func TestInbox(t *testing.T) {
 	if s := <-in.Seen(); s.Seq != 4 {
 		t.Fatalf("seen %+v", s)
 	}
-	over := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", nil)
+	over := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", unsigned, nil)
 	over.Receive(mqtt.Message{Topic: "ota/rollouts/r1/state", Oversized: 270000})
 	if got, err := over.Retained(); got != nil || err == nil || err.Error() != "state of rollout r1 is 270000 bytes, over the limit of 131072" {
 		t.Fatalf("an oversized state read as %q, %v", got, err)

@@ -16,5 +16,8 @@
 // operator's commands); a Tracker (tracker.go) follows the devices'
 // statuses and an Observer (observer.go) says when that view is ready to
 // be judged. ReadState and ReadRecords (read.go) read a rollout for the
-// other commands (status, list, pause/resume/abort).
+// other commands (status, list, pause/resume/abort). What it publishes
+// under {prefix}/rollouts/ is signed with the operator key, and what it
+// reads there counts only when a trusted operator key signed it
+// (rollout.Trust); anything else is reported and taken for absent.
 package controller

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,11 @@ func refuse(format string, args ...any) error { return badState{fmt.Errorf(forma
 type Driver struct {
 	Plan   *rollout.Plan
 	Topics mqtt.Topics // the prefix; Device is ignored
+	// Key signs the state and the per-device records (nil: unsigned,
+	// --insecure-unsigned); Trust verifies the retained state Start goes
+	// on from (docs/contract/rollouts.md, a signed control plane).
+	Key   crypto.Signer
+	Trust rollout.Trust
 	// Pub publishes the state and the per-device records; Offers the
 	// offers (nil: Pub).
 	Pub, Offers Publisher
@@ -174,7 +180,10 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s rollout.State, r
 	d.defaults()
 	topic := d.Topics.RolloutState(d.Plan.Name)
 	if len(retained) > 0 {
-		if s, err = rollout.DecodeState(retained); err != nil {
+		// A state no trusted operator signed is never gone on from: not
+		// its lease, its halt or its waves (nor a new state written over
+		// it, which would start the rollout again).
+		if s, _, err = d.Trust.OpenState(topic, retained); err != nil {
 			return s, false, refuse("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
 		if s.PlanHash != d.Plan.Hash {
@@ -356,7 +365,11 @@ func (d *Driver) publishState(ctx context.Context, s rollout.State) error {
 	if err != nil {
 		return err
 	}
-	if err := d.Pub.PublishRetained(ctx, b, d.Topics.RolloutState(s.Name)); err != nil {
+	topic := d.Topics.RolloutState(s.Name)
+	if b, err = rollout.Seal(d.Key, topic, s.Counter(), b); err != nil {
+		return err
+	}
+	if err := d.Pub.PublishRetained(ctx, b, topic); err != nil {
 		return err
 	}
 	if d.OnState != nil {
@@ -373,7 +386,11 @@ func (d *Driver) publishRecord(ctx context.Context, s rollout.State, r rollout.R
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)
 	}
-	if err := d.Pub.PublishRetained(ctx, b, d.Topics.RolloutDevice(s.Name, r.Device)); err != nil {
+	topic := d.Topics.RolloutDevice(s.Name, r.Device)
+	if b, err = rollout.Seal(d.Key, topic, s.Counter(), b); err != nil {
+		return err
+	}
+	if err := d.Pub.PublishRetained(ctx, b, topic); err != nil {
 		return err
 	}
 	d.Records[r.Device] = r

@@ -119,7 +119,7 @@ func newWorld(badEvery int) (*broker, *fakeClock) {
 }
 
 func driver(p *rollout.Plan, b *broker, clk *fakeClock, cmds chan rollout.Command) *Driver {
-	return &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: b, Fleet: b.view, Commands: cmds, Tick: time.Millisecond, Now: clk.now, Holder: "test"}
+	return &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: b, Trust: unsigned, Fleet: b.view, Commands: cmds, Tick: time.Millisecond, Now: clk.now, Holder: "test"}
 }
 
 var driverPlan = testPlan(5, 10, named(30*time.Minute, "gw-0001", "gw-0002"), rollout.Wave{Percent: 10, Soak: time.Hour}, rollout.Wave{Percent: 100})

@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"crypto"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/verify"
 )
 
 // The fixtures of the controller's tests: rollout's own (helpers_test.go
@@ -117,4 +120,32 @@ func (f *simFleet) view(p *rollout.Plan, now time.Time) rollout.View {
 		f.known[d] = rollout.Observed(p.Name, p.Group, testRef, d, f.status(d, now), pp, now)
 	}
 	return rollout.View{Ready: true, Devices: f.known}
+}
+
+// unsigned is the trust of the tests of other things than signatures: an
+// unsigned control plane (--insecure-unsigned).
+var unsigned = rollout.Trust{Unsigned: true}
+
+// operatorKey is a throwaway operator key and the trust in it alone.
+func operatorKey(t testing.TB) (crypto.Signer, rollout.Trust) {
+	t.Helper()
+	k, err := verify.GenerateKey(verify.KeyEd25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, rollout.Trust{Keys: verify.NewKeyring(verify.Key{Public: k.Public()})}
+}
+
+// mustSeal is s as a controller with key publishes it on topic (key nil:
+// unsigned).
+func mustSeal(t testing.TB, key crypto.Signer, topic string, s rollout.State) []byte {
+	t.Helper()
+	b, err := s.Encode()
+	if err == nil {
+		b, err = rollout.Seal(key, topic, s.Counter(), b)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/otad/otad/rollout"
 	"log/slog"
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/otad/otad/mqtt"
 )
@@ -26,6 +28,7 @@ const commandQueue = 64
 type Inbox struct {
 	state, control, records string
 	name                    string
+	trust                   rollout.Trust
 	log                     *slog.Logger
 	cmds                    chan rollout.Command
 	seen                    chan rollout.State
@@ -37,15 +40,18 @@ type Inbox struct {
 	latest  *rollout.State
 	recs    map[string]rollout.Record
 	mine    *rollout.Lease // the lease this controller holds (Hold)
+	lastCmd time.Time      // the newest command's time: an older one is a replay
 }
 
-// NewInbox listens for rollout name under the topic prefix t.Prefix.
-func NewInbox(t mqtt.Topics, name string, log *slog.Logger) *Inbox {
+// NewInbox listens for rollout name under the topic prefix t.Prefix,
+// taking only what trust verifies (docs/contract/rollouts.md, a signed
+// control plane): anything else is reported and taken for absent.
+func NewInbox(t mqtt.Topics, name string, trust rollout.Trust, log *slog.Logger) *Inbox {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Inbox{state: t.RolloutState(name), control: t.RolloutControl(name), records: t.RolloutDevices(name), name: name,
-		log: log, cmds: make(chan rollout.Command, commandQueue), seen: make(chan rollout.State, 1), recs: map[string]rollout.Record{}}
+		trust: trust, log: log, cmds: make(chan rollout.Command, commandQueue), seen: make(chan rollout.State, 1), recs: map[string]rollout.Record{}}
 }
 
 // Topics are the subscriptions the inbox needs, with their QoS: the
@@ -67,9 +73,27 @@ func (in *Inbox) Receive(m mqtt.Message) {
 			in.log.Warn("rollout: ignoring a control message over the limit", "topic", m.Topic, "bytes", m.Oversized)
 			return
 		}
-		c, err := rollout.DecodeCommand(m.Payload)
+		if len(m.Payload) == 0 {
+			return // the retained command cleared
+		}
+		p, _, err := in.trust.Open("command", m.Topic, m.Payload)
+		if err != nil {
+			in.log.Warn("rollout: "+err.Error(), "topic", m.Topic)
+			return
+		}
+		c, err := rollout.DecodeCommand(p)
 		if err != nil {
 			in.log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
+			return
+		}
+		in.mu.Lock()
+		replayed := c.Time.Before(in.lastCmd)
+		if !replayed {
+			in.lastCmd = c.Time
+		}
+		in.mu.Unlock()
+		if replayed {
+			in.log.Warn("rollout: replayed command on "+m.Topic+" refused: issued before one already seen", "id", c.ID, "op", c.Op)
 			return
 		}
 		select {
@@ -92,7 +116,7 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 		err = fmt.Errorf("state of rollout %s is %d bytes, over the limit of %d", in.name, m.Oversized, mqtt.MaxFleetMessage)
 	case len(m.Payload) == 0:
 	default:
-		if s, err = rollout.DecodeState(m.Payload); err != nil {
+		if s, _, err = in.trust.OpenState(in.state, m.Payload); err != nil && !errors.Is(err, rollout.ErrForged) {
 			err = fmt.Errorf("state of rollout %s on %s: %w", in.name, in.state, err)
 		}
 	}
@@ -105,11 +129,20 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 		}
 		return
 	}
+	if errors.Is(err, rollout.ErrForged) {
+		in.log.Warn("rollout: " + err.Error())
+		return
+	}
 	if err != nil {
 		in.log.Error("rollout: unreadable state on the state topic", "err", err)
 		return
 	}
 	if len(m.Payload) == 0 {
+		return
+	}
+	if in.latest != nil && in.latest.Newer(s) {
+		in.log.Warn(fmt.Sprintf("rollout: replayed state on %s refused: counter %d, %v (%d)", in.state,
+			s.Counter(), rollout.ErrReplayed, in.latest.Counter()))
 		return
 	}
 	in.latest = &s
@@ -132,7 +165,12 @@ func (in *Inbox) record(m mqtt.Message) {
 	if len(m.Payload) == 0 {
 		return
 	}
-	r, err := rollout.DecodeRecord(m.Payload, id)
+	p, _, err := in.trust.Open("record", m.Topic, m.Payload)
+	if err != nil {
+		in.log.Warn("rollout: "+err.Error(), "topic", m.Topic)
+		return
+	}
+	r, err := rollout.DecodeRecord(p, id)
 	if err != nil {
 		in.log.Warn("rollout: ignoring a record", "topic", m.Topic, "err", err)
 		return

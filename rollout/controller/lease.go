@@ -31,10 +31,10 @@ import (
 // started together must not both go on: waiting by default let a late
 // renewal of the first land after the second had taken over (two writers,
 // seen under load). It returns the holder proven gone, if any.
-func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, here where, takeOver bool, stderr io.Writer) (gone string, err error) {
+func checkLease(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name, holder string, here where, takeOver bool, stderr io.Writer) (gone string, err error) {
 	var first *rollout.Lease
 	for {
-		_, s, err := ReadState(ctx, cfg, name)
+		_, s, err := ReadState(ctx, cfg, trust, name)
 		if errors.Is(err, ErrNoState) {
 			return "", nil
 		}

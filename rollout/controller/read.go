@@ -20,20 +20,22 @@ var ErrNoState = errors.New("no rollout")
 // a broker that keeps retained messages per node (RabbitMQ) may hold an
 // older one on some node. A state that cannot be read (over the limit, not
 // JSON) is an error naming it, never "no rollout"; an unreachable broker is
-// skipped while another answers.
-func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, rollout.State, error) {
+// skipped while another answers. A state trust does not verify is taken for
+// absent, and said: with no other copy, the error is ErrNoState naming it.
+func ReadState(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name string) ([]byte, rollout.State, error) {
 	var (
 		raw     []byte
 		best    rollout.State
 		found   bool
 		reached int
 		lastErr error
+		forged  error
 		log     = logOf(cfg)
 		topic   = mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(name)
 		brokers = cfg.BrokerList()
 	)
 	for _, b := range brokers {
-		in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, log)
+		in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, trust, log)
 		sess, err := mqtt.Open(ctx, cfg.Named(b), map[string]byte{topic: 1}, in.Receive)
 		if err == nil {
 			err = sess.Sync(ctx)
@@ -49,13 +51,18 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, rollo
 		}
 		reached++
 		b, rerr := in.Retained()
+		if errors.Is(rerr, rollout.ErrForged) {
+			log.Warn("rollout: " + rerr.Error())
+			forged = rerr
+			continue
+		}
 		if rerr != nil {
 			return nil, rollout.State{}, rerr
 		}
 		if len(b) == 0 {
 			continue
 		}
-		s, err := rollout.DecodeState(b)
+		s, _, err := trust.OpenState(topic, b)
 		if err != nil {
 			return nil, rollout.State{}, fmt.Errorf("state of rollout %s on %s: %w", name, topic, err)
 		}
@@ -66,6 +73,8 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, rollo
 	switch {
 	case reached == 0:
 		return nil, rollout.State{}, lastErr
+	case !found && forged != nil:
+		return nil, rollout.State{}, fmt.Errorf("%w %q: %w", ErrNoState, name, forged)
 	case !found:
 		return nil, rollout.State{}, fmt.Errorf("%w %q: nothing retained on %s", ErrNoState, name, topic)
 	}
@@ -77,8 +86,8 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, rollo
 // broker has delivered what it retains. A broker that delivers no retained
 // message to a wildcard (RabbitMQ) gives none: compare with the state's
 // Records, and read those of the devices in question with ReadRecordsOf.
-func ReadRecords(ctx context.Context, cfg mqtt.Config, name string) (map[string]rollout.Record, error) {
-	in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, logOf(cfg))
+func ReadRecords(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name string) (map[string]rollout.Record, error) {
+	in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, trust, logOf(cfg))
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{in.records: 0}, in.Receive)
 	if err != nil {
 		return nil, err

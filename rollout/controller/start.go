@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,11 @@ type Config struct {
 	// collect statuses at least this long before judging; Tick: how often
 	// the fleet is looked at; Lease: the lease's TTL.
 	Settle, Tick, Lease time.Duration
+	// Key signs what the controller publishes under {prefix}/rollouts/;
+	// Trust verifies what it reads there (docs/contract/rollouts.md, a
+	// signed control plane).
+	Key   crypto.Signer
+	Trust rollout.Trust
 	// TakeOver waits out a lease another live controller holds (at most
 	// its TTL) instead of refusing it at once.
 	TakeOver bool
@@ -74,13 +80,13 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 		// Read first without disturbing a controller that runs: a live
 		// lease held by another is refused before anything connects as
 		// the rollout's controller.
-		gone, err := checkLease(ctx, mcfg, plan.Name, holder, here, cfg.TakeOver, cfg.Out)
+		gone, err := checkLease(ctx, mcfg, cfg.Trust, plan.Name, holder, here, cfg.TakeOver, cfg.Out)
 		if err != nil {
 			return rollout.State{}, nil, err
 		}
-		c, err = openController(ctx, mcfg, plan, cfg.Settle, log)
+		c, err = openController(ctx, mcfg, plan, cfg.Trust, cfg.Settle, log)
 		if err == nil {
-			d = &Driver{Plan: plan, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
+			d = &Driver{Plan: plan, Key: cfg.Key, Trust: cfg.Trust, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
 				Holder: holder, TTL: cfg.Lease, Host: here.host, BootID: here.bootID, PID: here.pid, Gone: gone,
 				Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: cfg.Tick, OnState: cfg.OnState, Log: log}
 			s, resumed, err = c.start(ctx, d)
@@ -166,6 +172,7 @@ type controller struct {
 	inbox    *Inbox
 	primary  *mqtt.Session
 	replicas []replica
+	trust    rollout.Trust
 	log      *slog.Logger
 }
 
@@ -174,15 +181,15 @@ type replica struct {
 	inbox *Inbox
 }
 
-func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, settle time.Duration, log *slog.Logger) (*controller, error) {
-	c := &controller{topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, log: log}
+func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, trust rollout.Trust, settle time.Duration, log *slog.Logger) (*controller, error) {
+	c := &controller{topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, trust: trust, log: log}
 	c.tracker = NewTracker(plan, cfg.TopicPrefix, nil)
 	c.observer = NewObserver(c.tracker, settle, nil)
 	c.observer.OnReady = func() {
 		n, in := c.tracker.Counts()
 		log.Info("rollout: fleet view ready", "devices", n, "in_group", in, "group", plan.Group)
 	}
-	c.inbox = NewInbox(c.topics, plan.Name, log)
+	c.inbox = NewInbox(c.topics, plan.Name, trust, log)
 	filters := c.inbox.Topics()
 	// Statuses only: a controller needs neither presence nor progress.
 	filters[mqtt.Topics{Prefix: cfg.TopicPrefix, Device: "+"}.Status()] = 0
@@ -229,7 +236,7 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, se
 			one := cfg.Named(b)
 			one.DeviceID = fmt.Sprintf("%s-r%d", primary.DeviceID, i)
 			one.Reconnect = primary.Reconnect
-			in := NewInbox(c.topics, plan.Name, log)
+			in := NewInbox(c.topics, plan.Name, trust, log)
 			rs, err := mqtt.Open(ctx, one, map[string]byte{c.topics.RolloutState(plan.Name): 1}, in.Receive)
 			if err != nil {
 				log.Warn("rollout: broker node not reached; its copy of the state is not written", "broker", b, "err", err)
@@ -260,33 +267,39 @@ func (c *controller) sync(ctx context.Context) error {
 
 // retained is the newest state retained on any of the brokers.
 func (c *controller) retained() ([]byte, error) {
-	raw, err := c.inbox.Retained()
-	if err != nil {
-		return nil, err
-	}
-	var best *rollout.State
-	if len(raw) > 0 {
-		s, err := rollout.DecodeState(raw)
-		if err != nil {
-			return nil, err
-		}
-		best = &s
-	}
+	inboxes := []*Inbox{c.inbox}
 	for _, r := range c.replicas {
-		b, err := r.inbox.Retained()
+		inboxes = append(inboxes, r.inbox)
+	}
+	var (
+		raw    []byte
+		best   *rollout.State
+		forged error
+	)
+	for _, in := range inboxes {
+		b, err := in.Retained()
+		if errors.Is(err, rollout.ErrForged) {
+			c.log.Warn("rollout: " + err.Error())
+			forged = err
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(b) == 0 {
 			continue
 		}
-		s, err := rollout.DecodeState(b)
+		s, _, err := c.trust.OpenState(in.state, b)
 		if err != nil {
 			return nil, err
 		}
 		if best == nil || s.Newer(*best) {
 			raw, best = b, &s
 		}
+	}
+	if best == nil && forged != nil {
+		// Never a new state over it: that would start the rollout again.
+		return nil, refuse("%w; not starting over it (docs/contract/rollouts.md, a signed control plane)", forged)
 	}
 	return raw, nil
 }

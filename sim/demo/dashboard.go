@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/verify"
 	"log/slog"
 	"time"
 
@@ -21,8 +23,14 @@ func (d *run) startDashboard(ctx context.Context) (stop func(), err error) {
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
 	log := slog.New(slog.DiscardHandler)
+	op, err := verify.LoadKeyFile(d.opPub)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	trust := rollout.Trust{Keys: verify.NewKeyring(op)}
 	go func() {
-		done <- dashboard.Run(ctx, dashboard.Options{Broker: mqtt.Config{Broker: d.broker.URL}, Access: acc, Window: time.Second, Log: log},
+		done <- dashboard.Run(ctx, dashboard.Options{Broker: mqtt.Config{Broker: d.broker.URL}, Access: acc, Window: time.Second, Log: log, Trust: trust},
 			func(u string) { urls <- u })
 	}()
 	select {

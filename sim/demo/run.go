@@ -29,6 +29,8 @@ type run struct {
 
 	dir      string
 	key      string // the signing key
+	opKey    string // the operator key, and its public half
+	opPub    string
 	broker   *Broker
 	files    *FileServer
 	www      string
@@ -217,6 +219,14 @@ func (d *run) makeKey(ctx context.Context) error {
 	}
 	d.indent(bytes.ReplaceAll(out, []byte(d.dir+string(filepath.Separator)), nil))
 	d.key = name + ".key"
+	// The operator key signs the rollouts' control plane: a role of its
+	// own, never a release key (docs/contract/rollouts.md).
+	op := filepath.Join(d.dir, "operator")
+	if out, _, err = d.otactl(ctx, []string{"keygen", "--type", "ed25519", op}, ""); err != nil {
+		return err
+	}
+	d.indent(bytes.ReplaceAll(out, []byte(d.dir+string(filepath.Separator)), nil))
+	d.opKey, d.opPub = op+".key", op+".pub"
 	return nil
 }
 

@@ -38,12 +38,12 @@ func (d *run) staged(ctx context.Context, r rolloutSpec, envFile, id string) err
 		return fmt.Errorf("plan: %w", err)
 	}
 	d.say("releasing %s through a staged rollout: %s first, then the rest of group %q; the first failure halts it (plan %s)", r.version, r.canary, group, d.rel(plan))
-	out, _, err := d.otactl(ctx, []string{"rollout", "check", "--broker", d.broker.URL, "--settle", "1s", plan}, "")
+	out, _, err := d.otactl(ctx, []string{"rollout", "check", "--broker", d.broker.URL, "--trust", d.opPub, "--settle", "1s", plan}, "")
 	if err != nil {
 		return err
 	}
 	d.indent(out)
-	args := []string{"rollout", "start", "--broker", d.broker.URL, "--settle", "2s", "--tick", "250ms", plan}
+	args := []string{"rollout", "start", "--broker", d.broker.URL, "--operator-key", d.opKey, "--trust", d.opPub, "--settle", "2s", "--tick", "250ms", plan}
 	d.say("  $ otactl %s", strings.Join(append(args[:len(args)-1:len(args)-1], d.rel(plan)), " "))
 	d.say("    (watch it on the dashboard: %s)", d.dashURL)
 	d.fleet.Begin(id)
