@@ -250,14 +250,15 @@ func deltaWindow(x *Index) int {
 
 // deltaEncoder keeps the smallest delta of one chunk among the dictionaries tried.
 type deltaEncoder struct {
-	enc    *zstd.Encoder
-	old    io.ReaderAt
-	dict   []byte
-	out    [2][]byte // the best frame so far and the one being made
-	frame  []byte    // the best: out[cur]
-	cur    int
-	ranges []Range
-	byFile bool
+	enc     *zstd.Encoder
+	old     io.ReaderAt
+	dict    []byte
+	out     [2][]byte // the best frame so far and the one being made
+	frame   []byte    // the best: out[cur]
+	cur     int
+	ranges  []Range
+	byFile  bool
+	dictLen int
 }
 
 func (e *deltaEncoder) reset() { e.frame, e.ranges, e.byFile = nil, nil, false }
@@ -281,8 +282,9 @@ func (e *deltaEncoder) try(b []byte, rs []Range, byFile bool) error {
 	}
 	k := 1 - e.cur // the buffer the best frame is not in
 	e.out[k] = e.enc.EncodeAll(b, e.out[k][:0])
-	if e.frame == nil || len(e.out[k]) < len(e.frame) {
-		e.frame, e.cur, e.ranges, e.byFile = e.out[k], k, slices.Clone(rs), byFile
+	// The smaller delta; of two as small, the one reading less of the booted slot.
+	if n := len(e.out[k]); e.frame == nil || n < len(e.frame) || n == len(e.frame) && len(dict) < e.dictLen {
+		e.frame, e.cur, e.ranges, e.byFile, e.dictLen = e.out[k], k, slices.Clone(rs), byFile, len(dict)
 	}
 	return nil
 }
