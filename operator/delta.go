@@ -83,11 +83,12 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	defer newImg.Close()
+	newFiles := fileMap(newImg, j.image, stderr)
 	full := int64(len(j.res.Index)) + j.res.StoreSize
 	var entries []ota.Delta
 	seen := map[[32]byte]bool{}
 	for _, old := range j.olds {
-		r, frames, err := deltaFrom(ctx, old, newImg, x, filepath.Dir(j.out))
+		r, frames, err := deltaFrom(ctx, old, newImg, newFiles, x, filepath.Dir(j.out), stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -117,8 +118,8 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 			// Before the store and the index: published first.
 			*files = append(pending{f}, *files...)
 			entries = append(entries, r.Entry(j.url+deltaName(r.From), x))
-			fmt.Fprintf(stderr, "%s: deltas of %d chunks from %s: a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd), %s of the chunked payload (%d bytes) and %s of the %d bytes it fetches without deltas: %s\n",
-				name, r.Count, from, fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full, percent(fetch, alone), alone, shares(r, x.ImageSize(), true))
+			fmt.Fprintf(stderr, "%s: deltas of %d chunks%s from %s: a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd), %s of the chunked payload (%d bytes) and %s of the %d bytes it fetches without deltas: %s\n",
+				name, r.Count, byFile(r), from, fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full, percent(fetch, alone), alone, shares(r, x.ImageSize(), true))
 		}
 		seen[r.From] = true
 		frames.Close()
@@ -129,7 +130,7 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 
 // deltaFrom builds the deltas of x's image against the older image at path into a
 // temporary file in dir, returned rewound.
-func deltaFrom(ctx context.Context, path string, newImg *os.File, x *payload.Index, dir string) (*payload.DeltaResult, *os.File, error) {
+func deltaFrom(ctx context.Context, path string, newImg *os.File, newFiles *payload.FileMap, x *payload.Index, dir string, stderr io.Writer) (*payload.DeltaResult, *os.File, error) {
 	old, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--delta-from: %w", err)
@@ -144,7 +145,11 @@ func deltaFrom(ctx context.Context, path string, newImg *os.File, x *payload.Ind
 		return nil, nil, fmt.Errorf("out-payload: %w", err)
 	}
 	bw := bufio.NewWriterSize(frames, copyBufferSize)
-	r, err := payload.BuildDelta(ctx, old, st.Size(), newImg, x, bw)
+	var opts []payload.DeltaOption
+	if newFiles != nil {
+		opts = append(opts, payload.WithFiles(fileMap(old, path, stderr), newFiles))
+	}
+	r, err := payload.BuildDelta(ctx, old, st.Size(), newImg, x, bw, opts...)
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -24,6 +24,8 @@ const (
 
 	deltaMagic   = "OTADDLT"
 	deltaVersion = 1
+	// deltaVersion2 records name up to MaxRanges2 ranges each (deltaranges.go).
+	deltaVersion2 = 2
 )
 
 // MaxDict is the largest dictionary a delta of x's chunks uses: two of its largest
@@ -63,8 +65,8 @@ type DeltaChunk struct {
 	Chunk  int
 	Offset int64
 	Length int
-	Ranges [MaxRanges]Range
-	N      int // ranges in use
+	Ranges []Range
+	N      int // len(Ranges)
 }
 
 // DictLen is the size of c's dictionary.
@@ -80,6 +82,7 @@ func (c DeltaChunk) DictLen() int64 {
 type Delta struct {
 	From     [sha256.Size]byte
 	FromSize int64
+	Version  int // of the delta index: 1 or 2
 	recs     []DeltaChunk
 	size     int64
 }
@@ -160,18 +163,24 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 	if sum := sha256.Sum256(data); sum != wantSum {
 		return nil, bad("index", "sha256 %x, index_sha256 says %s", sum, strings.ToLower(want.IndexSHA256))
 	}
-	raw, err := decompressExact(data, DeltaIndexSize(want.Count))
+	// A version 2 index is never larger than version 1's of as many records.
+	raw, err := decompressUpTo(data, DeltaIndexSize(want.Count))
 	if err != nil {
 		return nil, bad("index", "%v", err)
 	}
+	if len(raw) < DeltaHeaderSize {
+		return nil, bad("index", "decompresses to %d bytes, less than a header", len(raw))
+	}
 	from, _ := ota.ParseSHA256(want.From)
-	d := &Delta{From: from, FromSize: int64(binary.LittleEndian.Uint64(raw[72:80])), size: want.Size}
+	d := &Delta{From: from, FromSize: int64(binary.LittleEndian.Uint64(raw[72:80])), Version: int(raw[7]), size: want.Size}
 	to := sha256.Sum256(x.Bytes())
 	switch {
 	case string(raw[0:7]) != deltaMagic:
 		return nil, bad("index.header.magic", "want %q, got %q", deltaMagic, raw[0:7])
-	case raw[7] != deltaVersion:
-		return nil, bad("index.header.version", "want %d, got %d", deltaVersion, raw[7])
+	case raw[7] != deltaVersion && raw[7] != deltaVersion2:
+		return nil, bad("index.header.version", "want %d or %d, got %d", deltaVersion, deltaVersion2, raw[7])
+	case raw[7] == deltaVersion && int64(len(raw)) != DeltaIndexSize(want.Count):
+		return nil, bad("index", "decompresses to %d bytes, want %d", len(raw), DeltaIndexSize(want.Count))
 	case [32]byte(raw[8:40]) != from:
 		return nil, bad("index.header.from", "%x, the manifest says %x", raw[8:40], from)
 	case [32]byte(raw[40:72]) != to:
@@ -183,7 +192,11 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 	case binary.LittleEndian.Uint64(raw[88:96]) != uint64(want.Size-want.IndexSize):
 		return nil, bad("index.header.deltas_size", "%d, the manifest's sizes make %d", binary.LittleEndian.Uint64(raw[88:96]), want.Size-want.IndexSize)
 	}
-	if err := d.checkRecords(raw[DeltaHeaderSize:], x, want, at); err != nil {
+	check := d.checkRecords
+	if d.Version == deltaVersion2 {
+		check = d.checkRecords2
+	}
+	if err := check(raw[DeltaHeaderSize:], x, want, at); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -191,6 +204,7 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 
 func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string) error {
 	d.recs = make([]DeltaChunk, 0, want.Count)
+	all := make([]Range, 0, MaxRanges*want.Count)
 	off, maxDict := want.IndexSize, MaxDict(x)
 	for k := range int(want.Count) {
 		b := recs[k*DeltaRecordSize : (k+1)*DeltaRecordSize]
@@ -218,6 +232,7 @@ func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string)
 			return bad("ranges", "%d ranges: want 1 to %d", c.N, MaxRanges)
 		}
 		var dict int64
+		first := len(all)
 		for j := range MaxRanges {
 			e := b[16+12*j : 28+12*j]
 			r := Range{Off: int64(min(binary.LittleEndian.Uint64(e), 1<<62)), Len: int64(binary.LittleEndian.Uint32(e[8:]))}
@@ -230,9 +245,10 @@ func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string)
 			if r.Len < 1 || r.Off > d.FromSize-r.Len {
 				return bad(fmt.Sprintf("range[%d]", j), "%d+%d: want bytes inside the %d of the older image", r.Off, r.Len, d.FromSize)
 			}
-			c.Ranges[j] = r
+			all = append(all, r)
 			dict += r.Len
 		}
+		c.Ranges = all[first:len(all):len(all)]
 		if dict > maxDict {
 			return bad("ranges", "a dictionary of %d bytes, more than %d", dict, maxDict)
 		}

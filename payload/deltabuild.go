@@ -28,6 +28,9 @@ type DeltaResult struct {
 	// fetched whole and of those the deltas rebuild (what a device holding the
 	// older image would fetch of them without deltas).
 	Held, Rebuilt, Full, FullStored, RebuiltStored int64
+	// ByFile counts the chunks whose delta reads the old bytes of their own
+	// files (WithFiles): those it made smaller than the shifts' guess.
+	ByFile int64
 }
 
 func (r *DeltaResult) addFull(c Chunk) {
@@ -74,7 +77,14 @@ func (r *DeltaResult) Expect() DeltaExpect {
 // same offset). It reads old once, and newImg's chunks that old does not hold. Memory:
 // the older image's chunk list and piece list (about 40 bytes a KiB... of the older
 // image, on the signing machine), and a few chunks.
-func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.ReaderAt, x *Index, deltas io.Writer) (*DeltaResult, error) {
+//
+// WithFiles adds, for each chunk, a delta against the old bytes of the files it holds
+// (deltafiles.go); the smaller of the two is kept, and the index is version 2.
+func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.ReaderAt, x *Index, deltas io.Writer, opts ...DeltaOption) (*DeltaResult, error) {
+	var o deltaOpts
+	for _, f := range opts {
+		f(&o)
+	}
 	res := &DeltaResult{FromSize: oldSize}
 	held, sim, err := scanOld(ctx, io.NewSectionReader(old, 0, oldSize), x, &res.From)
 	if err != nil {
@@ -91,7 +101,9 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 	}
 	defer enc.Close()
 	raw := make([]byte, DeltaHeaderSize, DeltaHeaderSize+64*DeltaRecordSize)
-	chunk, dict, frame := make([]byte, x.MaxChunk()), make([]byte, 0, maxDict), make([]byte, 0, x.MaxChunk())
+	chunk := make([]byte, x.MaxChunk())
+	best := &deltaEncoder{enc: enc, old: old, dict: make([]byte, 0, maxDict)}
+	ranges := 0 // in the records so far: at most MaxRanges a record on average (deltaranges.go)
 	heldAt := func(i int) (int64, bool) { return held.Find(x.Chunk(i).SHA256) }
 	for i := range x.Count() {
 		if err := ctx.Err(); err != nil {
@@ -111,44 +123,48 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		}
 		shifts := append(sim.shifts(b, c.Offset), neighbourShifts(x, i, heldAt)...)
 		rs := dictRanges(append(shifts, shift{}), c.Offset, int64(c.Length), oldSize, maxDict)
-		if len(rs) == 0 {
-			// Nothing of the older image near it (a chunk past its end): a delta
-			// needs a dictionary, so the chunk is fetched whole.
-			res.addFull(c)
-			continue
-		}
 		slices.Reverse(rs) // the heaviest nearest the chunk: shorter offsets
-		dict = dict[:0]
-		for _, r := range rs {
-			n := len(dict)
-			dict = dict[:n+int(r.Len)]
-			if _, err := old.ReadAt(dict[n:], r.Off); err != nil {
-				return nil, fmt.Errorf("build delta: read the older image at %d: %w", r.Off, err)
+		best.reset()
+		if err := best.try(b, rs, false); err != nil {
+			return nil, err
+		}
+		if o.new != nil {
+			maxN := min(MaxRanges2, MaxRanges*int(res.Count+1)-ranges)
+			if err := best.try(b, fileRanges(o, c.Offset, int64(c.Length), maxDict, maxN), true); err != nil {
+				return nil, err
 			}
 		}
-		if err := enc.ResetWithOptions(nil, zstd.WithEncoderDictRaw(0, dict)); err != nil {
-			return nil, fmt.Errorf("build delta: %w", err)
-		}
-		frame = enc.EncodeAll(b, frame[:0])
-		// A record costs a few bytes of index: a delta must save more than that.
-		if len(frame)+DeltaRecordSize >= c.StoreLength {
+		// No dictionary (nothing of the older image near a chunk past its end),
+		// or a delta that does not save more than its record costs: the chunk is
+		// fetched whole.
+		if best.frame == nil || len(best.frame)+DeltaRecordSize >= c.StoreLength {
 			res.addFull(c)
 			continue
 		}
-		if _, err := deltas.Write(frame); err != nil {
+		if _, err := deltas.Write(best.frame); err != nil {
 			return nil, fmt.Errorf("build delta: write: %w", err)
 		}
-		dc := DeltaChunk{Chunk: i, Length: len(frame), N: len(rs)}
-		copy(dc.Ranges[:], rs)
-		var rec [DeltaRecordSize]byte
-		putDeltaRecord(rec[:], dc)
-		raw = append(raw, rec[:]...)
+		dc := DeltaChunk{Chunk: i, Length: len(best.frame), N: len(best.ranges), Ranges: best.ranges}
+		if o.new != nil {
+			raw = appendDeltaRecord2(raw, dc)
+		} else {
+			var rec [DeltaRecordSize]byte
+			putDeltaRecord(rec[:], dc)
+			raw = append(raw, rec[:]...)
+		}
+		if best.byFile {
+			res.ByFile++
+		}
+		ranges += len(best.ranges)
 		res.Count++
-		res.DeltasSize += int64(len(frame))
+		res.DeltasSize += int64(len(best.frame))
 		res.Rebuilt += int64(c.Length)
 		res.RebuiltStored += int64(c.StoreLength)
 	}
 	putDeltaHeader(raw, res.From, sha256.Sum256(x.Bytes()), oldSize, res.Count, res.DeltasSize)
+	if o.new != nil {
+		raw[7] = deltaVersion2
+	}
 	if res.Index, err = compressIndex(raw); err != nil {
 		return nil, fmt.Errorf("build delta: %w", err)
 	}
@@ -230,4 +246,45 @@ func neighbourShifts(x *Index, i int, heldAt func(int) (int64, bool)) []shift {
 func deltaWindow(x *Index) int {
 	n := MaxDict(x) + x.MaxChunk()
 	return 1 << bits.Len64(uint64(n-1))
+}
+
+// deltaEncoder keeps the smallest delta of one chunk among the dictionaries tried.
+type deltaEncoder struct {
+	enc     *zstd.Encoder
+	old     io.ReaderAt
+	dict    []byte
+	out     [2][]byte // the best frame so far and the one being made
+	frame   []byte    // the best: out[cur]
+	cur     int
+	ranges  []Range
+	byFile  bool
+	dictLen int
+}
+
+func (e *deltaEncoder) reset() { e.frame, e.ranges, e.byFile = nil, nil, false }
+
+// try compresses b against the older image's ranges rs, kept when smaller than the
+// best so far.
+func (e *deltaEncoder) try(b []byte, rs []Range, byFile bool) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	dict := e.dict[:0]
+	for _, r := range rs {
+		n := len(dict)
+		dict = dict[:n+int(r.Len)]
+		if _, err := e.old.ReadAt(dict[n:], r.Off); err != nil {
+			return fmt.Errorf("build delta: read the older image at %d: %w", r.Off, err)
+		}
+	}
+	if err := e.enc.ResetWithOptions(nil, zstd.WithEncoderDictRaw(0, dict)); err != nil {
+		return fmt.Errorf("build delta: %w", err)
+	}
+	k := 1 - e.cur // the buffer the best frame is not in
+	e.out[k] = e.enc.EncodeAll(b, e.out[k][:0])
+	// The smaller delta; of two as small, the one reading less of the booted slot.
+	if n := len(e.out[k]); e.frame == nil || n < len(e.frame) || n == len(e.frame) && len(dict) < e.dictLen {
+		e.frame, e.cur, e.ranges, e.byFile, e.dictLen = e.out[k], k, slices.Clone(rs), byFile, len(dict)
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ type release struct {
 	d           *payload.Delta
 }
 
-func makeRelease(t testing.TB, oldImg, img []byte) *release {
+func makeRelease(t testing.TB, oldImg, img []byte, opts ...payload.DeltaOption) *release {
 	t.Helper()
 	var store bytes.Buffer
 	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{Chunking: ota.ChunkingCDC, Level: 1})
@@ -39,7 +39,7 @@ func makeRelease(t testing.TB, oldImg, img []byte) *release {
 		t.Fatal(err)
 	}
 	var deltas bytes.Buffer
-	dr, err := payload.BuildDelta(t.Context(), bytes.NewReader(oldImg), int64(len(oldImg)), bytes.NewReader(img), x, &deltas)
+	dr, err := payload.BuildDelta(t.Context(), bytes.NewReader(oldImg), int64(len(oldImg)), bytes.NewReader(img), x, &deltas, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
