@@ -92,8 +92,7 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 	}
 	maxDict := MaxDict(x)
 	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false), // every chunk is hashed
 		zstd.WithWindowSize(deltaWindow(x)))
 	if err != nil {
@@ -141,25 +140,10 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 			res.addFull(c)
 			continue
 		}
-		if _, err := deltas.Write(best.frame); err != nil {
-			return nil, fmt.Errorf("build delta: write: %w", err)
-		}
-		dc := DeltaChunk{Chunk: i, Length: len(best.frame), N: len(best.ranges), Ranges: best.ranges}
-		if o.new != nil {
-			raw = appendDeltaRecord2(raw, dc)
-		} else {
-			var rec [DeltaRecordSize]byte
-			putDeltaRecord(rec[:], dc)
-			raw = append(raw, rec[:]...)
-		}
-		if best.byFile {
-			res.ByFile++
+		if raw, err = res.keep(deltas, raw, i, c, best, o.new != nil); err != nil {
+			return nil, err
 		}
 		ranges += len(best.ranges)
-		res.Count++
-		res.DeltasSize += int64(len(best.frame))
-		res.Rebuilt += int64(c.Length)
-		res.RebuiltStored += int64(c.StoreLength)
 	}
 	putDeltaHeader(raw, res.From, sha256.Sum256(x.Bytes()), oldSize, res.Count, res.DeltasSize)
 	if o.new != nil {
@@ -170,6 +154,30 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 	}
 	res.IndexSHA256 = sha256.Sum256(res.Index)
 	return res, nil
+}
+
+// keep writes chunk i's best delta to w and its record to raw (version 2
+// records when v2), and counts it.
+func (res *DeltaResult) keep(w io.Writer, raw []byte, i int, c Chunk, best *deltaEncoder, v2 bool) ([]byte, error) {
+	if _, err := w.Write(best.frame); err != nil {
+		return raw, fmt.Errorf("build delta: write: %w", err)
+	}
+	dc := DeltaChunk{Chunk: i, Length: len(best.frame), N: len(best.ranges), Ranges: best.ranges}
+	if v2 {
+		raw = appendDeltaRecord2(raw, dc)
+	} else {
+		var rec [DeltaRecordSize]byte
+		putDeltaRecord(rec[:], dc)
+		raw = append(raw, rec[:]...)
+	}
+	if best.byFile {
+		res.ByFile++
+	}
+	res.Count++
+	res.DeltasSize += int64(len(best.frame))
+	res.Rebuilt += int64(c.Length)
+	res.RebuiltStored += int64(c.StoreLength)
+	return raw, nil
 }
 
 // scanOld cuts the older image as x cuts, listing its chunks and their pieces, and
