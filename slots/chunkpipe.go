@@ -234,29 +234,9 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 		}
 	}
 	for open := true; open; {
-		batch = batch[:0]
-		select {
-		case p, ok := <-pieces:
-			if !ok {
-				open = false
-				break
-			}
-			batch = append(batch, p)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	gather:
-		for open && len(batch) < maxBatch {
-			select {
-			case p, ok := <-pieces:
-				if !ok {
-					open = false
-					break gather
-				}
-				batch = append(batch, p)
-			default:
-				break gather
-			}
+		var err error
+		if batch, open, err = nextBatch(ctx, pieces, batch[:0], maxBatch); err != nil {
+			return err
 		}
 		// Nothing more is written once the install has failed.
 		if ctx.Err() != nil {
@@ -277,26 +257,8 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 			}
 			started = end
 		}
-		for _, p := range batch {
-			if in.written != nil {
-				if err := in.written.feed(p); err != nil {
-					return err
-				}
-			}
-			p.release()
-			if p.more {
-				done += int64(len(p.buf))
-				continue
-			}
-			c := in.x.Chunk(p.chunk)
-			n := int64(c.Length)
-			cp.Next, cp.Done, done = p.chunk+1, c.Offset+n, c.Offset+n
-			switch {
-			case p.reused:
-				cp.Reused += n
-			case p.rebuilt:
-				cp.Delta += n
-			}
+		if err := in.account(batch, &cp, &done); err != nil {
+			return err
 		}
 		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
 		in.progress.report(ota.Downloading, done, cp, false)
@@ -316,6 +278,59 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
 	in.counts = cp
 	in.progress.report(ota.Downloading, cp.Done, cp, true)
+	return nil
+}
+
+// nextBatch waits for a piece, then takes those already waiting, up to
+// limit; open is false once pieces is closed.
+func nextBatch(ctx context.Context, pieces <-chan piece, batch []piece, limit int) ([]piece, bool, error) {
+	select {
+	case p, ok := <-pieces:
+		if !ok {
+			return batch, false, nil
+		}
+		batch = append(batch, p)
+	case <-ctx.Done():
+		return batch, false, context.Cause(ctx)
+	}
+	for len(batch) < limit {
+		select {
+		case p, ok := <-pieces:
+			if !ok {
+				return batch, false, nil
+			}
+			batch = append(batch, p)
+		default:
+			return batch, true, nil
+		}
+	}
+	return batch, true, nil
+}
+
+// account feeds the written pieces to the image's hash, releases their
+// buffers and moves the checkpoint past every chunk they complete.
+func (in *chunkInstall) account(batch []piece, cp *checkpoint, done *int64) error {
+	for _, p := range batch {
+		if in.written != nil {
+			if err := in.written.feed(p); err != nil {
+				return err
+			}
+		}
+		p.release()
+		if p.more {
+			*done += int64(len(p.buf))
+			continue
+		}
+		c := in.x.Chunk(p.chunk)
+		n := int64(c.Length)
+		cp.Next, cp.Done, *done = p.chunk+1, c.Offset+n, c.Offset+n
+		switch {
+		case p.reused:
+			cp.Reused += n
+		case p.rebuilt:
+			cp.Delta += n
+		}
+	}
 	return nil
 }
 
