@@ -77,11 +77,29 @@ func skipBody(body io.Reader, n int64, timer *time.Timer, stall time.Duration) e
 	return nil
 }
 
+// HTTP/2's receive windows. Over HTTP/1.1 what the server sent and otad has
+// not read yet waits in the kernel's socket buffer; over HTTP/2 Go's transport
+// reads it into otad's heap, up to the flow-control window: 4 MiB a stream
+// and 1 GiB a connection by default, more than the device's whole budget
+// whenever decoding or the slot lags the link (a burst after a loss, a slow
+// flash, three ranges in flight). A range request asks for at most 1 MiB
+// (docs/contract/chunked.md), so a stream's window of 1 MiB costs it no
+// round trip; 1 MiB a stream keeps 80 Mbit/s on a link of 100 ms. The
+// connection's is what three such ranges need (issue 30 item 4).
+const (
+	h2StreamWindow = 1 << 20
+	h2ConnWindow   = 3 << 20
+)
+
 // newDefaultClient has timeouts on each step that can hang (connect, TLS,
 // response headers) but no overall timeout: a large image over a slow link
 // legitimately takes hours. Body stalls are caught by the fetcher's idle timer.
 func newDefaultClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     h2StreamWindow,
+			MaxReceiveBufferPerConnection: h2ConnWindow,
+		},
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,

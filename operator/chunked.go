@@ -14,8 +14,10 @@ import (
 )
 
 // chunkedLevel is the zstd level of a chunked store: signing is done once, every
-// device fetches the result.
-const chunkedLevel = 9
+// device fetches the result. 19 is the encoder's best, as for a zstd stream
+// payload: on an ext4 of rootfs-like files its chunks take 4.6% fewer bytes
+// than at 9, and decode as fast (issue 30).
+const chunkedLevel = 19
 
 // chunkedOpts is how sign --chunked cuts and stores an image.
 type chunkedOpts struct {
