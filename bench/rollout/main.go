@@ -26,6 +26,7 @@ type options struct {
 	dir    string
 	otactl string // a built otactl; "": build one
 	lease  time.Duration
+	tuned  bool // the broker without its queue limit (fakefleet.BrokerLines)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -38,6 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.otactl, "otactl", "", "the otactl binary to run (default: go build ./cmd/otactl)")
 	fs.DurationVar(&o.lease, "lease", o.lease, "the controller's --lease")
+	fs.BoolVar(&o.tuned, "tuned", false, "run mosquitto with max_queued_messages 0 (default: its stock limits)")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}
