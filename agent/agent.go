@@ -217,32 +217,52 @@ func (a *Agent) command(ctx context.Context, ev Event) error {
 // the next Run.
 func (a *Agent) Run(ctx context.Context, booted ota.Slot, bootID string) (err error) {
 	defer close(a.stopped)
-	defer func() {
-		a.stopWorkers()
-		a.finishWaiters(err)
-		for _, it := range a.inbox.take() {
-			if it.reply != nil {
-				it.reply <- ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: "agent stopped before taking the offer"}
-			}
+	defer func() { err = a.shutdown(err) }()
+	boot, err := a.bootEvent(ctx, booted, bootID)
+	if err != nil {
+		return err
+	}
+	if err := a.apply(ctx, boot); err != nil {
+		return err
+	}
+	return a.loop(ctx)
+}
+
+// shutdown stops the workers and answers everyone still waiting; a reboot
+// the agent asked for is a clean end.
+func (a *Agent) shutdown(err error) error {
+	a.stopWorkers()
+	a.finishWaiters(err)
+	for _, it := range a.inbox.take() {
+		if it.reply != nil {
+			it.reply <- ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: "agent stopped before taking the offer"}
 		}
-		if errors.Is(err, ErrRebooted) {
-			err = nil
-		}
-	}()
+	}
+	if errors.Is(err, ErrRebooted) {
+		return nil
+	}
+	return err
+}
+
+// bootEvent is what the agent saw at this start.
+func (a *Agent) bootEvent(ctx context.Context, booted ota.Slot, bootID string) (EvBoot, error) {
 	boot := EvBoot{Booted: booted, BootID: bootID, Time: a.now(), Uptime: a.d.Uptime.Uptime()}
 	if a.state.Phase == ota.Staged {
 		// Whether the flip happened decides between finishing it and a fallback.
 		order, err := a.d.Bootloader.Order(ctx)
 		if err != nil {
-			return fmt.Errorf("bootloader: %w", err)
+			return boot, fmt.Errorf("bootloader: %w", err)
 		}
 		if len(order) > 0 {
 			boot.FirstInOrder = order[0]
 		}
 	}
-	if err := a.apply(ctx, boot); err != nil {
-		return err
-	}
+	return boot, nil
+}
+
+// loop waits for the next thing to happen — an offer, a worker's result,
+// progress, a timer, a command — and applies it, until ctx ends.
+func (a *Agent) loop(ctx context.Context) error {
 	var beat, settle <-chan time.Time
 	if a.cfg.Heartbeat != nil && a.cfg.HeartbeatEvery > 0 {
 		t := time.NewTicker(a.cfg.HeartbeatEvery)

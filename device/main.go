@@ -2,7 +2,6 @@ package device
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,11 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/otad/otad/agent"
 	"github.com/otad/otad/device/config"
-	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/daemon"
-	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/ota"
 )
@@ -171,52 +167,27 @@ func cmdMark(e *env, args []string) int {
 		return code
 	}
 	good := args[0] == "mark-good"
-	mark := func(ctx context.Context, c interface {
-		MarkGood(context.Context) error
-		MarkBad(context.Context) error
-	}) error {
-		if good {
-			return c.MarkGood(ctx)
-		}
-		return c.MarkBad(ctx)
-	}
 	manual := cfg.Reboot.Policy == "manual"
-	var after ota.Status // what the mark left: the slot committed, or the one to return to
-	c := control.Client{Path: cfg.ControlSocket}
-	err := mark(e.ctx, c)
-	if err == nil {
-		if st, serr := c.Status(e.ctx); serr == nil {
-			after = st
+	return e.operate(cfg, func(ctx context.Context, o operator) error {
+		if good {
+			return o.MarkGood(ctx)
 		}
-	}
-	if errors.Is(err, control.ErrNoDaemon) {
-		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
-			err := mark(ctx, n.Agent)
-			after = n.Agent.Status()
-			return err
-		})
-		if code != ota.ExitOK {
-			return code
+		return o.MarkBad(ctx)
+	}, func(after ota.Status) string { // what the mark left: the slot committed, or the one to return to
+		switch {
+		case good:
+			return committed(after)
+		case manual:
+			// otad does not reboot under this policy: the operator must, or the
+			// device keeps running the rejected slot.
+			other := "the other slot"
+			if after.BootedSlot.Valid() {
+				other = "slot " + string(after.BootedSlot.Other())
+			}
+			return fmt.Sprintf("booted slot marked bad; %s is active\n"+
+				"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.", other, other)
+		default:
+			return "booted slot marked bad; rebooting"
 		}
-	}
-	if err != nil && !errors.Is(err, agent.ErrRebooted) {
-		return e.fail(ota.ExitFailure, "%v", err)
-	}
-	booted := after.BootedSlot
-	switch {
-	case good:
-		fmt.Fprintln(e.stdout, committed(after))
-	case manual:
-		// otad does not reboot under this policy: the operator must, or the
-		// device keeps running the rejected slot.
-		other := "the other slot"
-		if booted.Valid() {
-			other = "slot " + string(booted.Other())
-		}
-		fmt.Fprintf(e.stdout, "booted slot marked bad; %s is active\n"+
-			"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.\n", other, other)
-	default:
-		fmt.Fprintln(e.stdout, "booted slot marked bad; rebooting")
-	}
-	return ota.ExitOK
+	})
 }

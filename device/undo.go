@@ -58,10 +58,13 @@ func cmdMarkActive(e *env, args []string) int {
 		})
 }
 
-// operator is what cancel and mark-active ask of the daemon or the agent.
+// operator is what cancel, mark-active, mark-good and mark-bad ask of the
+// daemon or the agent.
 type operator interface {
 	Cancel(context.Context) error
 	MarkActive(context.Context, bool) error
+	MarkGood(context.Context) error
+	MarkBad(context.Context) error
 }
 
 // operate asks the daemon, or the agent in this process when none runs, and

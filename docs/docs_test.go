@@ -550,3 +550,44 @@ func TestNoSpecCitations(t *testing.T) {
 		t.Errorf("%s: cites the first design document; point at docs/contract/*.md", line)
 	}
 }
+
+// TestDesignLinksHold: each program's row in design.md's links table is
+// true of its build: `go list -deps ./cmd/PROGRAM` holds none of the
+// packages the row says it never links (a module folder stands for
+// everything under it).
+func TestDesignLinksHold(t *testing.T) {
+	page, err := os.ReadFile("design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(page), "<!-- links -->")
+	table, _, ok2 := strings.Cut(table, "<!-- /links -->")
+	if !ok || !ok2 {
+		t.Fatal("design.md: no <!-- links --> … <!-- /links --> table")
+	}
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| (.+) \\|$")
+	rows := row.FindAllStringSubmatch(table, -1)
+	if len(rows) != 3 {
+		t.Fatalf("design.md's links table has %d program rows, want otad, otactl and otasim", len(rows))
+	}
+	const module = "github.com/otad/otad"
+	name := regexp.MustCompile("`([^`]+)`")
+	for _, r := range rows {
+		out, err := exec.Command("go", "list", "-C", root, "-deps", "./cmd/"+r[1]).Output()
+		if err != nil {
+			t.Fatalf("go list -deps ./cmd/%s: %v", r[1], err)
+		}
+		deps := strings.Fields(string(out))
+		for _, m := range name.FindAllStringSubmatch(r[2], -1) {
+			never := m[1]
+			if !strings.Contains(never, ".") {
+				never = module + "/" + never
+			}
+			for _, d := range deps {
+				if d == never || strings.HasPrefix(d, never+"/") {
+					t.Errorf("design.md says %s never links %s, but it links %s", r[1], m[1], d)
+				}
+			}
+		}
+	}
+}

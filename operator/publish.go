@@ -115,22 +115,9 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topics := mqtt.Topics{Prefix: cfg.TopicPrefix}
-	var topic string
-	switch {
-	case (*device == "") == (*group == ""):
-		return usagef("want exactly one of --device and --group")
-	case *device != "":
-		if err := checkName("device", *device); err != nil {
-			return err
-		}
-		topics.Device = *device
-		topic = topics.Desired()
-	default:
-		if err := checkName("group", *group); err != nil {
-			return err
-		}
-		topic = topics.Group(*group)
+	topic, err := desiredTopic(mqtt.Topics{Prefix: cfg.TopicPrefix}, *device, *group)
+	if err != nil {
+		return err
 	}
 	if *timeout <= 0 {
 		return usagef("--timeout %v: want a positive duration", *timeout)
@@ -139,28 +126,9 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return usagef("--window must not be negative")
 	}
 
-	var payload []byte // empty clears the retained message
-	switch {
-	case *clearOffer && len(pos) != 0:
-		return usagef("--clear takes no FILE, got %q", pos)
-	case *clearOffer:
-	case len(pos) != 1:
-		return usagef("want exactly one envelope FILE, got %d arguments", len(pos))
-	default:
-		if payload, err = verify.ReadEnvelopeFile(pos[0]); err != nil {
-			return err
-		}
-		// Devices would refuse it anyway; refuse here so a wrong file never becomes the
-		// retained desired state of a fleet.
-		if _, err := verify.ParseEnvelope(payload); err != nil {
-			return fmt.Errorf("%s: %w", pos[0], err)
-		}
-		if *retry {
-			// The time in seconds: each retry's counter is greater than the last.
-			if payload, err = verify.WithAttempt(payload, time.Now().Unix()); err != nil {
-				return fmt.Errorf("%s: %w", pos[0], err)
-			}
-		}
+	payload, err := publishPayload(pos, *clearOffer, *retry)
+	if err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -185,4 +153,52 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "published %d bytes to %s (retained, QoS 1)\n", len(payload), topic)
 	return nil
+}
+
+// desiredTopic is the retained desired topic of exactly one device or group.
+func desiredTopic(topics mqtt.Topics, device, group string) (string, error) {
+	switch {
+	case (device == "") == (group == ""):
+		return "", usagef("want exactly one of --device and --group")
+	case device != "":
+		if err := checkName("device", device); err != nil {
+			return "", err
+		}
+		topics.Device = device
+		return topics.Desired(), nil
+	default:
+		if err := checkName("group", group); err != nil {
+			return "", err
+		}
+		return topics.Group(group), nil
+	}
+}
+
+// publishPayload is what publish writes: the envelope FILE, checked as a
+// device would, with its attempt raised for --retry; empty for --clear.
+func publishPayload(pos []string, clearOffer, retry bool) ([]byte, error) {
+	switch {
+	case clearOffer && len(pos) != 0:
+		return nil, usagef("--clear takes no FILE, got %q", pos)
+	case clearOffer:
+		return nil, nil // empty clears the retained message
+	case len(pos) != 1:
+		return nil, usagef("want exactly one envelope FILE, got %d arguments", len(pos))
+	}
+	payload, err := verify.ReadEnvelopeFile(pos[0])
+	if err != nil {
+		return nil, err
+	}
+	// Devices would refuse it anyway; refuse here so a wrong file never becomes the
+	// retained desired state of a fleet.
+	if _, err := verify.ParseEnvelope(payload); err != nil {
+		return nil, fmt.Errorf("%s: %w", pos[0], err)
+	}
+	if retry {
+		// The time in seconds: each retry's counter is greater than the last.
+		if payload, err = verify.WithAttempt(payload, time.Now().Unix()); err != nil {
+			return nil, fmt.Errorf("%s: %w", pos[0], err)
+		}
+	}
+	return payload, nil
 }

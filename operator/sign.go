@@ -45,23 +45,7 @@ type signOptions struct {
 
 func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o signOptions
-	fset := newFlagSet("sign", "--key K --image IMG --version V --compatible C --url U [flags]", stderr)
-	fset.Var(&o.keys, "key", "private key file (PEM); repeat to add signatures for a threshold")
-	fset.StringVar(&o.image, "image", "", "image file: the exact bytes that land in the slot")
-	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
-	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
-	fset.StringVar(&o.url, "url", "", "where devices download the payload (with --chunked: URL.idx and URL.store)")
-	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
-	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
-	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
-	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to twice it)")
-	fset.StringVar(&o.chunking, "chunking", string(ota.ChunkingCDC), "with --chunked: cdc (content-defined chunks: reuse survives moved files) or fixed (every chunk --chunk-size bytes, for devices older than cdc)")
-	fset.Var(&o.deltaFrom, "delta-from", "with --chunked: older image(s) devices may hold, comma-separated or repeated: writes PATH.from-<sha256 prefix>.delta with a delta of each chunk they lack")
-	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
-	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
-	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
-	fset.StringVar(&o.id, "id", "", `manifest id, a name for people (default "<version>-<12 hex of a digest of the image's sha256 and issued_at>": each signature its own)`)
-	fset.StringVar(&o.issuedAt, "issued-at", "", "issued_at, RFC 3339 (default now)")
+	fset := o.flags(stderr)
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
@@ -91,6 +75,42 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	m, manifest, env, err := o.envelope(issuedAt, pl, signers)
+	if err != nil {
+		return err
+	}
+	if _, err := stdout.Write(append(env, '\n')); err != nil {
+		return fmt.Errorf("write envelope: %w", err)
+	}
+	io.WriteString(stderr, signSummary(m, manifest, o.outPayload))
+	return nil
+}
+
+// flags is sign's flag set, bound to o.
+func (o *signOptions) flags(stderr io.Writer) *flag.FlagSet {
+	fset := newFlagSet("sign", "--key K --image IMG --version V --compatible C --url U [flags]", stderr)
+	fset.Var(&o.keys, "key", "private key file (PEM); repeat to add signatures for a threshold")
+	fset.StringVar(&o.image, "image", "", "image file: the exact bytes that land in the slot")
+	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
+	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
+	fset.StringVar(&o.url, "url", "", "where devices download the payload (with --chunked: URL.idx and URL.store)")
+	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
+	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
+	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
+	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to twice it)")
+	fset.StringVar(&o.chunking, "chunking", string(ota.ChunkingCDC), "with --chunked: cdc (content-defined chunks: reuse survives moved files) or fixed (every chunk --chunk-size bytes, for devices older than cdc)")
+	fset.Var(&o.deltaFrom, "delta-from", "with --chunked: older image(s) devices may hold, comma-separated or repeated: writes PATH.from-<sha256 prefix>.delta with a delta of each chunk they lack")
+	fset.Uint64Var(&o.securityVersion, "security-version", 0, "anti-rollback counter")
+	fset.DurationVar(&o.expires, "expires", defaultExpiry, "validity after issued_at")
+	fset.Var(&o.devices, "device", "limit the offer to this device ID; repeatable")
+	fset.StringVar(&o.id, "id", "", `manifest id, a name for people (default "<version>-<12 hex of a digest of the image's sha256 and issued_at>": each signature its own)`)
+	fset.StringVar(&o.issuedAt, "issued-at", "", "issued_at, RFC 3339 (default now)")
+	return fset
+}
+
+// envelope writes the manifest of pl and signs it with every key: what a
+// device would refuse is refused here, naming the field.
+func (o *signOptions) envelope(issuedAt time.Time, pl verify.Payload, signers []crypto.Signer) (verify.Manifest, []byte, []byte, error) {
 	schema := 1
 	if o.chunked {
 		schema = 2
@@ -111,29 +131,25 @@ func sign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	manifest, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("marshal manifest: %w", err)
+		return verify.Manifest{}, nil, nil, fmt.Errorf("marshal manifest: %w", err)
 	}
 	// Devices would refuse a bad manifest; say so here, naming the field, not after a rollout.
 	if _, err := verify.ParseManifest(manifest); err != nil {
-		return usagef("the manifest would be refused: %w", err)
+		return verify.Manifest{}, nil, nil, usagef("the manifest would be refused: %w", err)
 	}
 	sigs := make([]verify.Signature, 0, len(signers))
 	for i, s := range signers {
 		sig, err := verify.SignManifest(manifest, s)
 		if err != nil {
-			return fmt.Errorf("%s: %w", o.keys[i], err)
+			return verify.Manifest{}, nil, nil, fmt.Errorf("%s: %w", o.keys[i], err)
 		}
 		sigs = append(sigs, sig)
 	}
 	env, err := verify.MarshalEnvelope(manifest, sigs...)
 	if err != nil {
-		return err
+		return verify.Manifest{}, nil, nil, err
 	}
-	if _, err := stdout.Write(append(env, '\n')); err != nil {
-		return fmt.Errorf("write envelope: %w", err)
-	}
-	io.WriteString(stderr, signSummary(m, manifest, o.outPayload))
-	return nil
+	return m, manifest, env, nil
 }
 
 // payload writes what is to be uploaded and describes it for the manifest.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
@@ -161,51 +162,23 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 		return fmt.Errorf("fleet directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	b, err := startBroker(ctx, dir, o.nodelay)
+	rig, err := startRig(ctx, dir, o)
 	if err != nil {
 		return err
 	}
-	defer b.Stop()
-	var img bytes.Buffer
-	if err := demo.WriteImage(&img, demo.ImageSpec{Version: "fleet.1", Seed: 42, Size: o.imageSize}); err != nil {
-		return err
-	}
-	srv, err := serveImage(img.Bytes())
-	if err != nil {
-		return err
-	}
-	defer srv.srv.Close()
-	sg, err := newReleases(dir, srv.url)
-	if err != nil {
-		return err
-	}
-	keys := filepath.Join(dir, "keys")
-	if err := os.MkdirAll(keys, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(keys, "release.pub"), sg.PublicKeyPEM, 0o644); err != nil {
-		return err
-	}
+	defer rig.close()
 	tr := &tracker{idle: map[string]bool{}, success: map[string]time.Duration{}}
-	f, err := fleet.New(fleet.Options{Broker: b.URL, Devices: n, KeysDir: keys, Prefix: devicePrefix, Group: group,
+	f, err := fleet.New(fleet.Options{Broker: rig.broker.URL, Devices: n, KeysDir: rig.keys, Prefix: devicePrefix, Group: group,
 		Compatible: compatible, MaxInstalls: o.maxInstalls, Observe: tr.observe})
 	if err != nil {
 		return err
 	}
-
-	smp := &sampler{brokerPID: b.PID(), every: 250 * time.Millisecond}
-	smpCtx, stopSampling := context.WithCancel(ctx)
-	smpDone := make(chan struct{})
-	go func() { defer close(smpDone); smp.run(smpCtx) }()
-	defer func() {
-		stopSampling()
-		<-smpDone
-		var serr error
-		res.Peaks, serr = smp.peaks()
-		if serr != nil {
-			progress(fmt.Sprintf("fleet %d: %d of %d samples failed, last: %v", n, res.Peaks.SampleErrors, res.Peaks.Samples, serr))
+	defer sampleBroker(ctx, rig.broker.PID(), func(p peaks, err error) {
+		res.Peaks = p
+		if err != nil {
+			progress(fmt.Sprintf("fleet %d: %d of %d samples failed, last: %v", n, p.SampleErrors, p.Samples, err))
 		}
-	}()
+	})()
 
 	devCtx, stopDevs := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
@@ -223,15 +196,90 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	}
 	res.IdleGor = runtime.NumGoroutine()
 	progress(fmt.Sprintf("fleet %d: all up in %v (spread %v), %s idle; offering", n, res.Up.Round(time.Millisecond), f.Spread, mib(res.IdleRSS)))
+	if err := rig.offerAndConverge(ctx, n, o, tr, res); err != nil {
+		return errors.Join(err, f.Errs())
+	}
+	if rig.broker.Exited() {
+		return fmt.Errorf("mosquitto exited during the run: %s", rig.broker.Log())
+	}
+	return nil
+}
 
-	sum := sha256.Sum256(img.Bytes())
+// rig is what a fleet run talks to: the broker, the image's server, the
+// release key that signs its offer and the directory devices trust.
+type rig struct {
+	broker *mosquittotest.Broker
+	img    []byte
+	srv    *imageServer
+	sg     *releases
+	keys   string
+}
+
+func startRig(ctx context.Context, dir string, o fleetOptions) (_ *rig, err error) {
+	r := &rig{}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.broker, err = startBroker(ctx, dir, o.nodelay); err != nil {
+		return nil, err
+	}
+	var img bytes.Buffer
+	if err := demo.WriteImage(&img, demo.ImageSpec{Version: "fleet.1", Seed: 42, Size: o.imageSize}); err != nil {
+		return nil, err
+	}
+	r.img = img.Bytes()
+	if r.srv, err = serveImage(r.img); err != nil {
+		return nil, err
+	}
+	if r.sg, err = newReleases(dir, r.srv.url); err != nil {
+		return nil, err
+	}
+	r.keys = filepath.Join(dir, "keys")
+	if err := os.MkdirAll(r.keys, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(r.keys, "release.pub"), r.sg.PublicKeyPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rig) close() {
+	if r.srv != nil {
+		r.srv.srv.Close()
+	}
+	if r.broker != nil {
+		r.broker.Stop()
+	}
+}
+
+// sampleBroker samples the broker's and this process's memory until the
+// returned stop is called, which hands the peaks to done.
+func sampleBroker(ctx context.Context, brokerPID int, done func(peaks, error)) (stop func()) {
+	smp := &sampler{brokerPID: brokerPID, every: 250 * time.Millisecond}
+	smpCtx, stopSampling := context.WithCancel(ctx)
+	smpDone := make(chan struct{})
+	go func() { defer close(smpDone); smp.run(smpCtx) }()
+	return func() {
+		stopSampling()
+		<-smpDone
+		done(smp.peaks())
+	}
+}
+
+// offerAndConverge publishes the group's offer and waits until every
+// device reports success, recording each one's time and the downloads.
+func (r *rig) offerAndConverge(ctx context.Context, n int, o fleetOptions, tr *tracker, res *fleetResult) error {
+	sum := sha256.Sum256(r.img)
 	offer := rollout.Ref{ID: fmt.Sprintf("rel-fleet-%d", n), SHA256: hex.EncodeToString(sum[:])}
-	env, err := sg.offer(offer.ID, "fleet.1", "fleet.img", o.imageSize, offer.SHA256, time.Now().Add(-time.Minute))
+	env, err := r.sg.offer(offer.ID, "fleet.1", "fleet.img", o.imageSize, offer.SHA256, time.Now().Add(-time.Minute))
 	if err != nil {
 		return err
 	}
 	tr.begin(offer)
-	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: b.URL}, "ota/groups/"+group+"/desired", env); err != nil {
+	if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: r.broker.URL}, "ota/groups/"+group+"/desired", env); err != nil {
 		return err
 	}
 	convErr := waitFor(ctx, o.timeout, n, "devices with success", func() int { _, s := tr.counts(); return s })
@@ -244,14 +292,8 @@ func runFleetInto(ctx context.Context, dir string, n int, o fleetOptions, progre
 	tr.mu.Unlock()
 	res.Succeeded = len(each)
 	res.PerDevice = summarize(each)
-	res.Downloads = srv.downloads(n)
-	if convErr != nil {
-		return errors.Join(convErr, f.Errs())
-	}
-	if b.Exited() {
-		return fmt.Errorf("mosquitto exited during the run: %s", b.Log())
-	}
-	return nil
+	res.Downloads = r.srv.downloads(n)
+	return convErr
 }
 
 // resetPeakRSS resets this process's VmHWM to its VmRSS (Linux 4.0+), so

@@ -179,37 +179,18 @@ func runLatency(ctx context.Context, dir string, o latencyOptions, progress func
 	go func() { defer close(devDone); dev.Run(devCtx) }()
 	defer func() { stopDev(); <-devDone }()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for st := w.lastStatus(); st.State != ota.Idle || st.BootedSlot != "A"; st = w.lastStatus() {
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("device %s not idle on slot A after 30s (status %+v, agent error %v)", id, st, dev.Err())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := awaitIdle(w, id, dev); err != nil {
+		return res, err
 	}
 
 	issued := time.Now().Add(-time.Hour) // in the past, and later for every offer
 	prev := ""
 	for i := 0; i <= o.n; i++ {
 		name := fmt.Sprintf("lat-%04d.img", i)
-		sum, err := sg.image(name, demo.ImageSpec{Version: fmt.Sprintf("lat.%d", i), Seed: uint64(i + 1), Size: o.imageSize})
+		d, err := supersede(ctx, w, sg, id, i, name, o.imageSize, issued)
 		if err != nil {
 			return res, err
 		}
-		offerID := fmt.Sprintf("rel-lat-%04d", i)
-		env, err := sg.offer(offerID, fmt.Sprintf("lat.%d", i), name, o.imageSize, sum, issued.Add(time.Duration(i)*time.Second))
-		if err != nil {
-			return res, err
-		}
-		start := time.Now()
-		tok := w.c.Publish("ota/devices/"+id+"/desired", 1, true, env)
-		at, err := w.awaitDownloading(ctx, offerID, 30*time.Second)
-		if err != nil {
-			return res, err
-		}
-		if err := waitToken(ctx, tok); err != nil {
-			return res, fmt.Errorf("publish offer %s: %w", offerID, err)
-		}
-		d := at.Sub(start)
 		if i == 0 {
 			res.First = d // from idle: not a supersede, not counted
 		} else {
@@ -231,6 +212,42 @@ func runLatency(ctx context.Context, dir string, o latencyOptions, progress func
 	}
 	res.Summary = summarize(res.Samples)
 	return res, nil
+}
+
+// awaitIdle waits, up to 30 s, for the device to report idle on slot A.
+func awaitIdle(w *eventWatcher, id string, dev *device.Device) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for st := w.lastStatus(); st.State != ota.Idle || st.BootedSlot != "A"; st = w.lastStatus() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("device %s not idle on slot A after 30s (status %+v, agent error %v)", id, st, dev.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// supersede publishes offer i for the device and returns how long it took
+// the device to start downloading it.
+func supersede(ctx context.Context, w *eventWatcher, sg *releases, id string, i int, name string, size int64, issued time.Time) (time.Duration, error) {
+	sum, err := sg.image(name, demo.ImageSpec{Version: fmt.Sprintf("lat.%d", i), Seed: uint64(i + 1), Size: size})
+	if err != nil {
+		return 0, err
+	}
+	offerID := fmt.Sprintf("rel-lat-%04d", i)
+	env, err := sg.offer(offerID, fmt.Sprintf("lat.%d", i), name, size, sum, issued.Add(time.Duration(i)*time.Second))
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	tok := w.c.Publish("ota/devices/"+id+"/desired", 1, true, env)
+	at, err := w.awaitDownloading(ctx, offerID, 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if err := waitToken(ctx, tok); err != nil {
+		return 0, fmt.Errorf("publish offer %s: %w", offerID, err)
+	}
+	return at.Sub(start), nil
 }
 
 func closeServer(s *demo.FileServer) {

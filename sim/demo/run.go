@@ -121,10 +121,36 @@ func (d *run) run(ctx context.Context) (err error) {
 		return err
 	}
 
-	rollouts := []rolloutSpec{
+	rollouts := demoRollouts()
+	if err := d.rollouts(ctx, rollouts); err != nil {
+		return err
+	}
+	d.say("")
+	if err := d.summary(rollouts); err != nil {
+		return err
+	}
+	last := rollouts[len(rollouts)-1]
+	d.say("\nall %d devices run %s: %s went no further than its canary, which rolled back. Demo finished in %s.",
+		len(d.ids), rollouts[0].version, last.version, time.Since(d.start).Round(100*time.Millisecond))
+	if d.opt.Keep {
+		d.keepUp(ctx)
+		return nil
+	}
+	d.say("the dashboard, the broker and the devices stop now; to keep them up for a look: make demo DEMO_FLAGS=--keep (otasim demo --keep)")
+	return nil
+}
+
+// demoRollouts: a good image for every device, then a broken one its
+// canary catches.
+func demoRollouts() []rolloutSpec {
+	return []rolloutSpec{
 		{version: "2.0.0", secVer: 2, want: rollout.Outcome{Result: ota.ResultSuccess}},
 		{version: "2.1.0", secVer: 3, broken: true, from: "2.0.0", canary: "gw-01", want: rollout.Outcome{Result: ota.ResultFailed, Code: ota.CodeHealthCheckFailed}},
 	}
+}
+
+// rollouts runs each rollout in turn and says what came of it.
+func (d *run) rollouts(ctx context.Context, rollouts []rolloutSpec) error {
 	for i, r := range rollouts {
 		d.say("")
 		if r.broken {
@@ -144,18 +170,6 @@ func (d *run) run(ctx context.Context) (err error) {
 			d.say("every device downloaded, wrote, verified, rebooted into and committed %s", r.version)
 		}
 	}
-	d.say("")
-	if err := d.summary(rollouts); err != nil {
-		return err
-	}
-	last := rollouts[len(rollouts)-1]
-	d.say("\nall %d devices run %s: %s went no further than its canary, which rolled back. Demo finished in %s.",
-		len(d.ids), rollouts[0].version, last.version, time.Since(d.start).Round(100*time.Millisecond))
-	if d.opt.Keep {
-		d.keepUp(ctx)
-		return nil
-	}
-	d.say("the dashboard, the broker and the devices stop now; to keep them up for a look: make demo DEMO_FLAGS=--keep (otasim demo --keep)")
 	return nil
 }
 
