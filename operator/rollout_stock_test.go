@@ -9,32 +9,55 @@ import (
 
 	"github.com/otad/otad/internal/testkit/fakefleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
+	"github.com/otad/otad/internal/testkit/rabbitmqtest"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
 
-// A rollout over 20,000 fake devices on one Mosquitto at its stock limits
-// (max_queued_messages 1000, max_inflight_messages 20: the config sets
-// none of them): two controllers started 2 s apart, one runs and the other
-// exits 4; the live one killed with -9 mid-wave and started again at once
-// finishes; every device is offered, the offers never run ahead of the
-// plan's pace, and the state stays under 16 KiB.
-func TestRolloutOnStockMosquitto(t *testing.T) {
+// A rollout over 20,000 fake devices on one broker at its stock limits —
+// Mosquitto 2.0 (max_queued_messages 1000, max_inflight_messages 20: its
+// config sets a listener and where its files go, no limit) and RabbitMQ's
+// MQTT plugin (its config sets the listeners): two controllers started 2 s
+// apart, one runs and the other exits 4; the live one killed with -9
+// mid-wave and started again at once finishes; every device is offered,
+// the offers never run ahead of the plan's pace, and the state stays under
+// 16 KiB.
+func TestRolloutOnStockBrokers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (url string, log func() string)
+	}{
+		{"Mosquitto", func(t *testing.T) (string, func() string) {
+			// Notices: the broker says when it drops messages for a client.
+			b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true, Extra: []string{"log_type notice"}})
+			return b.URL, b.Log
+		}},
+		{"RabbitMQ", func(t *testing.T) (string, func() string) {
+			b := rabbitmqtest.Start(t, rabbitmqtest.Options{})
+			return b.URL, b.Log
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, log := tc.start(t)
+			stockRollout(t, url, log)
+		})
+	}
+}
+
+func stockRollout(t *testing.T, broker string, brokerLog func() string) {
 	const n, perMinute = 20000, 60000
-	// Notices: the broker says when it drops messages for a client.
-	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true, Extra: []string{"log_type notice"}})
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%032x", i)
 	}
-	f := fakefleet.Connect(t, b.URL, "")
+	f := fakefleet.Connect(t, broker, "")
 	f.Groups = []string{"g"}
 	f.TakeOffers(func(string) ota.Result { return ota.ResultSuccess })
 	f.Publish(ids)
 	f.Answer(ids)
-	log := recordStates(t, b.URL)
+	log := recordStates(t, broker)
 	plan := scalePlan(t, "stock", fmt.Sprintf("[[wave]]\npercent = 100\n[rate]\noffers_per_minute = %d\n", perMinute), "max_failed_percent = 5\nmin_outcomes = 100\n")
-	args := []string{"rollout", "start", "--broker", b.URL, "--settle", "3s", "--tick", "200ms", "--lease", "5m", plan}
+	args := []string{"rollout", "start", "--broker", broker, "--settle", "3s", "--tick", "200ms", "--lease", "5m", plan}
 
 	// Either may win the lease: the second's connection, under the same
 	// client ID, cuts off the first's, which dials again.
@@ -87,9 +110,9 @@ func TestRolloutOnStockMosquitto(t *testing.T) {
 	if worst, i := aheadOfPace(states[len(states)-1].Waves[0].Started, at, perMinute); worst > 0 {
 		t.Errorf("the offers ran %d ahead of %d a minute, from offer %d of %d, %v after the kill\n%s", worst, perMinute, i, len(at), at[i].Sub(killed), head(again.out.String()))
 	}
-	dropped := strings.Count(b.Log(), "Outgoing messages are being dropped")
+	dropped := strings.Count(brokerLog(), "Outgoing messages are being dropped")
 	t.Logf("%d offers (%d devices) over %v; largest state %d bytes; the broker dropped messages %d times:\n%s",
-		len(at), len(offers), at[len(at)-1].Sub(at[0]).Round(time.Millisecond), log.largest["stock"], dropped, droppedLines(b.Log()))
+		len(at), len(offers), at[len(at)-1].Sub(at[0]).Round(time.Millisecond), log.largest["stock"], dropped, droppedLines(brokerLog()))
 }
 
 // aheadOfPace is by how many offers, at worst, the arrivals at (in order)

@@ -109,13 +109,13 @@ func (r row) onTarget() bool {
 }
 
 func printRows(out io.Writer, rows []row) bool {
-	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one stock mosquitto")
+	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one mosquitto (its limits: the broker column)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tstate bytes\tunpaced: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\t")
+	fmt.Fprintln(tw, "N\tstate bytes\tunpaced: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\tbroker dropped for\tbroker\t")
 	ok := true
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%d\tFAILED\t\t\t\t\t\t\t\t\n", r.n)
+			fmt.Fprintf(tw, "%d\tFAILED\t\t\t\t\t\t\t\t%s\t%s\t\n", r.n, r.drops, r.broker)
 			ok = false
 			continue
 		}
@@ -126,8 +126,8 @@ func printRows(out io.Writer, rows []row) bool {
 		if r.stateMax > rollout.MaxStateSize || !r.onTarget() {
 			ok = false
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
-			r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS), r.paced.Round(time.Millisecond), ahead, mib(r.brokerRSS))
+		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
+			r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS), r.paced.Round(time.Millisecond), ahead, mib(r.brokerRSS), r.drops, r.broker)
 	}
 	tw.Flush()
 	for _, r := range rows {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,16 @@ type row struct {
 	ctlRSS, rebuiltRSS, brokerRSS int64         // KiB
 	pacedAhead                    int           // offers ahead of the pace at worst; 0: never
 	pace                          string
+	broker                        string // its limits: stock, or what was tuned
+	drops                         string // the clients the broker dropped messages for
 	err                           error
 }
 
 func runRow(ctx context.Context, dir string, n int, o options, progress func(string)) (r row) {
-	r.n = n
+	r.n, r.broker = n, "stock"
+	if o.tuned {
+		r.broker = "tuned: " + strings.Join(fakefleet.BrokerLines(), ", ")
+	}
 	r.err = r.measure(ctx, dir, n, o, progress)
 	return r
 }
@@ -53,6 +59,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 		return err
 	}
 	defer b.Stop()
+	defer func() { r.drops = dropsIn(b.Log()) }()
 	var fleetErr atomic.Pointer[error]
 	fl, err := fakefleet.Dial(b.URL, "", 4, func(err error) { fleetErr.CompareAndSwap(nil, &err) })
 	if err != nil {
@@ -230,4 +237,37 @@ func waitCount(ctx context.Context, p *proc, count func() int64, want int64, tim
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// dropsIn names the clients mosquitto's log says it dropped messages for
+// ("Outgoing messages are being dropped for client ID."), by kind and how
+// many times: "none", or "controller 2x, fleet 1x".
+func dropsIn(log string) string {
+	count := map[string]int{}
+	var kinds []string
+	for _, l := range strings.Split(log, "\n") {
+		_, id, ok := strings.Cut(l, "Outgoing messages are being dropped for client ")
+		if !ok {
+			continue
+		}
+		kind := "other"
+		switch {
+		case strings.HasPrefix(id, "otactl-rollout-"):
+			kind = "controller"
+		case strings.HasPrefix(id, "fakefleet-"):
+			kind = "fleet"
+		}
+		if count[kind] == 0 {
+			kinds = append(kinds, kind)
+		}
+		count[kind]++
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%s %dx", k, count[k])
+	}
+	return strings.Join(out, ", ")
 }
