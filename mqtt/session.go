@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(Mess
 }
 
 func (s *Session) onConnect(c paho.Client, subscribed chan<- error) {
-	err := subscribe(s.ctx, s.cfg, c, s.filters)
+	err := subscribe(s.ctx, c, s.filters, s.cfg.connectTimeout())
 	s.mu.Lock()
 	s.connects++
 	first := s.connects == 1
@@ -342,6 +342,14 @@ func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result
 // Subscribe adds filters to the session's subscriptions (renewed on every
 // reconnect), waiting for the broker's SUBACK.
 func (s *Session) Subscribe(ctx context.Context, filters map[string]byte) error {
+	return s.SubscribeWait(ctx, filters, s.cfg.connectTimeout())
+}
+
+// SubscribeWait is Subscribe waiting up to wait for the SUBACK: a broker
+// matches a wildcard against every retained message before it acknowledges
+// it (Mosquitto: 100,000 statuses), which on a loaded broker takes longer
+// than a connect.
+func (s *Session) SubscribeWait(ctx context.Context, filters map[string]byte, wait time.Duration) error {
 	s.mu.Lock()
 	all := make(map[string]byte, len(s.filters)+len(filters))
 	for f, q := range s.filters {
@@ -352,7 +360,7 @@ func (s *Session) Subscribe(ctx context.Context, filters map[string]byte) error 
 	}
 	s.filters = all
 	s.mu.Unlock()
-	return subscribe(ctx, s.cfg, s.c, filters)
+	return subscribe(ctx, s.c, filters, wait)
 }
 
 // Unsubscribe drops filters (added by Subscribe) from the session.
@@ -373,12 +381,12 @@ func (s *Session) Unsubscribe(ctx context.Context, filters ...string) error {
 	return nil
 }
 
-func subscribe(ctx context.Context, cfg Config, c paho.Client, filters map[string]byte) error {
+func subscribe(ctx context.Context, c paho.Client, filters map[string]byte, wait time.Duration) error {
 	if len(filters) == 0 {
 		return nil // a session that only publishes
 	}
 	tok := c.SubscribeMultiple(filters, nil)
-	if err := waitToken(ctx, tok, cfg.connectTimeout()); err != nil {
+	if err := waitToken(ctx, tok, wait); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	for topic, code := range tok.(*paho.SubscribeToken).Result() {

@@ -69,7 +69,7 @@ func rolloutStart(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			s, resumed, err = c.start(ctx, d)
 		}
 		if err == nil {
-			err = c.follow(ctx, plan.Group, *settle)
+			err = c.follow(ctx, plan.Group, *settle, *lease)
 		}
 		if err == nil {
 			break
@@ -220,9 +220,11 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, se
 // follow subscribes to the devices' statuses and asks the group to report,
 // once the lease is this controller's: brokers deliver few (Mosquitto at
 // QoS 1) or no (RabbitMQ) retained statuses to a wildcard subscription.
-func (c *controller) follow(ctx context.Context, group string, settle time.Duration) error {
+// The lease is not renewed meanwhile: the wait for the broker's SUBACK
+// is bounded by half of it (renewed late, it is still held).
+func (c *controller) follow(ctx context.Context, group string, settle, lease time.Duration) error {
 	statuses := map[string]byte{mqtt.Topics{Prefix: c.topics.Prefix, Device: "+"}.Status(): 0}
-	if err := c.primary.Subscribe(ctx, statuses); err != nil {
+	if err := c.primary.SubscribeWait(ctx, statuses, lease/2); err != nil {
 		return fmt.Errorf("the devices' statuses: %w", err)
 	}
 	ask := func() error {

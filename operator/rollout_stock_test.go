@@ -23,6 +23,9 @@ import (
 // the offers never run ahead of the plan's pace, and the state stays under
 // 16 KiB.
 func TestRolloutOnStockBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 devices on two brokers: minutes")
+	}
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) (url string, log func() string)
