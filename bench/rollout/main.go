@@ -26,7 +26,7 @@ type options struct {
 	dir    string
 	otactl string // a built otactl; "": build one
 	lease  time.Duration
-	tuned  bool // the broker without its queue limit (fakefleet.BrokerLines)
+	tuned  int // rows of this many devices and more: the broker without its queue limit (fakefleet.BrokerLines); 0: none
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -34,12 +34,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// mosquitto acknowledged a renewal more than 10 s late.
 	o := options{lease: rollout.DefaultLease}
 	fs := cli.NewFlagSet("rolloutbench", "[-devices N,N] [flags]", stderr)
-	devices := fs.String("devices", "10000,100000,1000000", "fleet sizes, growing")
+	devices := fs.String("devices", "20000,100000,1000000", "fleet sizes, growing")
 	fs.DurationVar(&o.settle, "settle", 0, "the controller's --settle (default: 3s, and a second more per 40,000 devices)")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.otactl, "otactl", "", "the otactl binary to run (default: go build ./cmd/otactl)")
 	fs.DurationVar(&o.lease, "lease", o.lease, "the controller's --lease")
-	fs.BoolVar(&o.tuned, "tuned", false, "run mosquitto with max_queued_messages 0 (default: its stock limits)")
+	fs.IntVar(&o.tuned, "tuned-from", 0, "rows of this many devices and more run mosquitto with max_queued_messages 0 (default 0: every row at its stock limits)")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}

@@ -37,7 +37,7 @@ type row struct {
 
 func runRow(ctx context.Context, dir string, n int, o options, progress func(string)) (r row) {
 	r.n, r.broker = n, "stock"
-	if o.tuned {
+	if tuned(o, n) {
 		r.broker = "tuned: " + strings.Join(fakefleet.BrokerLines(), ", ")
 	}
 	r.err = r.measure(ctx, dir, n, o, progress)
@@ -51,7 +51,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	defer os.RemoveAll(dir)
 	// Stock limits unless tuned; notices show its dropping of messages.
 	extra := []string{"log_type notice"}
-	if o.tuned {
+	if tuned(o, n) {
 		extra = append(extra, fakefleet.BrokerLines()...)
 	}
 	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10, Extra: extra})
@@ -238,6 +238,8 @@ func waitCount(ctx context.Context, p *proc, count func() int64, want int64, tim
 		}
 	}
 }
+
+func tuned(o options, n int) bool { return o.tuned > 0 && n >= o.tuned }
 
 // dropsIn names the clients mosquitto's log says it dropped messages for
 // ("Outgoing messages are being dropped for client ID."), by kind and how
