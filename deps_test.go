@@ -89,6 +89,59 @@ func TestDependenciesPointInward(t *testing.T) {
 	}
 }
 
+// imports maps each package of the module (tests left out) to what it
+// imports directly.
+func imports(t *testing.T, patterns ...string) map[string][]string {
+	t.Helper()
+	args := append([]string{"list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, patterns...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		m[f[0]] = f[1:]
+	}
+	return m
+}
+
+// TestRolloutCoreIsPure: rollout/ is the controller's rules, pure like the
+// agent (docs/design.md): no transport, no network, no fleet view, not
+// even through another package; everything of a rollout that meets the
+// world is rollout/controller, and only otactl's body (operator) calls
+// it; tests and benchmarks aside.
+func TestRolloutCoreIsPure(t *testing.T) {
+	core := module + "/rollout"
+	ctl := module + "/rollout/controller"
+	for _, d := range deps(t, "./rollout")[core] {
+		for _, f := range []string{module + "/mqtt", module + "/fleetview", ctl, "net/http", "github.com/eclipse/paho.mqtt.golang", "github.com/gorilla/websocket"} {
+			if d == f || strings.HasPrefix(d, f+"/") {
+				t.Errorf("rollout depends on %s: the pure core knows no transport (rollout/controller does)", d)
+			}
+		}
+	}
+	direct := imports(t, "./...")
+	for _, d := range direct[core] {
+		if d == "net" || strings.HasPrefix(d, "net/") {
+			t.Errorf("rollout imports %s: the pure core has no network", d)
+		}
+	}
+	n := 0
+	for pkg, ims := range direct {
+		if !slices.Contains(ims, ctl) {
+			continue
+		}
+		n++
+		if !within(pkg, "operator") && !within(pkg, "bench") {
+			t.Errorf("%s imports rollout/controller: only operator runs the controller", pkg)
+		}
+	}
+	if n == 0 {
+		t.Error("nothing imports rollout/controller: has the layout changed? update this test")
+	}
+}
+
 func orModule(f string) string {
 	if f == "" {
 		return "anything else of the module"

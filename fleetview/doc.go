@@ -8,6 +8,6 @@
 // fleet through it. It imports the agent's status types, the MQTT transport
 // and rollout, for the one rule of what came of an offer on a device
 // (rollout.OutcomeOf); rollout does not import it (the controller sees the
-// fleet through rollout.Fleet, which a View satisfies), so the rule has one
-// home and the graph no cycle. No device code.
+// fleet through rollout/controller.Fleet, which a View satisfies), so the
+// rule has one home and the graph no cycle. No device code.
 package fleetview

@@ -12,6 +12,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 	"github.com/otad/otad/sim/fleet"
 )
 
@@ -55,7 +56,7 @@ func TestRolloutOnCluster(t *testing.T) {
 			waitStates(t, states, name, "wave 2 offered", func(s rollout.State) bool {
 				return s.Wave == 2 && s.Counts.Devices > 2 && s.Counts.Pending > 0
 			})
-			node := c.NodeOf(controllerID(mqtt.DefaultTopicPrefix, name))
+			node := c.NodeOf(controller.ClientID(mqtt.DefaultTopicPrefix, name))
 			if node < 0 {
 				t.Fatal("no node's log says it accepted the controller")
 			}
@@ -80,7 +81,7 @@ func TestRolloutOnCluster(t *testing.T) {
 				t.Fatalf("the controller did not end in 4 minutes; last state seen: %s\n%s", last, tail(res.stderr))
 			}
 			cfg := mqtt.Config{Brokers: c.URLs()}
-			_, s, err := rollout.ReadState(context.Background(), cfg, name)
+			_, s, err := controller.ReadState(context.Background(), cfg, name)
 			if err != nil {
 				t.Fatal(err)
 			}

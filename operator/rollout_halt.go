@@ -8,6 +8,7 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 )
 
 // maxHaltList is how many failed devices a halt names.
@@ -15,7 +16,7 @@ const maxHaltList = 50
 
 // haltReport says, when a rollout halted, which devices failed and how
 // (their own codes), and what to run next.
-func haltReport(w io.Writer, bf *brokerFlags, s rollout.State, failed []rollout.Failure, n int) {
+func haltReport(w io.Writer, bf *brokerFlags, s rollout.State, failed []controller.Failure, n int) {
 	fmt.Fprintf(w, "\nrollout %s HALTED: %s\n", s.Name, s.Reason)
 	c := s.Counts
 	if c.Pending > 0 {

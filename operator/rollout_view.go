@@ -11,6 +11,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 )
 
 // nameAndConfig parses a rollout subcommand's flags and its one NAME.
@@ -43,7 +44,7 @@ type rolloutSession struct {
 // broker's) and follows it; no state is an error, and so is a state that
 // cannot be read (over the limit: never taken for none).
 func openRollout(ctx context.Context, cfg mqtt.Config, name string) (*rolloutSession, error) {
-	raw, s, err := rollout.ReadState(ctx, cfg, name)
+	raw, s, err := controller.ReadState(ctx, cfg, name)
 	if err != nil {
 		return nil, err
 	}

@@ -13,13 +13,8 @@
 // that a wave's offers are out) and the time, and returns the new state and
 // the actions to carry out. Render (render.go) shows a state to people.
 //
-// The controller's side that meets the world: an Inbox (inbox.go) hears the
-// rollout's own topics (the retained state to start from, the operator's
-// commands); an Observer (observer.go) turns a followed Fleet
-// (fleetview.View) into views, ready only once the fleet has been seen; and
-// the Driver (driver.go) starts from the retained state or records a new
-// one (Start), then feeds Step and carries out its actions (Run). It adopts
-// a state only once the broker has it and publishes offers only after the
-// state naming their devices, so a controller killed at any point starts
-// again from the retained state alone. otactl wires these to its flags.
+// The package is pure: no MQTT, no network, no clock of its own
+// (deps_test.go). The controller that meets the world — the driver, the
+// lease's reads and client ID, the inbox of the rollout's topics, the
+// tracker and observer of the fleet, the sessions — is rollout/controller.
 package rollout

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"os"
 	"testing"
-
-	"github.com/otad/otad/mqtt"
 )
 
 func FuzzParsePlan(f *testing.F) {
@@ -73,26 +71,5 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err == nil && (r.Device != id || (r.Kept != "" && !knownOutcome(r.Kept)) || (r.Accepted != "" && !bad(r.Accepted))) {
 			t.Fatalf("accepted %q for %q as %+v", b, id, r)
 		}
-	})
-}
-
-func FuzzTrackerMessage(f *testing.F) {
-	f.Add([]byte(`{"device":"d1","seq":3,"boot_id":"b","groups":["g"],"last_result":{"id":"rel-2","result":"success"}}`))
-	f.Add([]byte(`{"device":"d1","target":{"id":"rel-2"},"pending":null,"last_refusal":{"id":"rel-2","code":"stale"}}`))
-	f.Add([]byte(`{"device":"d1","seq":-1}`))
-	p := testPlan(5, 1, Wave{Percent: 100})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		tr := NewTracker(p, "ota", nil)
-		tr.Message(mqtt.Message{Topic: "ota/devices/d1/status", Payload: b})
-		if n := tr.Len(); n > 1 {
-			t.Fatalf("%d devices from one status", n)
-		}
-		tr.Fleet(NewObserver(tr, 0, nil))(func(v View) {
-			v.Devices.Each(func(id string, d Device) {
-				if id != "d1" || d.Place != PlaceOf(p.Name, "d1") {
-					t.Fatalf("device %q %+v", id, d)
-				}
-			})
-		})
 	})
 }

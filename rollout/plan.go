@@ -16,7 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"
 )
 
@@ -332,9 +332,9 @@ func checkName(s string) error {
 	return nil
 }
 
-// checkDeviceID refuses a name no device can have (mqtt.CheckName).
+// checkDeviceID refuses a name no device can have (ota.CheckName).
 func checkDeviceID(s string) error {
-	if err := mqtt.CheckName(s); err != nil {
+	if err := ota.CheckName(s); err != nil {
 		return fmt.Errorf("device %q: %w", s, err)
 	}
 	return nil

@@ -182,7 +182,9 @@ func (c *Counts) plus(o Counts) {
 	c.TimedOut += o.TimedOut
 }
 
-// bad reports whether the halt rule counts outcome as a failure.
+// IsFailure reports whether the halt rule counts outcome as a failure.
+func IsFailure(outcome ota.Result) bool { return bad(outcome) }
+
 func bad(outcome ota.Result) bool {
 	switch outcome {
 	case ota.ResultFailed, ota.ResultRolledBack, ota.ResultRejected, TimedOut:
@@ -270,9 +272,9 @@ func (s State) Newer(o State) bool {
 	return s.Seq > o.Seq
 }
 
-// consistent is nil when s has the shape of a state p's controller
+// Consistent is nil when s has the shape of a state p's controller
 // records: its name and number of waves, and the waves started so far.
-func (s State) consistent(p *Plan) error {
+func (s State) Consistent(p *Plan) error {
 	if s.Name != p.Name || s.WaveCount != len(p.Waves) || s.Wave != len(s.Waves) || s.Wave > len(p.Waves) {
 		return fmt.Errorf("rollout %q in wave %d of %d with %d waves recorded: not a state of this plan's %d waves",
 			s.Name, s.Wave, s.WaveCount, len(s.Waves), len(p.Waves))
@@ -288,6 +290,11 @@ func (s State) consistent(p *Plan) error {
 	}
 	return nil
 }
+
+// RenewedHere is when this process last claimed or renewed s's lease, on
+// its own (monotonic) clock; zero for a state it never claimed (read from
+// the broker). The controller checks it before every publish.
+func (s State) RenewedHere() time.Time { return s.run.renewed }
 
 // Terminal reports whether nothing more will happen: finished or aborted.
 func (s State) Terminal() bool { return s.Finished != nil || s.Aborted != nil }

@@ -49,15 +49,9 @@ func run(args []string) error {
 	if *bin == "" {
 		*bin = filepath.Join("bin", *arch)
 	}
-	// Reproducible: every timestamp is the last commit's when the Makefile
-	// sets SOURCE_DATE_EPOCH (nfpm reads it too).
-	when := time.Now().UTC()
-	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
-		sec, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", s, err)
-		}
-		when = time.Unix(sec, 0).UTC()
+	when, err := sourceDate()
+	if err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "mkdeb")
 	if err != nil {
@@ -92,24 +86,48 @@ func run(args []string) error {
 	if err := nfpm.Validate(info); err != nil {
 		return fmt.Errorf("%s: %w", *config, err)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(*out, deb.Default.ConventionalFileName(info))
-	f, err := os.Create(path)
+	path, err := writeDeb(info, *out)
 	if err != nil {
-		return err
-	}
-	if err := deb.Default.Package(info, f); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("packaging %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
 		return err
 	}
 	fmt.Println(path)
 	return nil
+}
+
+// sourceDate is every timestamp in the package: the last commit's when the
+// Makefile sets SOURCE_DATE_EPOCH (nfpm reads it too), so builds reproduce.
+func sourceDate() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Now().UTC(), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", s, err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+// writeDeb writes the package under its conventional name in dir; a failed
+// one leaves no file behind.
+func writeDeb(info *nfpm.Info, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, deb.Default.ConventionalFileName(info))
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if err := deb.Default.Package(info, f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return "", fmt.Errorf("packaging %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // nativeVersion is Debian policy 5.6.12's version of a native package: no

@@ -1,8 +1,9 @@
-package rollout
+package controller
 
 import (
 	"context"
 	"errors"
+	"github.com/otad/otad/rollout"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +20,11 @@ func TestReadState(t *testing.T) {
 	a, b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true}), mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p := testPlan(5, 1, Wave{Percent: 100})
-	older, newer := NewState(p, t0), NewState(p, t0)
+	p := testPlan(5, 1, rollout.Wave{Percent: 100})
+	older, newer := rollout.NewState(p, t0), rollout.NewState(p, t0)
 	older.Seq, newer.Seq = 7, 8
-	newer.Lease = &Lease{Holder: "x", Epoch: 2, TTLMS: 30000}
-	older.Lease = &Lease{Holder: "y", Epoch: 1, TTLMS: 30000}
+	newer.Lease = &rollout.Lease{Holder: "x", Epoch: 2, TTLMS: 30000}
+	older.Lease = &rollout.Lease{Holder: "y", Epoch: 1, TTLMS: 30000}
 	older.Seq = 90 // a higher seq under an older epoch is older
 	put := func(u, topic string, payload []byte) {
 		if err := mqtt.PublishRetained(ctx, mqtt.Config{Broker: u}, topic, payload); err != nil {
@@ -49,7 +50,7 @@ func TestReadState(t *testing.T) {
 	put(a.URL, "ota/rollouts/r1/devices/d1", []byte(`{"device":"d1","wave":1,"kept":"success"}`))
 	put(a.URL, "ota/rollouts/r1/devices/d2", []byte(`{"device":"d2","wave":1,"accepted":"timed_out"}`))
 	recs, err := ReadRecords(ctx, mqtt.Config{Broker: a.URL}, "r1")
-	if err != nil || len(recs) != 2 || recs["d2"].Accepted != TimedOut {
+	if err != nil || len(recs) != 2 || recs["d2"].Accepted != rollout.TimedOut {
 		t.Errorf("records %+v %v", recs, err)
 	}
 }

@@ -1,7 +1,8 @@
-package rollout
+package controller
 
 import (
 	"encoding/json"
+	"github.com/otad/otad/rollout"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // gigabytes (bench/rollout measures it).
 type Tracker struct {
 	name, group, prefix string
-	offer               Ref
+	offer               rollout.Ref
 	now                 func() time.Time
 
 	mu      sync.RWMutex
@@ -41,14 +42,14 @@ type Failure struct {
 const maxFailureText = 300
 
 type tracked struct {
-	Device
+	rollout.Device
 	seq  uint64
 	boot uint32 // FNV-1a of the boot ID: an older snapshot of the same boot is ignored
 }
 
 // NewTracker follows the devices under prefix for plan p (now nil: the
 // wall clock).
-func NewTracker(p *Plan, prefix string, now func() time.Time) *Tracker {
+func NewTracker(p *rollout.Plan, prefix string, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
@@ -102,17 +103,17 @@ func (t *Tracker) Message(m mqtt.Message) bool {
 	if prev != nil && prev.boot == boot && st.Seq < prev.seq {
 		return false // an older snapshot of this boot, delivered late
 	}
-	var pd *Device
+	var pd *rollout.Device
 	if prev != nil {
 		pd = &prev.Device
 	}
-	d := Observed(t.name, t.group, t.offer, id, full, pd, now)
+	d := rollout.Observed(t.name, t.group, t.offer, id, full, pd, now)
 	if prev != nil && prev.Device == d && prev.seq == st.Seq {
 		return false
 	}
 	t.devices[id] = &tracked{Device: d, seq: st.Seq, boot: boot}
 	// Only failures are kept whole: they are few, and a halt names them.
-	if o := OutcomeOf(full, t.offer); o.Ended() && bad(o.Result) {
+	if o := rollout.OutcomeOf(full, t.offer); o.Ended() && rollout.IsFailure(o.Result) {
 		msg := o.Message
 		if len(msg) > maxFailureText {
 			msg = strings.ToValidUTF8(msg[:maxFailureText], "") + "…"
@@ -176,29 +177,29 @@ func (t *Tracker) Counts() (devices, inGroup int) {
 
 // Fleet is the Driver's Fleet: the devices as seen, under the tracker's
 // read lock, ready as o says.
-func (t *Tracker) Fleet(o *Observer) func(fn func(View)) {
-	return func(fn func(View)) {
+func (t *Tracker) Fleet(o *Observer) func(fn func(rollout.View)) {
+	return func(fn func(rollout.View)) {
 		ready := o.Ready()
 		t.mu.RLock()
 		defer t.mu.RUnlock()
-		fn(View{Ready: ready, Devices: t.devices})
+		fn(rollout.View{Ready: ready, Devices: t.devices})
 	}
 }
 
 // trackedDevices is the Devices a Tracker holds.
 type trackedDevices map[string]*tracked
 
-func (m trackedDevices) Each(fn func(string, Device)) {
+func (m trackedDevices) Each(fn func(string, rollout.Device)) {
 	for id, d := range m {
 		fn(id, d.Device)
 	}
 }
 
-func (m trackedDevices) Lookup(id string) (Device, bool) {
+func (m trackedDevices) Lookup(id string) (rollout.Device, bool) {
 	if d, ok := m[id]; ok {
 		return d.Device, true
 	}
-	return Device{}, false
+	return rollout.Device{}, false
 }
 
 func (m trackedDevices) Len() int { return len(m) }

@@ -1,4 +1,4 @@
-package rollout
+package controller
 
 import (
 	"sync"
@@ -6,8 +6,8 @@ import (
 )
 
 // Fleet is the fleet as a controller follows it (a Tracker; a
-// *fleetview.View is one too). It is an interface so that rollout need not
-// import fleetview, which imports rollout for OutcomeOf.
+// *fleetview.View is one too): the controller follows the fleet with a
+// Tracker, far smaller per device than a whole fleet view.
 type Fleet interface {
 	Len() int              // devices heard of
 	AnswersDue() time.Time // when the answers to the report request are due; zero when none was sent

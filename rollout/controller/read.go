@@ -1,9 +1,10 @@
-package rollout
+package controller
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/rollout"
 	"log/slog"
 	"time"
 
@@ -20,10 +21,10 @@ var ErrNoState = errors.New("no rollout")
 // older one on some node. A state that cannot be read (over the limit, not
 // JSON) is an error naming it, never "no rollout"; an unreachable broker is
 // skipped while another answers.
-func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State, error) {
+func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, rollout.State, error) {
 	var (
 		raw     []byte
-		best    State
+		best    rollout.State
 		found   bool
 		reached int
 		lastErr error
@@ -40,7 +41,7 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, State{}, ctx.Err()
+				return nil, rollout.State{}, ctx.Err()
 			}
 			log.Warn("rollout: broker not read", "broker", b, "err", err)
 			lastErr = err
@@ -49,14 +50,14 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State
 		reached++
 		b, rerr := in.Retained()
 		if rerr != nil {
-			return nil, State{}, rerr
+			return nil, rollout.State{}, rerr
 		}
 		if len(b) == 0 {
 			continue
 		}
-		s, err := DecodeState(b)
+		s, err := rollout.DecodeState(b)
 		if err != nil {
-			return nil, State{}, fmt.Errorf("state of rollout %s on %s: %w", name, topic, err)
+			return nil, rollout.State{}, fmt.Errorf("state of rollout %s on %s: %w", name, topic, err)
 		}
 		if !found || s.Newer(best) {
 			raw, best, found = b, s, true
@@ -64,9 +65,9 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State
 	}
 	switch {
 	case reached == 0:
-		return nil, State{}, lastErr
+		return nil, rollout.State{}, lastErr
 	case !found:
-		return nil, State{}, fmt.Errorf("%w %q: nothing retained on %s", ErrNoState, name, topic)
+		return nil, rollout.State{}, fmt.Errorf("%w %q: nothing retained on %s", ErrNoState, name, topic)
 	}
 	return raw, best, nil
 }
@@ -76,7 +77,7 @@ func ReadState(ctx context.Context, cfg mqtt.Config, name string) ([]byte, State
 // broker has delivered what it retains. A broker that delivers no retained
 // message to a wildcard (RabbitMQ) gives none: compare with the state's
 // Records, and read those of the devices in question with ReadRecordsOf.
-func ReadRecords(ctx context.Context, cfg mqtt.Config, name string) (map[string]Record, error) {
+func ReadRecords(ctx context.Context, cfg mqtt.Config, name string) (map[string]rollout.Record, error) {
 	in := NewInbox(mqtt.Topics{Prefix: cfg.TopicPrefix}, name, logOf(cfg))
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{in.records: 0}, in.Receive)
 	if err != nil {
@@ -92,7 +93,7 @@ func ReadRecords(ctx context.Context, cfg mqtt.Config, name string) (map[string]
 // ReadRecordsOf reads the records of the given devices by their exact
 // topics (for a broker that gives no retained message to a wildcard), a
 // few hundred topics a subscription.
-func ReadRecordsOf(ctx context.Context, sess *mqtt.Session, in *Inbox, t mqtt.Topics, devices []string) (map[string]Record, error) {
+func ReadRecordsOf(ctx context.Context, sess *mqtt.Session, in *Inbox, t mqtt.Topics, devices []string) (map[string]rollout.Record, error) {
 	const batch = 500
 	for start := 0; start < len(devices); start += batch {
 		filters := map[string]byte{}
@@ -168,7 +169,7 @@ func (r Replicas) PublishRetained(ctx context.Context, payload []byte, topics ..
 			if !ok {
 				ok, grace = true, time.After(replicaGrace)
 			}
-		case errors.Is(res.err, ErrLeaseLost):
+		case errors.Is(res.err, rollout.ErrLeaseLost):
 			return res.err
 		default:
 			errs = append(errs, res.err)

@@ -1,10 +1,11 @@
-package rollout
+package controller
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/otad/otad/rollout"
 	"strings"
 	"sync"
 	"testing"
@@ -24,18 +25,18 @@ type broker struct {
 	// state: the retained state; an offer to a device whose place no
 	// started wave's cursor (or batch in flight) covers is one the state
 	// does not know of.
-	state      *State
+	state      *rollout.State
 	unrecorded []string
 }
 
 // covers reports whether the state has the offer to d on record.
-func (b *broker) covers(p *Plan, d string) bool {
+func (b *broker) covers(p *rollout.Plan, d string) bool {
 	if b.state == nil {
 		return false
 	}
-	place := PlaceOf(p.Name, d)
+	place := rollout.PlaceOf(p.Name, d)
 	for _, w := range b.state.Waves {
-		for _, c := range []*Place{w.Cursor, w.Next} {
+		for _, c := range []*rollout.Place{w.Cursor, w.Next} {
 			if c != nil && place <= *c {
 				return true
 			}
@@ -54,7 +55,7 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 	for _, t := range topics {
 		b.retained[t] = payload
 		if strings.HasSuffix(t, "/state") {
-			var s State
+			var s rollout.State
 			if err := json.Unmarshal(payload, &s); err != nil {
 				return err
 			}
@@ -73,18 +74,18 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 	return nil
 }
 
-func (b *broker) view(fn func(View)) {
+func (b *broker) view(fn func(rollout.View)) {
 	b.mu.Lock()
-	v := b.fleet.view(driverPlan, b.now(), false)
+	v := b.fleet.view(driverPlan, b.now())
 	b.mu.Unlock()
 	fn(v)
 }
 
-func (b *broker) retainedState(t *testing.T, name string) State {
+func (b *broker) retainedState(t *testing.T, name string) rollout.State {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var s State
+	var s rollout.State
 	if err := json.Unmarshal(b.retained["ota/rollouts/"+name+"/state"], &s); err != nil {
 		t.Fatalf("retained state: %v", err)
 	}
@@ -117,21 +118,21 @@ func newWorld(badEvery int) (*broker, *fakeClock) {
 	return b, clk
 }
 
-func driver(p *Plan, b *broker, clk *fakeClock, cmds chan Command) *Driver {
+func driver(p *rollout.Plan, b *broker, clk *fakeClock, cmds chan rollout.Command) *Driver {
 	return &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: b, Fleet: b.view, Commands: cmds, Tick: time.Millisecond, Now: clk.now, Holder: "test"}
 }
 
-var driverPlan = testPlan(5, 10, named(30*time.Minute, "gw-0001", "gw-0002"), Wave{Percent: 10, Soak: time.Hour}, Wave{Percent: 100})
+var driverPlan = testPlan(5, 10, named(30*time.Minute, "gw-0001", "gw-0002"), rollout.Wave{Percent: 10, Soak: time.Hour}, rollout.Wave{Percent: 100})
 
 func TestDriverFinishes(t *testing.T) {
 	b, clk := newWorld(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := driver(driverPlan, b, clk, nil).Run(ctx, NewState(driverPlan, t0))
-	if err != nil || s.Phase != PhaseFinished || s.Counts.Success != 200 {
+	s, err := driver(driverPlan, b, clk, nil).Run(ctx, rollout.NewState(driverPlan, t0))
+	if err != nil || s.Phase != rollout.PhaseFinished || s.Counts.Success != 200 {
 		t.Fatalf("run: %v, %s %+v", err, s.Phase, s.Counts)
 	}
-	if got := b.retainedState(t, "r1"); got.Phase != PhaseFinished || got.Updated != s.Updated {
+	if got := b.retainedState(t, "r1"); got.Phase != rollout.PhaseFinished || got.Updated != s.Updated {
 		t.Errorf("retained state %s, returned %s", got.Phase, s.Phase)
 	}
 	if !bytes.Equal(b.retained["ota/devices/gw-0150/desired"], driverPlan.Offer.Envelope) {
@@ -146,7 +147,7 @@ func TestDriverFinishes(t *testing.T) {
 
 func TestDriverHalts(t *testing.T) {
 	b, clk := newWorld(5)
-	s, err := driver(driverPlan, b, clk, nil).Run(context.Background(), NewState(driverPlan, t0))
+	s, err := driver(driverPlan, b, clk, nil).Run(context.Background(), rollout.NewState(driverPlan, t0))
 	if !errors.Is(err, ErrHalted) || s.Wave != 2 || len(b.fleet.offered) != 20 {
 		t.Fatalf("run: %v in wave %d, %d devices offered; want halted in wave 2 with 20", err, s.Wave, len(b.fleet.offered))
 	}
@@ -156,8 +157,8 @@ func TestDriverHalts(t *testing.T) {
 		t.Fatalf("restart: %v, %d offered", err, len(b.fleet.offered))
 	}
 	// ...until an operator's resume, retained on the control topic, waits for it.
-	cmds := make(chan Command, 1)
-	cmds <- Command{ID: "c1", Op: OpResume, By: "op"}
+	cmds := make(chan rollout.Command, 1)
+	cmds <- rollout.Command{ID: "c1", Op: rollout.OpResume, By: "op"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err = driver(driverPlan, b, clk, cmds).Run(ctx, again)
@@ -171,7 +172,7 @@ func TestDriverHalts(t *testing.T) {
 func TestDriverKilledAndRestarted(t *testing.T) {
 	for _, bad := range []int{0, 5} {
 		b, clk := newWorld(bad)
-		s := NewState(driverPlan, t0)
+		s := rollout.NewState(driverPlan, t0)
 		var err error
 		for kills := 0; ; kills++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
@@ -186,7 +187,7 @@ func TestDriverKilledAndRestarted(t *testing.T) {
 			}
 		}
 		ref, refClk := newWorld(bad)
-		want, wantErr := driver(driverPlan, ref, refClk, nil).Run(context.Background(), NewState(driverPlan, t0))
+		want, wantErr := driver(driverPlan, ref, refClk, nil).Run(context.Background(), rollout.NewState(driverPlan, t0))
 		got := b.retainedState(t, "r1")
 		if (err == nil) != (wantErr == nil) || got.Phase != want.Phase || got.Wave != want.Wave || got.Counts != want.Counts {
 			t.Errorf("bad every %d: killed %s wave %d %+v (%v); straight %s wave %d %+v (%v)", bad,
@@ -207,7 +208,7 @@ func TestDriverStateFirst(t *testing.T) {
 		b, clk := newWorld(bad)
 		b.failNext = 3
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		s, err := driver(driverPlan, b, clk, nil).Run(ctx, NewState(driverPlan, t0))
+		s, err := driver(driverPlan, b, clk, nil).Run(ctx, rollout.NewState(driverPlan, t0))
 		cancel()
 		if (bad == 0 && err != nil) || (bad != 0 && !errors.Is(err, ErrHalted)) {
 			t.Fatalf("run: %v %s", err, s.Phase)

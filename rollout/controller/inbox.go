@@ -1,8 +1,9 @@
-package rollout
+package controller
 
 import (
 	"context"
 	"fmt"
+	"github.com/otad/otad/rollout"
 	"log/slog"
 	"maps"
 	"strings"
@@ -26,16 +27,16 @@ type Inbox struct {
 	state, control, records string
 	name                    string
 	log                     *slog.Logger
-	cmds                    chan Command
-	seen                    chan State
+	cmds                    chan rollout.Command
+	seen                    chan rollout.State
 
 	mu      sync.Mutex
 	started bool   // Retained was called: later states go to Seen
 	raw     []byte // the latest state message
 	rawErr  error  // it could not be read
-	latest  *State
-	recs    map[string]Record
-	mine    *Lease // the lease this controller holds (Hold)
+	latest  *rollout.State
+	recs    map[string]rollout.Record
+	mine    *rollout.Lease // the lease this controller holds (Hold)
 }
 
 // NewInbox listens for rollout name under the topic prefix t.Prefix.
@@ -44,7 +45,7 @@ func NewInbox(t mqtt.Topics, name string, log *slog.Logger) *Inbox {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Inbox{state: t.RolloutState(name), control: t.RolloutControl(name), records: t.RolloutDevices(name), name: name,
-		log: log, cmds: make(chan Command, commandQueue), seen: make(chan State, 1), recs: map[string]Record{}}
+		log: log, cmds: make(chan rollout.Command, commandQueue), seen: make(chan rollout.State, 1), recs: map[string]rollout.Record{}}
 }
 
 // Topics are the subscriptions the inbox needs, with their QoS: the
@@ -66,7 +67,7 @@ func (in *Inbox) Receive(m mqtt.Message) {
 			in.log.Warn("rollout: ignoring a control message over the limit", "topic", m.Topic, "bytes", m.Oversized)
 			return
 		}
-		c, err := DecodeCommand(m.Payload)
+		c, err := rollout.DecodeCommand(m.Payload)
 		if err != nil {
 			in.log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
 			return
@@ -83,7 +84,7 @@ func (in *Inbox) Receive(m mqtt.Message) {
 
 func (in *Inbox) stateMessage(m mqtt.Message) {
 	var (
-		s   State
+		s   rollout.State
 		err error
 	)
 	switch {
@@ -91,7 +92,7 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 		err = fmt.Errorf("state of rollout %s is %d bytes, over the limit of %d", in.name, m.Oversized, mqtt.MaxFleetMessage)
 	case len(m.Payload) == 0:
 	default:
-		if s, err = DecodeState(m.Payload); err != nil {
+		if s, err = rollout.DecodeState(m.Payload); err != nil {
 			err = fmt.Errorf("state of rollout %s on %s: %w", in.name, in.state, err)
 		}
 	}
@@ -131,7 +132,7 @@ func (in *Inbox) record(m mqtt.Message) {
 	if len(m.Payload) == 0 {
 		return
 	}
-	r, err := DecodeRecord(m.Payload, id)
+	r, err := rollout.DecodeRecord(m.Payload, id)
 	if err != nil {
 		in.log.Warn("rollout: ignoring a record", "topic", m.Topic, "err", err)
 		return
@@ -153,20 +154,20 @@ func (in *Inbox) Retained() ([]byte, error) {
 }
 
 // Records are the per-device records received so far.
-func (in *Inbox) Records() map[string]Record {
+func (in *Inbox) Records() map[string]rollout.Record {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return maps.Clone(in.recs)
 }
 
 // Commands are the operator's commands, in the order they arrived.
-func (in *Inbox) Commands() <-chan Command { return in.cmds }
+func (in *Inbox) Commands() <-chan rollout.Command { return in.cmds }
 
 // Seen carries the states delivered after Retained, the newest kept.
-func (in *Inbox) Seen() <-chan State { return in.seen }
+func (in *Inbox) Seen() <-chan rollout.State { return in.seen }
 
 // Hold records the lease this controller holds, for Check.
-func (in *Inbox) Hold(l Lease) {
+func (in *Inbox) Hold(l rollout.Lease) {
 	in.mu.Lock()
 	in.mine = &l
 	in.mu.Unlock()
@@ -183,8 +184,8 @@ func (in *Inbox) Check(sess interface{ Sync(context.Context) error }) func(conte
 		}
 		in.mu.Lock()
 		defer in.mu.Unlock()
-		if in.latest != nil && Lost(in.mine, *in.latest) {
-			return fmt.Errorf("%w: controller %s took rollout %s (epoch %d)", ErrLeaseLost, in.latest.Lease.Holder, in.name, in.latest.Lease.Epoch)
+		if in.latest != nil && rollout.Lost(in.mine, *in.latest) {
+			return fmt.Errorf("%w: controller %s took rollout %s (epoch %d)", rollout.ErrLeaseLost, in.latest.Lease.Holder, in.name, in.latest.Lease.Epoch)
 		}
 		return nil
 	}

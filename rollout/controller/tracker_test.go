@@ -1,7 +1,8 @@
-package rollout
+package controller
 
 import (
 	"encoding/json"
+	"github.com/otad/otad/rollout"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // another device is ignored, and a decided outcome stays when a later
 // status is about another image.
 func TestTracker(t *testing.T) {
-	p := testPlan(5, 1, Wave{Percent: 100})
+	p := testPlan(5, 1, rollout.Wave{Percent: 100})
 	now := t0
 	tr := NewTracker(p, "ota", func() time.Time { return now })
 	msg := func(id string, seq uint64, boot, what string) mqtt.Message {
@@ -24,10 +25,10 @@ func TestTracker(t *testing.T) {
 		b, _ := json.Marshal(st)
 		return mqtt.Message{Topic: "ota/devices/" + id + "/status", Payload: b}
 	}
-	get := func(id string) (Device, bool) {
-		var d Device
+	get := func(id string) (rollout.Device, bool) {
+		var d rollout.Device
 		var ok bool
-		tr.Fleet(NewObserver(tr, 0, nil))(func(v View) { d, ok = v.Devices.Lookup(id) })
+		tr.Fleet(NewObserver(tr, 0, nil))(func(v rollout.View) { d, ok = v.Devices.Lookup(id) })
 		return d, ok
 	}
 	steps := []struct {
@@ -35,16 +36,16 @@ func TestTracker(t *testing.T) {
 		m       mqtt.Message
 		changed bool
 		id      string
-		want    *Device // nil: not there
+		want    *rollout.Device // nil: not there
 	}{
-		{"a device in the group", msg("d1", 1, "b1", ""), true, "d1", &Device{InGroup: true, Seen: t0}},
-		{"the same again", msg("d1", 1, "b1", ""), false, "d1", &Device{InGroup: true, Seen: t0}},
-		{"installing the offer", msg("d1", 2, "b1", "installing"), true, "d1", &Device{InGroup: true, Working: true, Seen: t0}},
-		{"an older snapshot of the boot", msg("d1", 1, "b1", ""), false, "d1", &Device{InGroup: true, Working: true, Seen: t0}},
-		{"its outcome", msg("d1", 3, "b1", "success"), true, "d1", &Device{InGroup: true, Outcome: ota.ResultSuccess, Seen: t0}},
+		{"a device in the group", msg("d1", 1, "b1", ""), true, "d1", &rollout.Device{InGroup: true, Seen: t0}},
+		{"the same again", msg("d1", 1, "b1", ""), false, "d1", &rollout.Device{InGroup: true, Seen: t0}},
+		{"installing the offer", msg("d1", 2, "b1", "installing"), true, "d1", &rollout.Device{InGroup: true, Working: true, Seen: t0}},
+		{"an older snapshot of the boot", msg("d1", 1, "b1", ""), false, "d1", &rollout.Device{InGroup: true, Working: true, Seen: t0}},
+		{"its outcome", msg("d1", 3, "b1", "success"), true, "d1", &rollout.Device{InGroup: true, Outcome: ota.ResultSuccess, Seen: t0}},
 		{"a new boot, another image: the outcome stays", msg("d1", 1, "b2", "old-success"), true, "d1",
-			&Device{InGroup: true, Outcome: ota.ResultSuccess, Moved: true, Seen: t0}},
-		{"out of the group", msg("d2", 1, "b", "out"), true, "d2", &Device{Seen: t0}},
+			&rollout.Device{InGroup: true, Outcome: ota.ResultSuccess, Moved: true, Seen: t0}},
+		{"out of the group", msg("d2", 1, "b", "out"), true, "d2", &rollout.Device{Seen: t0}},
 		{"another device's status", mqtt.Message{Topic: "ota/devices/d3/status", Payload: msg("d4", 1, "b", "").Payload}, false, "d3", nil},
 		{"over the limit", mqtt.Message{Topic: "ota/devices/d3/status", Oversized: 200000}, false, "d3", nil},
 		{"not JSON", mqtt.Message{Topic: "ota/devices/d3/status", Payload: []byte("{")}, false, "d3", nil},
@@ -63,7 +64,7 @@ func TestTracker(t *testing.T) {
 			continue
 		}
 		want := *st.want
-		want.Place = PlaceOf(p.Name, st.id)
+		want.Place = rollout.PlaceOf(p.Name, st.id)
 		if !ok || d != want {
 			t.Errorf("%s: %+v, want %+v", st.name, d, want)
 		}

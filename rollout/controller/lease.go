@@ -1,4 +1,4 @@
-package operator
+package controller
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/otad/otad/rollout"
 )
 
-// The lease, seen from otactl: who holds a rollout, and the one client ID
+// The lease, seen from the world: who holds a rollout, and the one client ID
 // its controllers share (docs/contract/rollouts.md, one controller per
 // rollout).
 
@@ -34,8 +34,8 @@ import (
 func checkLease(ctx context.Context, cfg mqtt.Config, name, holder string, here where, takeOver bool, stderr io.Writer) (gone string, err error) {
 	var first *rollout.Lease
 	for {
-		_, s, err := rollout.ReadState(ctx, cfg, name)
-		if errors.Is(err, rollout.ErrNoState) {
+		_, s, err := ReadState(ctx, cfg, name)
+		if errors.Is(err, ErrNoState) {
 			return "", nil
 		}
 		if err != nil {
@@ -123,11 +123,11 @@ func holderGone(l *rollout.Lease, here where) (string, bool) {
 
 func bootShort(id string) string { return id[:min(len(id), 8)] }
 
-// controllerID is the MQTT client ID every controller of a rollout
+// ClientID is the MQTT client ID every controller of a rollout
 // connects with: the broker lets one connection have it, so a controller
 // that takes a rollout over cuts the last one off (docs/contract/rollouts.md,
 // one controller per rollout). At most 88 bytes (AWS IoT Core takes 128).
-func controllerID(prefix, name string) string {
+func ClientID(prefix, name string) string {
 	h := sha256.Sum256([]byte(prefix))
 	return "otactl-rollout-" + name + "-" + hex.EncodeToString(h[:4])
 }

@@ -1,10 +1,11 @@
-package rollout
+package controller
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/rollout"
 	"log/slog"
 	"time"
 
@@ -41,16 +42,16 @@ func refuse(format string, args ...any) error { return badState{fmt.Errorf(forma
 // state it will go on from; and it publishes nothing once its lease has
 // ended by its own clock.
 type Driver struct {
-	Plan   *Plan
+	Plan   *rollout.Plan
 	Topics mqtt.Topics // the prefix; Device is ignored
 	// Pub publishes the state and the per-device records; Offers the
 	// offers (nil: Pub).
 	Pub, Offers Publisher
 	// Fleet calls fn with the fleet as seen now; fn must not keep it.
-	Fleet func(fn func(View))
+	Fleet func(fn func(rollout.View))
 	// Records are the per-device records read back at start; the driver
 	// adds every record it writes.
-	Records map[string]Record
+	Records map[string]rollout.Record
 	// Holder names this controller in the lease; TTL is the lease's
 	// (default DefaultLease).
 	Holder string
@@ -62,8 +63,8 @@ type Driver struct {
 	Gone         string
 	// Commands carries the operator's commands (the control topic); Seen
 	// the rollout's state as delivered after a reconnect.
-	Commands <-chan Command
-	Seen     <-chan State
+	Commands <-chan rollout.Command
+	Seen     <-chan rollout.State
 	// Changed, if set, asks for a step now (the fleet changed); otherwise
 	// Tick paces the steps. Both are needed: timeouts and soaks end
 	// without any message.
@@ -71,7 +72,7 @@ type Driver struct {
 	Tick    time.Duration // default 1s
 	Now     func() time.Time
 	// OnState is called with every state published (a live table).
-	OnState func(State)
+	OnState func(rollout.State)
 	Log     *slog.Logger
 }
 
@@ -82,10 +83,10 @@ type Driver struct {
 // out), so the state records them all (docs/contract/rollouts.md); a
 // resume meanwhile goes on. A halted rollout given to Run with none
 // pending ends at once unless a pending command resumes it.
-func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
+func (d *Driver) Run(ctx context.Context, s rollout.State) (last rollout.State, err error) {
 	d.defaults()
 	defer func() {
-		if !errors.Is(err, ErrLeaseLost) {
+		if !errors.Is(err, rollout.ErrLeaseLost) {
 			last = d.release(ctx, last)
 		}
 	}()
@@ -114,14 +115,14 @@ func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 		if s.Halted != nil && !recording(s) {
 			return s, fmt.Errorf("%w: %s", ErrHalted, s.Halted.Reason)
 		}
-		var in Input
+		var in rollout.Input
 		select {
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case c := <-d.Commands:
 			in = c
 		case seen := <-d.Seen:
-			in = Seen{State: seen}
+			in = rollout.Seen{State: seen}
 		case <-d.Changed:
 		case <-t.C:
 		}
@@ -143,7 +144,7 @@ func (d *Driver) Run(ctx context.Context, s State) (last State, err error) {
 
 // recording: halted with devices offered that have no outcome yet, which
 // the controller stays on to record.
-func recording(s State) bool { return s.Halted != nil && !s.Terminal() && s.Counts.Pending > 0 }
+func recording(s rollout.State) bool { return s.Halted != nil && !s.Terminal() && s.Counts.Pending > 0 }
 
 func (d *Driver) defaults() {
 	if d.Now == nil {
@@ -156,10 +157,10 @@ func (d *Driver) defaults() {
 		d.Offers = d.Pub
 	}
 	if d.TTL <= 0 {
-		d.TTL = DefaultLease
+		d.TTL = rollout.DefaultLease
 	}
 	if d.Records == nil {
-		d.Records = map[string]Record{}
+		d.Records = map[string]rollout.Record{}
 	}
 }
 
@@ -169,11 +170,11 @@ func (d *Driver) defaults() {
 // controller holds its lease, else a new state; either way it claims the
 // lease and publishes the state at once. It reports whether it resumed a
 // retained state.
-func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed bool, err error) {
+func (d *Driver) Start(ctx context.Context, retained []byte) (s rollout.State, resumed bool, err error) {
 	d.defaults()
 	topic := d.Topics.RolloutState(d.Plan.Name)
 	if len(retained) > 0 {
-		if s, err = DecodeState(retained); err != nil {
+		if s, err = rollout.DecodeState(retained); err != nil {
 			return s, false, refuse("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
 		if s.PlanHash != d.Plan.Hash {
@@ -182,18 +183,18 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed b
 		}
 		// The same plan hash and a state Step cannot go on from: written by
 		// something else than a controller.
-		if err := s.consistent(d.Plan); err != nil {
+		if err := s.Consistent(d.Plan); err != nil {
 			return s, false, refuse("retained state of rollout %s on %s: %w", d.Plan.Name, topic, err)
 		}
 		resumed = true
 	} else {
-		s = NewState(d.Plan, d.Now())
+		s = rollout.NewState(d.Plan, d.Now())
 	}
-	next, acts := Step(s, d.Plan, Claim{Holder: d.Holder, TTL: d.TTL, Host: d.Host, BootID: d.BootID, PID: d.PID, Gone: d.Gone}, d.Now())
+	next, acts := rollout.Step(s, d.Plan, rollout.Claim{Holder: d.Holder, TTL: d.TTL, Host: d.Host, BootID: d.BootID, PID: d.PID, Gone: d.Gone}, d.Now())
 	for _, a := range acts {
-		if r, ok := a.(Refused); ok {
+		if r, ok := a.(rollout.Refused); ok {
 			return s, resumed, fmt.Errorf("%w: rollout %s is held by %s; it expires at %s unless renewed",
-				ErrLeaseHeld, d.Plan.Name, r.Lease.String(), r.Lease.Expires().UTC().Format(time.RFC3339))
+				rollout.ErrLeaseHeld, d.Plan.Name, r.Lease.String(), r.Lease.Expires().UTC().Format(time.RFC3339))
 		}
 	}
 	if err := d.publishState(ctx, next); err != nil {
@@ -205,10 +206,10 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s State, resumed b
 // release gives the lease up as the controller stops, so the next one
 // need not wait for it to expire; it tries for a few seconds, even after
 // ctx ended (an interrupt).
-func (d *Driver) release(ctx context.Context, s State) State {
+func (d *Driver) release(ctx context.Context, s rollout.State) rollout.State {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	next, err := d.step(ctx, s, Release{})
+	next, err := d.step(ctx, s, rollout.Release{})
 	if err != nil || next.Lease == nil || next.Lease.Released.IsZero() {
 		d.Log.Warn("rollout: lease not released; the next controller waits for it to expire", "rollout", s.Name, "err", err)
 	}
@@ -224,7 +225,7 @@ func finished(err error) error {
 }
 
 // endOf says how a state ends a run: nil while it goes on.
-func endOf(s State) error {
+func endOf(s rollout.State) error {
 	switch {
 	case s.Aborted != nil:
 		return fmt.Errorf("%w: %s", ErrAborted, s.Aborted.Reason)
@@ -243,15 +244,15 @@ var errFinished = errors.New("finished")
 // of offers went out and more wait (an unpaced wave goes out batch after
 // batch, not a batch a tick). Step runs under the fleet's lock; the actions
 // after it, so the fleet goes on taking messages while they publish.
-func (d *Driver) observe(ctx context.Context, s State) (State, error) {
+func (d *Driver) observe(ctx context.Context, s rollout.State) (rollout.State, error) {
 	for {
 		var (
-			next State
-			acts []Action
+			next rollout.State
+			acts []rollout.Action
 		)
-		d.Fleet(func(v View) {
+		d.Fleet(func(v rollout.View) {
 			v.Records = d.Records
-			next, acts = Step(s, d.Plan, Observe{View: v}, d.Now())
+			next, acts = rollout.Step(s, d.Plan, rollout.Observe{View: v}, d.Now())
 		})
 		var more bool
 		var err error
@@ -263,8 +264,8 @@ func (d *Driver) observe(ctx context.Context, s State) (State, error) {
 }
 
 // step runs one input that needs no view.
-func (d *Driver) step(ctx context.Context, s State, in Input) (State, error) {
-	next, acts := Step(s, d.Plan, in, d.Now())
+func (d *Driver) step(ctx context.Context, s rollout.State, in rollout.Input) (rollout.State, error) {
+	next, acts := rollout.Step(s, d.Plan, in, d.Now())
 	s, _, err := d.carry(ctx, s, next, acts)
 	return s, err
 }
@@ -272,51 +273,51 @@ func (d *Driver) step(ctx context.Context, s State, in Input) (State, error) {
 // carry carries out a step's actions. It returns the state to go on from:
 // next if it was published, else s (Step is pure: the same input decides
 // the same again on the next try); more is set when offers went out.
-func (d *Driver) carry(ctx context.Context, s, next State, acts []Action) (State, bool, error) {
+func (d *Driver) carry(ctx context.Context, s, next rollout.State, acts []rollout.Action) (rollout.State, bool, error) {
 	var end error
 	more := false
 	for _, a := range acts {
 		switch a := a.(type) {
-		case LeaseLost:
+		case rollout.LeaseLost:
 			d.Log.Error("rollout: lease lost; stopping without publishing", "rollout", s.Name, "reason", a.Reason)
-			return s, false, fmt.Errorf("%w: %s", ErrLeaseLost, a.Reason)
-		case PublishRecord:
+			return s, false, fmt.Errorf("%w: %s", rollout.ErrLeaseLost, a.Reason)
+		case rollout.PublishRecord:
 			if err := d.publishRecord(ctx, next, a.Record); err != nil {
 				d.Log.Error("rollout: record not published; trying again", "rollout", s.Name, "device", a.Record.Device, "err", err)
 				return s, false, leaseOr(ctx, err)
 			}
-		case PublishState:
+		case rollout.PublishState:
 			if err := d.publishState(ctx, a.State); err != nil {
 				d.Log.Error("rollout: state not published; trying again", "rollout", s.Name, "err", err)
 				return s, false, leaseOr(ctx, err)
 			}
-		case Offer:
+		case rollout.Offer:
 			if done, err := d.offerInTime(ctx, next, a); err != nil {
 				d.Log.Error("rollout: offers not all published; trying again", "rollout", s.Name, "wave", a.Wave, "published", done, "of", len(a.Devices), "err", err)
 				// What went out is confirmed: the next try goes on from there.
-				if in := d.partly(a, done); in != nil && !errors.Is(err, ErrLeaseLost) {
+				if in := d.partly(a, done); in != nil && !errors.Is(err, rollout.ErrLeaseLost) {
 					if n, serr := d.step(ctx, next, in); serr == nil {
 						next = n
 					}
 				}
 				return next, false, leaseOr(ctx, err)
 			}
-			var in Input = Offered{Wave: a.Wave, Through: a.Through}
+			var in rollout.Input = rollout.Offered{Wave: a.Wave, Through: a.Through}
 			if a.CatchUp {
-				in = CaughtUp{N: len(a.Devices)}
+				in = rollout.CaughtUp{N: len(a.Devices)}
 			}
 			var err error
 			if next, err = d.step(ctx, next, in); err != nil {
 				return next, false, err
 			}
 			more = true
-		case Halt:
+		case rollout.Halt:
 			d.Log.Warn("rollout halted", "rollout", s.Name, "reason", a.Reason)
 			end = fmt.Errorf("%w: %s", ErrHalted, a.Reason)
-		case Abort:
+		case rollout.Abort:
 			d.Log.Warn("rollout aborted", "rollout", s.Name, "reason", a.Reason)
 			end = fmt.Errorf("%w: %s", ErrAborted, a.Reason)
-		case Finish:
+		case rollout.Finish:
 			d.Log.Info("rollout finished", "rollout", s.Name)
 			end = errFinished
 		}
@@ -327,7 +328,7 @@ func (d *Driver) carry(ctx context.Context, s, next State, acts []Action) (State
 // leaseOr is ErrLeaseLost or the end of ctx when err says so, else nil:
 // a failed publish is tried again on the next step.
 func leaseOr(ctx context.Context, err error) error {
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, rollout.ErrLeaseLost) {
 		return err
 	}
 	return ctx.Err()
@@ -336,18 +337,18 @@ func leaseOr(ctx context.Context, err error) error {
 // leaseLeft is nil while s's lease, held by this process, has not expired
 // by its own clock: checked before every publish, so a controller frozen
 // past its lease publishes nothing when it wakes.
-func (d *Driver) leaseLeft(s State) error {
+func (d *Driver) leaseLeft(s rollout.State) error {
 	l := s.Lease
-	if l == nil || s.run.renewed.IsZero() {
+	if l == nil || s.RenewedHere().IsZero() {
 		return nil
 	}
-	if age := d.Now().Sub(s.run.renewed); age >= l.TTL() {
-		return fmt.Errorf("%w: not renewed for %v, past its %v", ErrLeaseLost, age.Round(time.Millisecond), l.TTL())
+	if age := d.Now().Sub(s.RenewedHere()); age >= l.TTL() {
+		return fmt.Errorf("%w: not renewed for %v, past its %v", rollout.ErrLeaseLost, age.Round(time.Millisecond), l.TTL())
 	}
 	return nil
 }
 
-func (d *Driver) publishState(ctx context.Context, s State) error {
+func (d *Driver) publishState(ctx context.Context, s rollout.State) error {
 	if err := d.leaseLeft(s); err != nil {
 		return err
 	}
@@ -364,7 +365,7 @@ func (d *Driver) publishState(ctx context.Context, s State) error {
 	return nil
 }
 
-func (d *Driver) publishRecord(ctx context.Context, s State, r Record) error {
+func (d *Driver) publishRecord(ctx context.Context, s rollout.State, r rollout.Record) error {
 	if err := d.leaseLeft(s); err != nil {
 		return err
 	}

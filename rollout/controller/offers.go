@@ -1,9 +1,10 @@
-package rollout
+package controller
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/otad/otad/rollout"
 
 	"github.com/otad/otad/mqtt"
 )
@@ -12,9 +13,9 @@ import (
 // renewed: a broker slow to acknowledge (a cluster failing over) must not
 // hold the renewal up past the lease. The batch is asked for again on the
 // next step, after the renewal; offers are the same bytes each time.
-func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) (int, error) {
-	if l := s.Lease; l != nil && !s.run.renewed.IsZero() {
-		if left := s.run.renewed.Add(l.TTL() * 2 / 3).Sub(d.Now()); left > 0 {
+func (d *Driver) offerInTime(ctx context.Context, s rollout.State, o rollout.Offer) (int, error) {
+	if l := s.Lease; l != nil && !s.RenewedHere().IsZero() {
+		if left := s.RenewedHere().Add(l.TTL() * 2 / 3).Sub(d.Now()); left > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, left)
 			defer cancel()
@@ -30,17 +31,17 @@ func (d *Driver) offerInTime(ctx context.Context, s State, o Offer) (int, error)
 // partly is the confirmation of the first done devices of o, nil when
 // there is nothing to confirm. A wave's batch is confirmed up to a place
 // none of the devices not yet out shares (they are in the stable order).
-func (d *Driver) partly(o Offer, done int) Input {
+func (d *Driver) partly(o rollout.Offer, done int) rollout.Input {
 	if done <= 0 {
 		return nil
 	}
 	if o.CatchUp {
-		return CaughtUp{N: done}
+		return rollout.CaughtUp{N: done}
 	}
 	for k := done; k > 0; k-- {
-		p := PlaceOf(d.Plan.Name, o.Devices[k-1])
-		if k == len(o.Devices) || PlaceOf(d.Plan.Name, o.Devices[k]) != p {
-			return Offered{Wave: o.Wave, Through: p}
+		p := rollout.PlaceOf(d.Plan.Name, o.Devices[k-1])
+		if k == len(o.Devices) || rollout.PlaceOf(d.Plan.Name, o.Devices[k]) != p {
+			return rollout.Offered{Wave: o.Wave, Through: p}
 		}
 	}
 	return nil
@@ -51,7 +52,7 @@ const offerChunk = 1000
 
 // offer publishes the plan's envelope retained on each device's desired
 // topic; it returns how many went out (whole chunks), in order.
-func (d *Driver) offer(ctx context.Context, s State, o Offer) (int, error) {
+func (d *Driver) offer(ctx context.Context, s rollout.State, o rollout.Offer) (int, error) {
 	what := "offering"
 	if o.CatchUp {
 		what = "offering again (catch-up)"

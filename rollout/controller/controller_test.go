@@ -1,4 +1,4 @@
-package rollout
+package controller
 
 import (
 	"context"
@@ -11,56 +11,8 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
-
-func TestDecodeCommand(t *testing.T) {
-	tests := []struct {
-		in, err string
-		want    Command
-	}{
-		{`{"id":"c1","op":"pause","reason":"tickets","by":"alice","time":"2026-11-29T11:00:00Z"}`, "",
-			Command{ID: "c1", Op: OpPause, Reason: "tickets", By: "alice", Time: time.Date(2026, 11, 29, 11, 0, 0, 0, time.UTC)}},
-		{`{"id":"c2","op":"abort"}`, "", Command{ID: "c2", Op: OpAbort}},
-		{`{"op":"resume"}`, "command without an id", Command{}},
-		{`{"id":"c3","op":"restart"}`, `unknown op "restart"`, Command{}},
-		{`pause`, "not a command", Command{}},
-		{``, "not a command", Command{}},
-	}
-	for _, tc := range tests {
-		got, err := DecodeCommand([]byte(tc.in))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %+v %v, want %+v", tc.in, got, err, tc.want)
-		}
-	}
-	c := NewCommand(OpResume, "fixed", "bob", t0)
-	b, err := c.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, err := DecodeCommand(b); err != nil || again != c || len(c.ID) != 16 || NewCommand(OpResume, "", "", t0).ID == c.ID {
-		t.Fatalf("command %+v round trips as %+v (%v); IDs must be fresh", c, again, err)
-	}
-}
-
-// Control messages come from the broker: whatever arrives, a command is
-// returned only with an ID and a known op.
-func FuzzDecodeCommand(f *testing.F) {
-	f.Add([]byte(`{"id":"c1","op":"pause","time":"2026-11-29T11:00:00Z"}`))
-	f.Add([]byte(`{"id":"","op":"abort"}`))
-	f.Add([]byte(`{"id":"c1","op":"pause","time":"x"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := DecodeCommand(b)
-		if err == nil && (c.ID == "" || !c.Op.Valid()) {
-			t.Fatalf("accepted %q as %+v", b, c)
-		}
-	})
-}
 
 // retain is a publisher that keeps the last message per topic.
 type retain struct {
@@ -86,18 +38,18 @@ func (r *retain) PublishRetained(_ context.Context, payload []byte, topics ...st
 // live controller holds; otherwise it takes the lease and publishes the
 // state before anything else.
 func TestDriverStart(t *testing.T) {
-	p := testPlan(5, 1, named(0, "d1"), Wave{Percent: 100})
+	p := testPlan(5, 1, named(0, "d1"), rollout.Wave{Percent: 100})
 	const topic = "ota/rollouts/r1/state"
-	running, _ := run(t, p, obs(0, "d1"))
-	enc := func(s State) []byte { b, _ := s.Encode(); return b }
+	running, _ := rollout.Step(rollout.NewState(p, t0), p, rollout.Observe{View: view("d1")}, t0)
+	enc := func(s rollout.State) []byte { b, _ := s.Encode(); return b }
 	otherPlan := running
 	otherPlan.PlanHash = "h2"
 	tooFar := running
 	tooFar.Wave = 2
 	held := running
-	held.Lease = &Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-10 * time.Second), TTLMS: 30000}
+	held.Lease = &rollout.Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-10 * time.Second), TTLMS: 30000}
 	expired := held
-	expired.Lease = &Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-31 * time.Second), TTLMS: 30000}
+	expired.Lease = &rollout.Lease{Holder: "ctl-a", Epoch: 4, Since: t0.Add(-time.Hour), Renewed: t0.Add(-31 * time.Second), TTLMS: 30000}
 	tests := []struct {
 		name     string
 		retained []byte
@@ -130,7 +82,7 @@ func TestDriverStart(t *testing.T) {
 			if err != nil || resumed != tc.resumed {
 				t.Fatalf("%v, resumed %v", err, resumed)
 			}
-			got, err := DecodeState(pub.msgs[topic])
+			got, err := rollout.DecodeState(pub.msgs[topic])
 			if err != nil || got.PlanHash != "h1" || got.Lease == nil || got.Lease.Holder != "ctl-b" || got.Lease.Epoch != tc.epoch || s.Lease.Epoch != tc.epoch {
 				t.Fatalf("published %+v (%v)", got, err)
 			}
@@ -149,8 +101,8 @@ func TestDriverStart(t *testing.T) {
 // A retained state comes from the broker: whatever Start accepts, Step can
 // go on from without failing.
 func FuzzStart(f *testing.F) {
-	p := testPlan(5, 1, named(0, "d1"), Wave{Percent: 10}, Wave{Percent: 100})
-	s, _ := Step(NewState(p, t0), p, Observe{View: view("d1")}, t0)
+	p := testPlan(5, 1, named(0, "d1"), rollout.Wave{Percent: 10}, rollout.Wave{Percent: 100})
+	s, _ := rollout.Step(rollout.NewState(p, t0), p, rollout.Observe{View: view("d1")}, t0)
 	b, _ := s.Encode()
 	f.Add(b)
 	f.Add([]byte(`{"name":"r1","plan_hash":"h1","wave_count":3,"wave":1,"waves":[{"kind":"devices"}]}`))
@@ -162,8 +114,8 @@ func FuzzStart(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for i, in := range []Input{Observe{View: view("d1", "d2=failed", "d3=success")}, Offered{Wave: s.Wave}, Command{ID: "x", Op: OpResume}, Observe{View: view("d2")}} {
-			s, _ = Step(s, p, in, t0.Add(time.Duration(i)*time.Second))
+		for i, in := range []rollout.Input{rollout.Observe{View: view("d1", "d2=failed", "d3=success")}, rollout.Offered{Wave: s.Wave}, rollout.Command{ID: "x", Op: rollout.OpResume}, rollout.Observe{View: view("d2")}} {
+			s, _ = rollout.Step(s, p, in, t0.Add(time.Duration(i)*time.Second))
 		}
 		if _, err := s.Encode(); err != nil {
 			t.Fatalf("a state stepped from %q cannot be published: %v", b, err)
@@ -204,7 +156,7 @@ func TestInbox(t *testing.T) {
 	for i := range commandQueue + 5 { // a flood beyond the queue is dropped, not held
 		in.Receive(mqtt.Message{Topic: "ota/rollouts/r1/control", Payload: fmt.Appendf(nil, `{"id":"f%d","op":"resume"}`, i)})
 	}
-	if c := <-in.Commands(); c.ID != "c1" || c.Op != OpPause {
+	if c := <-in.Commands(); c.ID != "c1" || c.Op != rollout.OpPause {
 		t.Fatalf("first command %+v", c)
 	}
 	if n := len(in.Commands()); n != commandQueue-1 {
