@@ -87,8 +87,10 @@ bench: build
 # from the machine's mirror, and the same after apt-get upgrade from the
 # -security and -updates suites, as a 1 GiB ext4 and a squashfs; otad full,
 # chunked and with deltas (real installs, bytes the server sent) against
-# xdelta3, casync and zstd --patch-from, and the installs' wall time and peak
-# RSS against the stream install's. Needs root and scripts/deps/apt.txt's
+# xdelta3, bsdiff (where it fits in memory), casync and zstd --patch-from;
+# the installs' wall time, CPU and peak RSS on one core (taskset -c 0)
+# against the stream install's and xdelta3's and bspatch's own decodes; the
+# chunked payload with nothing to reuse against the stream. Needs root and scripts/deps/apt.txt's
 # bench-delta packages; the trees and images are cached in
 # ~/.cache/otad-bench-delta (-cache DIR, -rebuild). BENCH_DELTA_FLAGS='-size
 # 256MiB -rounds 1', '-ro erofs', '-readback', '-keep' and so on.

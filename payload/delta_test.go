@@ -3,6 +3,7 @@ package payload
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"io"
 	"maps"
 	"slices"
@@ -147,5 +148,67 @@ func TestDeltaOlderImageSizes(t *testing.T) {
 					d.Count(), p.res.Held, p.res.Rebuilt, p.res.Full, p.res.Fetch(p.x), p.res.FetchChunks(p.x))
 			})
 		}
+	}
+}
+
+// TestParseDeltaRefuses: a delta index for another older image, another index, or
+// with records a device must not follow is refused, naming the field.
+func TestParseDeltaRefuses(t *testing.T) {
+	p := fuzzPair(t)
+	recAt := func(k int) int { return DeltaHeaderSize + k*DeltaRecordSize }
+	for _, tc := range []struct {
+		name   string
+		raw    func(r []byte)
+		expect func(e *DeltaExpect)
+		field  string
+	}{
+		{name: "keyed to another older image", expect: func(e *DeltaExpect) { e.From = expectFor([]byte("x"), Expect{}).IndexSHA256 }, field: "delta.index.header.from"},
+		{name: "for another index", raw: func(r []byte) { r[40] ^= 1 }, field: "delta.index.header.index_sha256"},
+		{name: "magic", raw: func(r []byte) { r[0] = 'X' }, field: "delta.index.header.magic"},
+		{name: "the older image's size differs", raw: func(r []byte) { r[72]++ }, field: "delta.index.header.from_size"},
+		{name: "the manifest's older image of another size", expect: func(e *DeltaExpect) { e.FromSize-- }, field: "delta.index.header.from_size"},
+		{name: "the manifest's older image of no size", expect: func(e *DeltaExpect) { e.FromSize = 0 }, field: "delta.from_size"},
+		{name: "size disagrees with deltas_size", expect: func(e *DeltaExpect) { e.Size++ }, field: "delta.index.header.deltas_size"},
+		{name: "chunks out of order", raw: func(r []byte) {
+			binary.LittleEndian.PutUint32(r[recAt(0):], 1<<20)
+		}, field: "delta.chunk[0].chunk"},
+		{name: "delta as long as the stored chunk", raw: func(r []byte) {
+			binary.LittleEndian.PutUint32(r[recAt(0)+4:], 1<<24)
+		}, field: "delta.chunk[0].length"},
+		{name: "no ranges", raw: func(r []byte) { r[recAt(0)+8] = 0 }, field: "delta.chunk[0].ranges"},
+		{name: "range past the older image", raw: func(r []byte) {
+			binary.LittleEndian.PutUint64(r[recAt(0)+16:], 1<<40)
+		}, field: "delta.chunk[0].range[0]"},
+		{name: "dictionary larger than MaxDict", raw: func(r []byte) {
+			binary.LittleEndian.PutUint64(r[recAt(0)+16:], 0)
+			binary.LittleEndian.PutUint32(r[recAt(0)+24:], uint32(len(p.oldImg)))
+		}, field: "delta.chunk[0].ranges"},
+		{name: "unused range not zeros", raw: func(r []byte) { r[recAt(0)+16+12*3] = 1 }, field: "delta.chunk[0].range[3]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := p.res.Expect()
+			file := p.res.Index
+			if tc.raw != nil {
+				raw, err := decompressExact(file, DeltaIndexSize(want.Count))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.raw(raw)
+				if file, err = compressIndex(raw); err != nil {
+					t.Fatal(err)
+				}
+				// The frames stay where they are: the file's size follows the index's.
+				want.Size += int64(len(file)) - want.IndexSize
+				want.IndexSize, want.IndexSHA256 = int64(len(file)), expectFor(file, Expect{}).IndexSHA256
+			}
+			if tc.expect != nil {
+				tc.expect(&want)
+			}
+			_, err := ParseDelta(file, want, p.x, "delta")
+			var e *ota.Error
+			if ota.CodeOf(err) != ota.CodeIndexMismatch || !asErr(err, &e) || e.Field != tc.field {
+				t.Fatalf("want index_mismatch at %s, got %v", tc.field, err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // The index layout (docs/contract/chunked.md): a 32-byte header, then one 36-byte record
@@ -117,4 +118,115 @@ func ChunkCount(imageSize, chunkSize int64) int64 {
 // ValidChunkSize reports whether n is a power of two from MinChunkSize to MaxChunkSize.
 func ValidChunkSize(n int64) bool {
 	return n >= MinChunkSize && n <= MaxChunkSize && n&(n-1) == 0
+}
+
+// Index version 2 (docs/contract/chunked.md): content-defined chunks. The file is one zstd
+// frame; decompressed, a 64-byte header and one 48-byte record per chunk or zero run, so
+// that its size, HeaderSize2 + count*RecordSize2, follows from the manifest's count.
+const (
+	HeaderSize2 = 64
+	RecordSize2 = 48
+
+	version2 = 2
+)
+
+// The content-defined chunker's fixed parameters: chunk bounds follow from the
+// average (chunks.size): at least a quarter of it, at most twice it. The
+// polynomial is restic/chunker's Rabin fingerprint modulus, fixed so that a device
+// cuts its booted slot exactly as the signer cut the image.
+const (
+	CDCPolynomial = 0x3DA3358B4DC173
+	// ZeroBlock: zero runs are found in blocks of this size, aligned to the image's
+	// start; a run of at least the chunks' minimum size is one zero record, of any
+	// length, and is not cut into chunks.
+	ZeroBlock = 4 << 10
+)
+
+// CDC is the chunking of a version 2 index: chunks of Min to Max bytes, cut where the
+// Rabin fingerprint's low log2(Avg) bits are zero, past Min.
+type CDC struct {
+	Min, Avg, Max int64
+	Pol           uint64
+}
+
+// CDCFor is the chunking a version 2 index of average chunk size avg (a valid chunk
+// size) uses.
+func CDCFor(avg int64) CDC {
+	return CDC{Min: avg / 4, Avg: avg, Max: avg * 2, Pol: CDCPolynomial}
+}
+
+func (p CDC) avgBits() int { return bits.Len64(uint64(p.Avg)) - 2 }
+
+// IndexSize2 is the uncompressed size of a version 2 index of count records, or -1
+// when it would not fit in an int64.
+func IndexSize2(count int64) int64 {
+	if count < 0 || count > (1<<63-1-HeaderSize2)/RecordSize2 {
+		return -1
+	}
+	return HeaderSize2 + count*RecordSize2
+}
+
+// maxCompressed bounds the compressed size of n bytes: zstd stores what does not
+// compress in raw blocks of at most 128 KiB, 3 bytes of header each, after a frame
+// header of at most 18 bytes.
+func maxCompressed(n int64) int64 { return n + 3*(n/(128<<10)+1) + 18 }
+
+type header2 struct {
+	avg         uint32
+	compression byte
+	count       uint64
+	imageSize   uint64
+	min, max    uint32
+	pol         uint64
+}
+
+func (h header2) put(b []byte) {
+	copy(b[0:7], magic)
+	b[7] = version2
+	binary.LittleEndian.PutUint32(b[8:12], h.avg)
+	b[12] = h.compression
+	clear(b[13:16])
+	binary.LittleEndian.PutUint64(b[16:24], h.count)
+	binary.LittleEndian.PutUint64(b[24:32], h.imageSize)
+	binary.LittleEndian.PutUint32(b[32:36], h.min)
+	binary.LittleEndian.PutUint32(b[36:40], h.max)
+	binary.LittleEndian.PutUint64(b[40:48], h.pol)
+	clear(b[48:64])
+}
+
+func getHeader2(b []byte) header2 {
+	return header2{
+		avg:         binary.LittleEndian.Uint32(b[8:12]),
+		compression: b[12],
+		count:       binary.LittleEndian.Uint64(b[16:24]),
+		imageSize:   binary.LittleEndian.Uint64(b[24:32]),
+		min:         binary.LittleEndian.Uint32(b[32:36]),
+		max:         binary.LittleEndian.Uint32(b[36:40]),
+		pol:         binary.LittleEndian.Uint64(b[40:48]),
+	}
+}
+
+// record2 is one version 2 record: a chunk, or a run of zeros of any length.
+type record2 struct {
+	sum    [sha256.Size]byte // zeros for a zero run
+	length uint64            // bytes in the image
+	stored uint32            // bytes in the store
+	kind   Kind
+}
+
+func (r record2) put(b []byte) {
+	copy(b[0:32], r.sum[:])
+	binary.LittleEndian.PutUint64(b[32:40], r.length)
+	binary.LittleEndian.PutUint32(b[40:44], r.stored)
+	b[44] = byte(r.kind)
+	clear(b[45:48])
+}
+
+func getRecord2(b []byte) record2 {
+	var r record2
+	copy(r.sum[:], b[0:32])
+	r.length = binary.LittleEndian.Uint64(b[32:40])
+	r.stored = binary.LittleEndian.Uint32(b[40:44])
+	r.kind = Kind(b[44])
+	return r
 }

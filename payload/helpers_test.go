@@ -93,3 +93,5 @@ func wantErr(t *testing.T, err error, code ota.Code, parts ...string) {
 		}
 	}
 }
+
+func asErr(err error, e **ota.Error) bool { return errors.As(err, e) }

@@ -2,31 +2,12 @@ package payload
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/otad/otad/ota"
 )
-
-// Expect is what the signed manifest says about the index and store (its payload.size
-// and payload.chunks fields, docs/contract/chunked.md).
-type Expect struct {
-	// ChunkSize is every chunk's size (fixed chunking) or their average (cdc).
-	ChunkSize int64
-	// ChunkCount is the number of records: of chunks, and with cdc of zero runs.
-	ChunkCount int64
-	ImageSize  int64
-	// IndexSize and IndexSHA256 are the index file's as fetched (compressed with cdc).
-	IndexSize   int64
-	IndexSHA256 string // 64 hex digits
-	StoreSize   int64
-	Compression ota.Compression // zstd, or none: every chunk stored raw
-	Chunking    ota.Chunking    // fixed (index version 1, also for "") or cdc (version 2)
-}
-
-// cdc reports whether w describes a version 2 index.
-func (w Expect) cdc() bool { return w.Chunking == ota.ChunkingCDC }
 
 // Index is a parsed, checked index. Chunk numbers run from 0 to Count()-1: with cdc,
 // a zero run is one chunk.
@@ -116,6 +97,15 @@ func (x *Index) Chunk(i int) Chunk {
 	}
 }
 
+func (x *Index) chunk2(i int) Chunk {
+	r := getRecord2(x.records[i*RecordSize2:])
+	return Chunk{
+		Num: i, SHA256: r.sum, Kind: r.kind,
+		Offset: x.imgOffsets[i], Length: int(r.length),
+		StoreOffset: x.offsets[i], StoreLength: int(r.stored),
+	}
+}
+
 // ParseIndex checks data, an index as downloaded, against the manifest's values and
 // returns it parsed. In order: the manifest's values agree with each other; data has
 // index_size bytes and sha256 index_sha256; every header field equals the manifest's;
@@ -147,6 +137,23 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	return x, nil
 }
 
+// parseIndex2 decompresses a version 2 index whose size and hash are checked, into
+// exactly IndexSize2(count) bytes and no more, and checks its header and records.
+func parseIndex2(data []byte, want Expect) (*Index, error) {
+	raw, err := decompressExact(data, IndexSize2(want.ChunkCount))
+	if err != nil {
+		return nil, indexErr("index", "%v", err)
+	}
+	if err := checkHeader2(raw[:HeaderSize2], want); err != nil {
+		return nil, err
+	}
+	x := newIndex(version2, want, data, raw[HeaderSize2:])
+	if err := x.checkRecords2(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
 // newIndex is the Index of data whose records (after the header, decompressed) are
 // to be checked, with room for the offsets the check fills in.
 func newIndex(v int, want Expect, data, records []byte) *Index {
@@ -166,164 +173,38 @@ func newIndex(v int, want Expect, data, records []byte) *Index {
 	return x
 }
 
-// Validate refuses manifest values that contradict each other or the format, with an
-// index_mismatch *Error whose Field is the manifest's JSON path (payload.chunks.size,
-// ...). ParseIndex runs it first, so that nothing after it can overflow:
-// count*RecordSize fits (IndexSize), and so do chunk offsets (count*chunkSize <
-// imageSize+chunkSize). A manifest parser runs it too, to refuse such a manifest early.
-func (w Expect) Validate() error {
-	bad := indexErr
-	switch w.Chunking {
-	case "", ota.ChunkingFixed:
-	case ota.ChunkingCDC:
-	default:
-		return bad("payload.chunks.chunking", "want fixed or cdc, got %q", truncate(string(w.Chunking)))
+// decompressExact decodes data, zstd frames, into exactly n bytes: a frame that
+// declares or produces more is refused without decoding further, and nothing larger
+// than n is allocated.
+func decompressExact(data []byte, n int64) ([]byte, error) {
+	out, err := decompressUpTo(data, n)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case !ValidChunkSize(w.ChunkSize):
-		return bad("payload.chunks.size", "%d is not a power of two from %d to %d", w.ChunkSize, MinChunkSize, MaxChunkSize)
-	case w.ImageSize <= 0:
-		return bad("payload.size", "%d is not positive", w.ImageSize)
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("decompresses to %d bytes, want %d", len(out), n)
 	}
-	// The count and the index size follow the version's layout; the rest is common.
-	count := w.validateCount1
-	if w.cdc() {
-		count = w.validateCount2
-	}
-	if err := count(); err != nil {
-		return err
-	}
-	switch {
-	case w.StoreSize < 0:
-		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
-	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
-		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(string(w.Compression)))
-	}
-	if _, ok := ota.ParseSHA256(w.IndexSHA256); !ok {
-		return bad("payload.chunks.index_sha256", "want 64 hex digits")
-	}
-	return nil
+	return out, nil
 }
 
-// validateCount1 is Validate's rule for fixed chunks: ceil(size / chunks.size)
-// chunks, and an index of exactly their records.
-func (w Expect) validateCount1() error {
-	switch {
-	case w.ChunkCount != ChunkCount(w.ImageSize, w.ChunkSize):
-		return indexErr("payload.chunks.count", "%d, but size %d in chunks of %d makes %d", w.ChunkCount, w.ImageSize, w.ChunkSize, ChunkCount(w.ImageSize, w.ChunkSize))
-	case w.IndexSize != IndexSize(w.ChunkCount):
-		return indexErr("payload.chunks.index_size", "%d, but %d chunks make an index of %d bytes", w.IndexSize, w.ChunkCount, IndexSize(w.ChunkCount))
+// decompressUpTo decodes data, zstd frames, into at most n bytes: more is an error.
+func decompressUpTo(data []byte, n int64) ([]byte, error) {
+	zd, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(uint64(max(n+decodeSlack, zstd.MinWindowSize))),
+		zstd.WithDecoderMaxWindow(uint64(max(n, zstd.MinWindowSize))),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
 	}
-	return nil
-}
-
-// checkHeader checks the first 32 bytes of a header of version v against the manifest:
-// every version lays them out alike.
-func checkHeader(b []byte, w Expect, v byte) error {
-	h := header{
-		chunkSize:   binary.LittleEndian.Uint32(b[8:12]),
-		compression: b[12],
-		count:       binary.LittleEndian.Uint64(b[16:24]),
-		imageSize:   binary.LittleEndian.Uint64(b[24:32]),
+	defer zd.Close()
+	out, err := zd.DecodeAll(data, make([]byte, 0, n+decodeSlack))
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
 	}
-	bad := func(field, format string, args ...any) error {
-		return indexErr("index.header."+field, format, args...)
+	if int64(len(out)) > n {
+		return nil, fmt.Errorf("decompresses to more than %d bytes", n)
 	}
-	wantComp := compNone
-	if w.Compression == ota.CompressionZstd {
-		wantComp = compZstd
-	}
-	switch {
-	case string(b[0:7]) != magic:
-		return bad("magic", "want %q, got %q", magic, b[0:7])
-	case b[7] != v:
-		return bad("version", "want %d, got %d", v, b[7])
-	case uint64(h.chunkSize) != uint64(w.ChunkSize):
-		return bad("chunk_size", "%d, manifest says %d", h.chunkSize, w.ChunkSize)
-	case h.compression != wantComp:
-		return bad("compression", "code %d, manifest says %s (code %d)", h.compression, w.Compression, wantComp)
-	case b[13] != 0 || b[14] != 0 || b[15] != 0:
-		return bad("reserved", "bytes 13-15 are % x, want zeros", b[13:16])
-	case h.count != uint64(w.ChunkCount):
-		return bad("chunk_count", "%d, manifest says %d", h.count, w.ChunkCount)
-	case h.imageSize != uint64(w.ImageSize):
-		return bad("image_size", "%d, manifest says %d", h.imageSize, w.ImageSize)
-	}
-	return nil
-}
-
-// checkRecords walks the records once, filling in the store offsets. Offsets are not
-// stored: the store is the stored chunks back to back in chunk order, so an index
-// cannot describe overlapping, out-of-order or gapped ranges at all.
-func (x *Index) checkRecords() error {
-	var zeroFull, zeroLast *[sha256.Size]byte
-	var off int64
-	for i := range x.offsets {
-		r := getRecord(x.records[i*RecordSize:])
-		n := min(x.chunkSize, x.imageSize-int64(i)*x.chunkSize)
-		bad := func(field, format string, args ...any) error {
-			return indexErr(fmt.Sprintf("index.chunk[%d].%s", i, field), format, args...)
-		}
-		switch r.kind {
-		case KindZero:
-			if r.length != 0 {
-				return bad("length", "zero chunk with stored length %d, want 0", r.length)
-			}
-			zs := &zeroFull
-			if n != x.chunkSize {
-				zs = &zeroLast
-			}
-			if *zs == nil {
-				s := zeroSum(n)
-				*zs = &s
-			}
-			if r.sum != **zs {
-				return bad("sha256", "zero chunk whose sha256 %x is not that of %d zero bytes", r.sum, n)
-			}
-		case KindRaw:
-			if int64(r.length) != n {
-				return bad("length", "raw chunk with stored length %d, want its size %d", r.length, n)
-			}
-		case KindZstd:
-			if x.compression != ota.CompressionZstd {
-				return bad("kind", "zstd chunk in a store with compression %s", x.compression)
-			}
-			if r.length == 0 || int64(r.length) >= n {
-				return bad("length", "zstd chunk with stored length %d, want 1 to %d (less than its size, else it is stored raw)", r.length, n-1)
-			}
-		default:
-			return bad("kind", "unknown kind %d", uint8(r.kind))
-		}
-		// off <= storeSize holds here, so the subtraction cannot overflow.
-		if int64(r.length) > x.storeSize-off {
-			return bad("length", "stored bytes %d+%d run past store_size %d", off, r.length, x.storeSize)
-		}
-		x.offsets[i] = off
-		off += int64(r.length)
-	}
-	if off != x.storeSize {
-		return indexErr("payload.chunks.store_size", "%d, but the chunks store %d bytes", x.storeSize, off)
-	}
-	return nil
-}
-
-// zeroSum is the SHA-256 of n zero bytes, hashed from a small buffer.
-func zeroSum(n int64) [sha256.Size]byte {
-	var z [4096]byte
-	h := sha256.New()
-	for ; n > 0; n -= int64(len(z)) {
-		h.Write(z[:min(n, int64(len(z)))])
-	}
-	var s [sha256.Size]byte
-	h.Sum(s[:0])
-	return s
-}
-
-// truncate keeps hostile values from flooding logs.
-func truncate(s string) string {
-	const max = 40
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
+	return out, nil
 }

@@ -26,6 +26,7 @@ const compatible = "otad,deltabench"
 // install starts from the same saved state.
 type device struct {
 	otad     string
+	cpus     string // taskset -c: the cores installs run on ("" all)
 	p        simdevice.Paths
 	slotSize int64
 	target   string // the slot the measured installs write: the one not booted
@@ -35,7 +36,7 @@ type device struct {
 // newDevice lays a device out under dir; both slots are blank and it
 // boots slot A. The reboot policy is manual: `otad install` returns once the
 // image is staged and the boot slot flipped, no (simulated) reboot timed.
-func newDevice(otad, dir string, slotSize int64, trusted []byte, readback bool) (*device, error) {
+func newDevice(otad, cpus, dir string, slotSize int64, trusted []byte, readback bool) (*device, error) {
 	spec := simdevice.Spec{
 		ID: "bench-delta", Dir: dir, Compatible: compatible, SlotSize: slotSize, TrustedKey: trusted,
 		RebootPolicy: "manual", Readback: &readback,
@@ -45,7 +46,7 @@ func newDevice(otad, dir string, slotSize int64, trusted []byte, readback bool) 
 	if err != nil {
 		return nil, err
 	}
-	d := &device{otad: otad, p: p, slotSize: slotSize, target: p.SlotB, saved: filepath.Join(dir, "saved")}
+	d := &device{otad: otad, cpus: cpus, p: p, slotSize: slotSize, target: p.SlotB, saved: filepath.Join(dir, "saved")}
 	return d, d.save()
 }
 
@@ -100,7 +101,7 @@ func (d *device) install(ctx context.Context, env, want string, size int64) (ota
 		return otadrun.Sample{}, transfer{}, err
 	}
 	unix.Sync() // nobody else's writeback lands in the timing
-	s, err := otadrun.Install(ctx, d.otad, d.p.Config, env, nil)
+	s, err := otadrun.InstallPinned(ctx, d.cpus, d.otad, d.p.Config, env, nil)
 	if err != nil {
 		// What the failed install had moved, when otad can say.
 		var st statusDoc

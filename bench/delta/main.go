@@ -27,6 +27,7 @@ type options struct {
 	readback     bool
 	zstdLevel    int
 	keep         bool
+	cpus         string
 }
 
 func defaultCache() string {
@@ -51,6 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of the timed installs, interleaved; wall times are medians, peak RSS the largest")
 	fs.BoolVar(&o.readback, "readback", false, "[slots] readback on for every install (off: the write path alone, as `make bench` compares it)")
 	fs.IntVar(&o.zstdLevel, "zstd-level", 19, "the level of the zstd --patch-from peer")
+	fs.StringVar(&o.cpus, "cpus", "0", "taskset -c CPUS for every install and the peers' decodes: one core, as a device has (\"\" for all)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's payloads and devices (CACHE/run)")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err

@@ -287,13 +287,16 @@ func testResult(deltaAvailable bool) *pairResult {
 	if !deltaAvailable {
 		res.delta = &installRow{name: "otad with deltas, from old", unavailable: "not available in this build"}
 	}
+	res.fresh = fresh
 	res.installs = []*installRow{res.stream, fresh, chunked, res.delta}
 	res.updates = []*installRow{res.stream, chunked, res.delta}
 	res.peers = peerFigures{
 		Xdelta3: peer{Name: "xdelta3 -9 -B 1GiB", Bytes: 1_600_000},
 		Zstd:    peer{Name: "zstd -19 --long=30 --patch-from", Bytes: 1_900_000},
 		Casync:  casyncFetch{Chunks: 16000, NewChunks: 120, Bytes: 5_900_000}, CasyncIndex: 100_000, CasyncSent: 6_100_000,
+		Bsdiff: peer{Name: "bsdiff needs about 18.0 GiB (17× the old image), more than half the 9.0 GiB available"},
 	}
+	res.decodes = []decodeRun{{Name: "xdelta3 decode", Wall: 6 * time.Second, CPU: 5500 * time.Millisecond, PeakRSS: 1100 << 20}}
 	return res
 }
 
@@ -307,7 +310,19 @@ func TestPrintBytes(t *testing.T) {
 		"1.92 MB      1.20x     0.32x  server sent; otad says path delta, fetched 1.92 MB, delta 1.50 MB, reused 1000.00 MB",
 		"6.00 MB      3.75x     1.00x  --chunk-size 16384:65536:262144: 120 of 16000 chunks new, 5.90 MB + index 0.10 MB; a real extract --seed fetched 6.10 MB",
 		"targets, otad with deltas: ≤ 1.5× xdelta3: PASS (1.20x ≤ 1.50x); ≤ casync: PASS (0.32x ≤ 1.00x)",
+		"bsdiff - - - bsdiff needs about 18.0 GiB (17× the old image), more than half the 9.0 GiB available",
+		"chunked with nothing to reuse: 96.60 MB (index and store) against the stream's 84.60 MB: FAIL (1.14x > 1.05x)",
 	)
+	res0 := testResult(true)
+	res0.peers.Bsdiff = peer{Name: "bsdiff 4.3", Bytes: 1_400_000}
+	res0.fresh.sent = []int64{86_000_000}
+	b.Reset()
+	if misses := printBytes(&b, res0); len(misses) != 0 {
+		t.Errorf("misses %q with every target met:\n%s", misses, b.String())
+	}
+	wantLines(t, b.String(),
+		"bsdiff 4.3 1.40 MB 0.88x 0.23x patch; bspatch makes new of it",
+		"chunked with nothing to reuse: 86.00 MB (index and store) against the stream's 84.60 MB: PASS (1.02x ≤ 1.05x)")
 
 	res := testResult(true)
 	res.p.name = roSquashfs
@@ -335,6 +350,45 @@ func TestPrintInstalls(t *testing.T) {
 		"otad chunked, from old              5.00s    204.8     2.00x   17.0 MiB     1.89x    2.50s  RSS ≤ 16 MiB             FAIL (RSS 17.00 MiB > 16 MiB)",
 		"otad with deltas, from old       not available in this build",
 	)
+}
+
+func TestPrintCPU(t *testing.T) {
+	var b bytes.Buffer
+	if misses := printCPU(&b, testResult(true), "0"); len(misses) != 0 {
+		t.Errorf("misses %q", misses)
+	}
+	wantLines(t, b.String(),
+		"ext4: the device's cost per install (taskset -c 0; otad's medians, the decodes once)",
+		"otad full (stream zstd) 10.00s 5.00s 9.0 MiB",
+		"otad with deltas, from old 4.00s 2.00s 10.0 MiB",
+		"xdelta3 decode 6.00s 5.50s 1100.0 MiB",
+		"target, CPU of the install with deltas against the stream install's: PASS (0.40x ≤ 1.50x)")
+
+	res := testResult(true)
+	res.delta.samples[0].CPU = 8 * time.Second
+	b.Reset()
+	if misses := printCPU(&b, res, ""); len(misses) != 1 || !strings.Contains(misses[0], "FAIL (1.60x > 1.50x)") {
+		t.Errorf("misses %q, want the CPU target's", misses)
+	}
+	if !strings.Contains(b.String(), "(every core;") {
+		t.Errorf("unpinned run not said:\n%s", b.String())
+	}
+	b.Reset()
+	if misses := printCPU(&b, testResult(false), "0"); len(misses) != 0 || strings.Contains(b.String(), "target") {
+		t.Errorf("no delta install, yet a target: %q\n%s", misses, b.String())
+	}
+}
+
+func TestBsdiffNeeds(t *testing.T) {
+	if got := bsdiffNeeds(1<<30, 1<<30); got != 18<<30 {
+		t.Errorf("bsdiffNeeds(1GiB, 1GiB) = %d, want 18 GiB", got)
+	}
+	if avail, err := memAvailable(); err != nil || avail <= 0 {
+		t.Errorf("memAvailable = %d, %v", avail, err)
+	}
+	if why := bsdiffFits(1<<50, 1<<50); !strings.Contains(why, "more than half") {
+		t.Errorf("bsdiffFits(1 PiB) = %q", why)
+	}
 }
 
 func TestFailedRows(t *testing.T) {

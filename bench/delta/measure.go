@@ -18,6 +18,8 @@ const (
 	maxDeltaVsCasync  = 1.0      // otad with deltas / casync, every pair
 	minChunkedRatio   = 0.9      // chunked install, nothing to reuse: throughput over the stream install's
 	maxRSS            = 16 << 20 // every otad install
+	maxFreshVsStream  = 1.05     // chunked payload with nothing to reuse / the stream payload, bytes (issue 30)
+	maxDeltaCPU       = 1.5      // CPU of the install with deltas / the stream install's, on one core (issue 30)
 )
 
 // installRow is one kind of otad install of a pair, measured each round.
@@ -67,6 +69,10 @@ type pairResult struct {
 	// that holds the old image.
 	updates []*installRow
 	peers   peerFigures
+	// fresh is the chunked install with nothing to reuse; decodes are the
+	// peers' own decodes of their patches, on the installs' cores.
+	fresh   *installRow
+	decodes []decodeRun
 }
 
 func measurePairs(ctx context.Context, o options, r runner, pairs []imagePair, out io.Writer) error {
@@ -106,6 +112,7 @@ func measurePairs(ctx context.Context, o options, r runner, pairs []imagePair, o
 	for _, res := range results {
 		misses = append(misses, printBytes(out, res)...)
 		misses = append(misses, printInstalls(out, res, o.rounds)...)
+		misses = append(misses, printCPU(out, res, o.cpus)...)
 		if u := res.delta.unavailable; u != "" {
 			unmeasured = append(unmeasured, res.p.name+": otad with deltas' targets: "+u)
 		}
@@ -157,8 +164,8 @@ func (res *pairResult) signRows(ctx context.Context, ctl *otactl, updated, blank
 		res.delta.unavailable = "not available in this build (otactl sign has no --delta-from)"
 	}
 	res.updates = append(rows, res.delta)
-	fresh := &installRow{name: "otad chunked, nothing to reuse", dev: blank, env: chunked.env, minRatio: minChunkedRatio}
-	res.installs = append([]*installRow{res.stream, fresh}, res.updates[1:]...)
+	res.fresh = &installRow{name: "otad chunked, nothing to reuse", dev: blank, env: chunked.env, minRatio: minChunkedRatio}
+	res.installs = append([]*installRow{res.stream, res.fresh}, res.updates[1:]...)
 	return err
 }
 
@@ -177,11 +184,11 @@ func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *cou
 		p.name, p.old, mb(oldSize), oldSHA, p.new, mb(newSize), newSHA, sizeName(p.slotSize))
 
 	// Short directory names: the control socket's path must fit sun_path.
-	updated, err := newDevice(o.otad, filepath.Join(run, p.name+"-u"), p.slotSize, ctl.pub, o.readback)
+	updated, err := newDevice(o.otad, o.cpus, filepath.Join(run, p.name+"-u"), p.slotSize, ctl.pub, o.readback)
 	if err != nil {
 		return nil, err
 	}
-	blank, err := newDevice(o.otad, filepath.Join(run, p.name+"-b"), p.slotSize, ctl.pub, o.readback)
+	blank, err := newDevice(o.otad, o.cpus, filepath.Join(run, p.name+"-b"), p.slotSize, ctl.pub, o.readback)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +220,12 @@ func measurePair(ctx context.Context, o options, r runner, ctl *otactl, srv *cou
 		fmt.Fprintf(out, "  round %d:%s\n", round+1, roundLine(res.installs, round, newSize))
 	}
 
-	if res.peers, err = measurePeers(ctx, o, r, srv, ctl.srvDir, filepath.Join(run, "peers"), p, oldSHA, newSHA, out); err != nil {
+	// The patches are kept beside the images: the decodes are timed from them in every run.
+	peers := filepath.Join(o.cache, "images", "peers")
+	if res.peers, err = measurePeers(ctx, o, r, srv, ctl.srvDir, peers, p, oldSHA, newSHA, out); err != nil {
+		return nil, err
+	}
+	if res.decodes, err = peerDecodes(ctx, o.cpus, peers, p, res.peers, newSHA); err != nil {
 		return nil, err
 	}
 	return res, nil

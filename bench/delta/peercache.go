@@ -17,9 +17,12 @@ import (
 // and the next reuses them (xdelta3 and zstd take minutes on a 1 GiB image);
 // -rebuild makes them again.
 type peerFigures struct {
-	Key         string      `json:"key"`
-	Xdelta3     peer        `json:"xdelta3"`
-	Zstd        peer        `json:"zstd"`
+	Key     string `json:"key"`
+	Xdelta3 peer   `json:"xdelta3"`
+	Zstd    peer   `json:"zstd"`
+	// Bsdiff has no bytes where bsdiff is not installed or does not fit in
+	// memory (its Name says which).
+	Bsdiff      peer        `json:"bsdiff"`
 	Casync      casyncFetch `json:"casync"`
 	CasyncIndex int64       `json:"casync_index"`
 	// CasyncSent is what a real `casync extract --seed=OLD` fetched over HTTP.
@@ -29,16 +32,18 @@ type peerFigures struct {
 
 // peerKey names what the figures were made of.
 func peerKey(oldSHA, newSHA string, zstdLevel int) string {
-	return fmt.Sprintf("old %s new %s zstd -%d casync %s", oldSHA, newSHA, zstdLevel, casyncChunkSize)
+	return fmt.Sprintf("old %s new %s zstd -%d casync %s bsdiff", oldSHA, newSHA, zstdLevel, casyncChunkSize)
 }
 
 // measurePeers returns the cached figures for the pair when their key
-// matches, else runs xdelta3, zstd --patch-from and casync, and caches them.
+// matches and the patches are still there (the device's decodes are timed
+// from them), else runs xdelta3, zstd --patch-from, bsdiff and casync, and
+// caches them; dir keeps the patches.
 func measurePeers(ctx context.Context, o options, r runner, srv *countingServer, served, dir string, p imagePair, oldSHA, newSHA string, out io.Writer) (peerFigures, error) {
 	key := peerKey(oldSHA, newSHA, o.zstdLevel)
 	cached := filepath.Join(o.cache, "images", p.name+".peers.json")
 	var f peerFigures
-	if b, err := os.ReadFile(cached); err == nil && json.Unmarshal(b, &f) == nil && f.Key == key {
+	if b, err := os.ReadFile(cached); err == nil && json.Unmarshal(b, &f) == nil && f.Key == key && patchesKept(dir, p, f) {
 		fmt.Fprintf(out, "  xdelta3, zstd and casync: figures from %s (the same images; -rebuild makes them again)\n", cached)
 		return f, nil
 	}
@@ -56,6 +61,14 @@ func measurePeers(ctx context.Context, o options, r runner, srv *countingServer,
 		return f, err
 	}
 	fmt.Fprintf(out, "  %s: %.2f MB in %v\n", f.Zstd.Name, mb(f.Zstd.Bytes), f.Zstd.Took.Round(time.Millisecond))
+	if f.Bsdiff, err = bsdiffPeer(ctx, r, dir, p, newSHA); err != nil {
+		return f, err
+	}
+	if f.Bsdiff.Bytes > 0 {
+		fmt.Fprintf(out, "  %s: %.2f MB in %v\n", f.Bsdiff.Name, mb(f.Bsdiff.Bytes), f.Bsdiff.Took.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(out, "  %s\n", f.Bsdiff.Name)
+	}
 	if err := casyncFigures(ctx, r, &f, srv, served, dir, p, newSHA); err != nil {
 		return f, err
 	}
@@ -66,6 +79,21 @@ func measurePeers(ctx context.Context, o options, r runner, srv *countingServer,
 		return f, err
 	}
 	return f, durable.WriteFile(cached, append(b, '\n'), 0o644)
+}
+
+// patchesKept says whether the patches the device's decodes are timed from
+// are in dir.
+func patchesKept(dir string, p imagePair, f peerFigures) bool {
+	names := []string{p.name + ".xdelta3"}
+	if f.Bsdiff.Bytes > 0 {
+		names = append(names, p.name+".bsdiff")
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func fileSize(path string) int64 {

@@ -114,17 +114,23 @@ func printBytes(out io.Writer, res *pairResult) []string {
 		fmt.Sprintf("--chunk-size %s: %d of %d chunks new, %.2f MB + index %.2f MB; a real extract --seed fetched %.2f MB",
 			casyncChunkSize, res.peers.Casync.NewChunks, res.peers.Casync.Chunks, mb(res.peers.Casync.Bytes), mb(res.peers.CasyncIndex), mb(res.peers.CasyncSent)))
 	line(res.peers.Zstd.Name, res.peers.Zstd.Bytes, "patch; decodes to new")
+	if b := res.peers.Bsdiff; b.Bytes > 0 {
+		line(b.Name, b.Bytes, "patch; bspatch makes new of it")
+	} else {
+		fmt.Fprintf(out, row, "bsdiff", "-", "-", "-", b.Name)
+	}
+	misses := freshVsStream(out, res)
 	switch {
 	case res.delta.unavailable != "":
 		fmt.Fprintf(out, "  targets: otad with deltas — %s\n", res.delta.unavailable)
-		return nil
+		return misses
 	case res.delta.failed != "":
 		// printInstalls lists the failure among the misses.
 		fmt.Fprintf(out, "  targets, otad with deltas: FAIL (the install failed)\n")
-		return nil
+		return misses
 	}
 	d := float64(res.delta.fetched())
-	var v, misses []string
+	var v []string
 	check := func(what string, got, limit float64) {
 		verdict := ratioVerdict(got, limit)
 		v = append(v, what+": "+verdict)
@@ -138,6 +144,54 @@ func printBytes(out io.Writer, res *pairResult) []string {
 	check("≤ casync", d/float64(res.casyncBytes()), maxDeltaVsCasync)
 	fmt.Fprintf(out, "  targets, otad with deltas: %s\n", strings.Join(v, "; "))
 	return misses
+}
+
+// freshVsStream prints what a device with nothing to reuse fetches of the
+// chunked payload against the stream payload of the same image (issue 30:
+// at most 1.05×), and returns the target when missed.
+func freshVsStream(out io.Writer, res *pairResult) []string {
+	f, s := res.fresh, res.stream
+	if f == nil || f.skipped() != "" || s.skipped() != "" {
+		return nil
+	}
+	verdict := ratioVerdict(float64(f.fetched())/float64(s.fetched()), maxFreshVsStream)
+	fmt.Fprintf(out, "  chunked with nothing to reuse: %.2f MB (index and store) against the stream's %.2f MB: %s\n",
+		mb(f.fetched()), mb(s.fetched()), verdict)
+	if strings.HasPrefix(verdict, "FAIL") {
+		return []string{fmt.Sprintf("%s: chunked with nothing to reuse against the stream %s", res.p.name, verdict)}
+	}
+	return nil
+}
+
+// printCPU prints the device's CPU per install on the installs' cores:
+// otad's stream install, its install with deltas (issue 30: at most 1.5×
+// the stream's) and the peers' own decodes of their patches; it returns
+// the target when missed.
+func printCPU(out io.Writer, res *pairResult, cpus string) []string {
+	const row = "  %-32s %8s %8s %10s\n"
+	where := "taskset -c " + cpus
+	if cpus == "" {
+		where = "every core"
+	}
+	fmt.Fprintf(out, "%s: the device's cost per install (%s; otad's medians, the decodes once)\n", res.p.name, where)
+	fmt.Fprintf(out, row, "install or decode", "wall", "CPU", "peak RSS")
+	for _, r := range []*installRow{res.stream, res.delta} {
+		if r.skipped() == "" {
+			fmt.Fprintf(out, row, r.name, fmt.Sprintf("%.2fs", r.wall().Seconds()), fmt.Sprintf("%.2fs", r.cpu().Seconds()), fmt.Sprintf("%.1f MiB", mib(r.peakRSS())))
+		}
+	}
+	for _, d := range res.decodes {
+		fmt.Fprintf(out, row, d.Name, fmt.Sprintf("%.2fs", d.Wall.Seconds()), fmt.Sprintf("%.2fs", d.CPU.Seconds()), fmt.Sprintf("%.1f MiB", mib(d.PeakRSS)))
+	}
+	if res.stream.skipped() != "" || res.delta.skipped() != "" {
+		return nil
+	}
+	verdict := ratioVerdict(res.delta.cpu().Seconds()/res.stream.cpu().Seconds(), maxDeltaCPU)
+	fmt.Fprintf(out, "  target, CPU of the install with deltas against the stream install's: %s\n\n", verdict)
+	if strings.HasPrefix(verdict, "FAIL") {
+		return []string{fmt.Sprintf("%s: CPU of the install with deltas against the stream install's %s", res.p.name, verdict)}
+	}
+	return nil
 }
 
 // printResult closes the report: every target met, or the ones missed,
