@@ -234,7 +234,7 @@ func (s *Session) PublishRetained(ctx context.Context, payload []byte, topics ..
 	names := make([]string, 0, publishWindow)
 	drain := func() error {
 		for i, tok := range window {
-			if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+			if err := s.waitAck(ctx, tok); err != nil {
 				s.stalled(gen, names[i], err)
 				return fmt.Errorf("publish to %s: %w", names[i], err)
 			}
@@ -261,7 +261,7 @@ func (s *Session) Publish(ctx context.Context, topic string, payload []byte) err
 		return err
 	}
 	gen := s.generation()
-	if err := waitToken(ctx, s.c.Publish(topic, 1, false, payload), s.cfg.connectTimeout()); err != nil {
+	if err := s.waitAck(ctx, s.c.Publish(topic, 1, false, payload)); err != nil {
 		s.stalled(gen, topic, err)
 		return fmt.Errorf("publish to %s: %w", topic, err)
 	}
@@ -313,30 +313,6 @@ func (s *Session) Sync(ctx context.Context) error {
 		return fmt.Errorf("sync on %s: %w", topic, err)
 	}
 	return nil
-}
-
-// waitArriving waits for done while messages keep arriving: it gives up
-// once none has arrived (and none is waiting for the handler) for a
-// connect timeout. result, when set, is the outcome once done.
-func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result func() error) error {
-	start, limit := time.Now(), s.cfg.connectTimeout()
-	tick := time.NewTicker(min(time.Second, limit))
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			if result != nil {
-				return result()
-			}
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if quiet := s.q.quietSince(start); quiet > limit {
-				return fmt.Errorf("nothing arrived for %v: %w", quiet.Round(time.Second), errTimeout)
-			}
-		}
-	}
 }
 
 // Subscribe adds filters to the session's subscriptions (renewed on every
