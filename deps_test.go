@@ -60,6 +60,9 @@ func TestDependenciesPointInward(t *testing.T) {
 		{"device", []string{"sim", "operator", "fleetview", "rollout", "internal/testkit", "bench"}},
 		{"operator", []string{"device", "slots", "bootctl", "sim", "agent", "internal/testkit", "bench"}},
 		{"sim", []string{"internal/testkit", "bench"}},
+		// D-Bus takes the control socket's entry points (control.Handler),
+		// never a path of its own into the device.
+		{"device/busapi", []string{"device/daemon", "device/node", "slots", "bootctl", "mqtt"}},
 	}
 	for _, part := range edges {
 		rules = append(rules, struct {
@@ -160,7 +163,7 @@ func TestBinariesCarryOnlyTheirRoom(t *testing.T) {
 	}{
 		{"otactl", []string{
 			module + "/bootctl", module + "/slots", module + "/agent", module + "/device", module + "/sim",
-			"github.com/mochi-mqtt/server", "github.com/fsnotify/fsnotify", "github.com/coreos/go-systemd",
+			"github.com/mochi-mqtt/server", "github.com/fsnotify/fsnotify", "github.com/coreos/go-systemd", "github.com/godbus/dbus",
 		}},
 		{"otad", []string{module + "/sim", module + "/operator", module + "/fleetview", module + "/rollout", module + "/internal/testkit", "github.com/mochi-mqtt/server"}},
 	} {

@@ -21,6 +21,7 @@ func (a *Agent) Install(ctx context.Context, raw []byte) (ota.Outcome, error) {
 const (
 	SourceLocal   = "local"   // otad install, in process
 	SourceControl = "control" // otad install, through the daemon's control socket
+	SourceBus     = "dbus"    // an Install method call on the system bus (device/busapi)
 )
 
 // InstallFrom is Install with the source the log names the offer by.

@@ -32,6 +32,9 @@ type Device struct {
 	Seq         uint64                `json:"seq"`
 	Agent       string                `json:"agent_version"`
 	Time        *time.Time            `json:"time"` // the status' own time; nil without a status
+	// TrustVersion is the version of its root of trust; 0 without one
+	// (docs/contract/trust.md).
+	TrustVersion uint64 `json:"trust_version"`
 }
 
 // SlotView is one slot of a Device.
@@ -112,7 +115,7 @@ func (d *record) device(id string, now time.Time) Device {
 	if s.Groups != nil {
 		out.Groups = s.Groups
 	}
-	out.Seq, out.Agent = s.Seq, s.AgentVersion
+	out.Seq, out.Agent, out.TrustVersion = s.Seq, s.AgentVersion, s.TrustVersion
 	if !s.Time.IsZero() {
 		t := s.Time
 		out.Time = &t

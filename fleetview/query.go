@@ -33,6 +33,7 @@ type Filter struct {
 	Online  string   // OnlineYes, OnlineNo or OnlineUnknown
 	Failure string   // its last result failed with this code (Device.Failure)
 	Refusal string   // its last refusal has this code
+	Trust   string   // it holds the root of trust of this version, as TrustKey names it ("v3")
 	Search  string   // case-insensitive part of its ID, running version or a group
 }
 
@@ -65,6 +66,8 @@ func (f Filter) match(id string, d *record) bool {
 	case f.Failure != "" && (s == nil || failureOf(s.LastResult) != f.Failure):
 		return false
 	case f.Refusal != "" && (s == nil || refusalOf(s.LastRefusal) != f.Refusal):
+		return false
+	case f.Trust != "" && (s == nil || TrustKey(s.TrustVersion) != f.Trust):
 		return false
 	}
 	if f.Search == "" {

@@ -27,6 +27,15 @@ type Summary struct {
 	Trust map[string]int `json:"trust"`
 }
 
+// TrustKey is how the totals name a root of trust's version: "v3"; ""
+// for a device without one.
+func TrustKey(version uint64) string {
+	if version == 0 {
+		return ""
+	}
+	return fmt.Sprintf("v%d", version)
+}
+
 // Summary counts the devices f picks.
 func (v *View) Summary(f Filter) Summary {
 	s := Summary{States: map[string]int{}, Versions: map[string]int{}, Online: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}, Trust: map[string]int{}}
@@ -47,11 +56,7 @@ func (v *View) Summary(f Filter) Summary {
 			if c := refusalOf(st.LastRefusal); c != "" {
 				s.Refusals[c]++
 			}
-			if st.TrustVersion > 0 {
-				s.Trust[fmt.Sprintf("v%d", st.TrustVersion)]++
-			} else {
-				s.Trust[""]++
-			}
+			s.Trust[TrustKey(st.TrustVersion)]++
 		}
 	}
 	return s

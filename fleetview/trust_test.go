@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -22,6 +23,20 @@ func TestSummaryByTrustVersion(t *testing.T) {
 	s := v.Summary(Filter{})
 	if s.Trust["v3"] != 2 || s.Trust["v2"] != 1 || s.Trust[""] != 1 {
 		t.Fatalf("trust totals %v", s.Trust)
+	}
+	// Filter.Trust picks the devices of one version, as the totals name it;
+	// each row carries its version.
+	for key, want := range map[string][]string{"v3": {"gw-0", "gw-1"}, "v2": {"gw-2"}, "v9": nil} {
+		var got []string
+		for _, d := range v.Query(Filter{Trust: key}, 0, 10).Devices {
+			if TrustKey(d.TrustVersion) != key {
+				t.Errorf("%s: trust_version %d in the %s devices", d.ID, d.TrustVersion, key)
+			}
+			got = append(got, d.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Filter{Trust: %q}: %v, want %v", key, got, want)
+		}
 	}
 	var buf bytes.Buffer
 	s.Write(&buf)

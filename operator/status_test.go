@@ -129,7 +129,7 @@ func TestStatusTableFiltersAndTotals(t *testing.T) {
 	if len(devices) != 4 {
 		t.Fatalf("%d JSON lines", len(devices))
 	}
-	keys := []string{"agent_version", "bad_status", "booted", "device", "groups", "last_refusal", "last_result", "online", "running", "seq", "slots", "state", "target", "time"}
+	keys := []string{"agent_version", "bad_status", "booted", "device", "groups", "last_refusal", "last_result", "online", "running", "seq", "slots", "state", "target", "time", "trust_version"}
 	for _, d := range devices {
 		if got := slices.Sorted(maps.Keys(d)); !slices.Equal(got, keys) {
 			t.Errorf("%v: keys %v", d["device"], got)

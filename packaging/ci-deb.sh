@@ -41,7 +41,7 @@ for arch in amd64 arm64 armhf; do
 	! grep -E '/usr/bin/ot(actl|asim)$' "$tmp/otad.list" || fail "$arch otad package carries an operator tool"
 	! grep -E '/usr/bin/otad$|systemd/system/|/etc/otad' "$tmp/otactl.list" || fail "$arch otactl package carries the daemon, its unit or its config"
 	for f in usr/bin/otad lib/systemd/system/otad.service usr/share/man/man8/otad.8.gz usr/share/bash-completion/completions/otad \
-		usr/share/zsh/vendor-completions/_otad usr/share/fish/vendor_completions.d/otad.fish; do
+		usr/share/zsh/vendor-completions/_otad usr/share/fish/vendor_completions.d/otad.fish usr/share/dbus-1/system.d/io.github.otad.Agent1.conf; do
 		grep -q " \./$f\$" "$tmp/otad.list" || fail "$arch otad package lacks /$f"
 	done
 	for f in usr/bin/otactl usr/bin/otasim usr/share/man/man1/otactl.1.gz usr/share/man/man1/otasim.1.gz usr/share/bash-completion/completions/otactl \
@@ -76,6 +76,9 @@ otactl help >/dev/null || fail "otactl help"
 [ "$(stat -c %a /var/lib/otad)" = 700 ] || fail "/var/lib/otad: mode $(stat -c %a /var/lib/otad), want 700"
 grep -qx /etc/otad/otad.toml /var/lib/dpkg/info/otad.conffiles || fail "otad.toml is not a conffile"
 [ -d /etc/otad/keys.d ] && [ -x /usr/libexec/otad/health-check ] || fail "keys.d or the health check missing"
+# D-Bus: the policy where the system bus reads it, and its group.
+[ -f /usr/share/dbus-1/system.d/io.github.otad.Agent1.conf ] || fail "the D-Bus policy is missing"
+getent group otad >/dev/null || fail "the postinst made no group otad (the D-Bus policy's)"
 [ -f /usr/share/bash-completion/completions/otad ] && [ -f /usr/share/bash-completion/completions/otactl ] || fail "bash completion missing"
 # The installed man pages name what the installed help lists.
 for c in $(otactl help | awk '/^  [a-z]/ {print $1}' | sort -u); do

@@ -14,11 +14,12 @@ import (
 // runFleet is `otasim fleet` (docs/contract/fleet-sim.md): it runs until interrupted.
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o fleet.Options
-	fset := cli.NewFlagSet("otasim fleet", "--broker URL --devices N --keys DIR [flags]", stderr)
+	fset := cli.NewFlagSet("otasim fleet", "--broker URL --devices N (--keys DIR | --root FILE) [flags]", stderr)
 	var brokers cli.StringList
 	fset.Var(&brokers, "broker", "MQTT broker URL (mqtt://host:port); again for each node of a cluster: each device starts at a random one and fails over")
 	fset.IntVar(&o.Devices, "devices", 0, "number of simulated devices")
 	fset.StringVar(&o.KeysDir, "keys", "", "directory of the public keys the devices trust")
+	fset.StringVar(&o.Root, "root", "", "instead of --keys, the root of trust the devices ship ([trust] root); each takes newer roots retained over MQTT")
 	fset.StringVar(&o.Prefix, "prefix", "sim-", "device IDs are PREFIX plus a 5-digit number from 00001")
 	fset.StringVar(&o.Group, "group", "", "the group every device is in (default: none)")
 	fset.StringVar(&o.Compatible, "compatible", "otasim", "the devices' compatible string")
@@ -39,8 +40,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		o.Brokers = brokers
 	}
-	if len(brokers) == 0 || o.KeysDir == "" || o.Devices < 1 {
-		return cli.Usagef("want --broker, --keys and --devices")
+	if len(brokers) == 0 || (o.KeysDir == "") == (o.Root == "") || o.Devices < 1 {
+		return cli.Usagef("want --broker, --devices and one of --keys and --root")
 	}
 	var err error
 	if o.SlotSize, err = cli.ParseBytes(*slotSize); err != nil {

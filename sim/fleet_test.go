@@ -16,8 +16,9 @@ import (
 
 func TestFleetUsage(t *testing.T) {
 	clitest.Run(t, otasim, []clitest.Case{
-		{Args: []string{"fleet"}, Code: ota.ExitUsage, Stderr: "want --broker, --keys and --devices"},
-		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k"}, Code: ota.ExitUsage, Stderr: "want --broker, --keys and --devices"},
+		{Args: []string{"fleet"}, Code: ota.ExitUsage, Stderr: "want --broker, --devices and one of --keys and --root"},
+		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k"}, Code: ota.ExitUsage, Stderr: "want --broker, --devices and one of --keys and --root"},
+		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k", "--root", "r.json", "--devices", "3"}, Code: ota.ExitUsage, Stderr: "one of --keys and --root"},
 		{Args: []string{"fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", "k", "--devices", "3", "--slot-size", "x"}, Code: ota.ExitUsage, Stderr: "--slot-size"},
 	})
 	code, _, stderr := otasim("fleet", "--broker", "mqtt://127.0.0.1:1", "--keys", t.TempDir(), "--devices", "3", "--fail-devices", "sim-00009")

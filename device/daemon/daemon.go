@@ -10,6 +10,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/busapi"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/node"
@@ -41,7 +42,9 @@ type Daemon struct {
 	// reconnect is Options.Reconnect.
 	reconnect mqtt.Backoff
 	pub       *publisher
-	node      *node.Node
+	// bus is the agent on the D-Bus system bus, once Run joins it.
+	bus  *busapi.Object
+	node *node.Node
 }
 
 // New assembles the device from cfg (node.Open), with MQTT and systemd
@@ -51,10 +54,10 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{compatible: cfg.Compatible}}
+	d := &Daemon{cfg: cfg, log: log, version: opt.AgentVersion, reconnect: opt.Reconnect, pub: &publisher{compatible: cfg.Compatible}, bus: busapi.New(log)}
 	nopt := node.Options{
 		AgentVersion: opt.AgentVersion, Logger: log,
-		Publishers: []agent.Publisher{d.pub, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},
+		Publishers: []agent.Publisher{d.pub, d.bus, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},
 		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
 		BeforeWrite: opt.BeforeWrite,
 	}
@@ -105,8 +108,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	h := served{Agent: d.node.Agent, d: d}
+	// D-Bus is for device UIs, where there is a bus: without one (or
+	// without its policy) otad runs as it did (docs/contract/dbus.md).
+	if stopBus, err := d.bus.Start(ctx, h); err != nil {
+		d.log.Info("not on D-Bus", "err", err)
+	} else {
+		defer stopBus()
+	}
 	// The control socket comes last: once it answers, everything else is up.
-	srv, err := control.Listen(d.cfg.ControlSocket, served{Agent: d.node.Agent, d: d}, d.log)
+	srv, err := control.Listen(d.cfg.ControlSocket, h, d.log)
 	if err != nil {
 		return err
 	}

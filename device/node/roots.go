@@ -54,12 +54,9 @@ func (k *Keys) inMemory() {
 // of its own root keys. A kept root that does not read is logged and the
 // image's taken: it was written durably, so it is damage, not a power cut.
 func LoadRoot(anchorPath, stateDir string, fsys durable.FS, log *slog.Logger) (*Keys, error) {
-	anchor, err := readRoot(anchorPath)
+	anchor, err := ReadAnchor(anchorPath)
 	if err != nil {
 		return nil, err
-	}
-	if err := trust.Anchor(anchor); err != nil {
-		return nil, fmt.Errorf("%s: %w", anchorPath, err)
 	}
 	if fsys == nil {
 		fsys = durable.OS{}
@@ -90,6 +87,28 @@ func LoadRoot(anchorPath, stateDir string, fsys durable.FS, log *slog.Logger) (*
 	k.cur.Store(trusted(cur, revoked))
 	log.Info("root of trust loaded", "version", cur.Version, "release_keys", len(cur.Release.Keys), "threshold", cur.Release.Threshold)
 	return k, nil
+}
+
+// ReadAnchor reads the root an image ships ([trust] root): a root
+// document signed by a threshold of its own root keys.
+func ReadAnchor(path string) (*trust.Root, error) {
+	r, err := readRoot(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trust.Anchor(r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// RootInMemory is Keys from anchor (ReadAnchor's) that keep every root
+// they accept in memory only: a simulated device holds them across its
+// simulated reboots as it holds its journal.
+func RootInMemory(anchor *trust.Root, log *slog.Logger) *Keys {
+	k := &Keys{log: log, root: &rootStore{memory: true}}
+	k.cur.Store(trusted(anchor, map[string]uint64{}))
+	return k
 }
 
 func trusted(r *trust.Root, revoked map[string]uint64) *Trusted {

@@ -123,6 +123,7 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 		{"a state no agent has", row("gw-weird") + `.cells[2].textContent`, "<u>exploding</u>"},
 		{"the rollout state that is no state", `document.querySelector('.rollout[data-name="evil"] .bad').textContent.startsWith("the retained state does not decode")`, "true"},
 		{"the failure chart", `document.querySelector("#chart-failures .chart-label").textContent`, "health_check_failed"},
+		{"no trust chart while no device has a root", `String(document.getElementById("chart-trust").parentElement.hidden)`, "true"},
 	} {
 		if got := fmt.Sprint(browsertest.Eval[any](t, br, tt.expr)); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.what, got, tt.want)

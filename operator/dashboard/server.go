@@ -153,11 +153,11 @@ func (s *Server) getRollouts(w http.ResponseWriter, _ *http.Request) {
 
 // getDevices is a page of the device table: offset, limit (at most
 // maxPage), and the filters q (search), state, version, online, group,
-// failure and refusal.
+// failure, refusal and trust (a root of trust's version, "v3").
 func (s *Server) getDevices(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := fleetview.Filter{Search: q.Get("q"), State: q.Get("state"), Version: q.Get("version"), Online: q.Get("online"),
-		Group: q.Get("group"), Failure: q.Get("failure"), Refusal: q.Get("refusal")}
+		Group: q.Get("group"), Failure: q.Get("failure"), Refusal: q.Get("refusal"), Trust: q.Get("trust")}
 	if err := f.Check(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

@@ -108,7 +108,7 @@ func top(m map[string]int) map[string]int {
 // tidyOverview cuts the names in the totals (versions, codes) and the
 // rollouts' texts.
 func tidyOverview(o Overview) Overview {
-	for _, m := range []*map[string]int{&o.Summary.States, &o.Summary.Versions, &o.Summary.Online, &o.Summary.Failures, &o.Summary.Refusals} {
+	for _, m := range []*map[string]int{&o.Summary.States, &o.Summary.Versions, &o.Summary.Online, &o.Summary.Failures, &o.Summary.Refusals, &o.Summary.Trust} {
 		*m = top(*m)
 	}
 	for i := range o.Rollouts {

@@ -85,12 +85,14 @@ func TestPackagesByRole(t *testing.T) {
 	}{
 		{"otad", []string{"/usr/bin/otad", "/lib/systemd/system/otad.service", "/etc/otad/otad.toml", "/usr/libexec/otad/health-check",
 			"/usr/share/man/man8/otad.8.gz", "/usr/share/bash-completion/completions/otad", "/usr/share/zsh/vendor-completions/_otad",
-			"/usr/share/fish/vendor_completions.d/otad.fish", "/usr/share/doc/otad/copyright", "/usr/share/doc/otad/coming-from.md"},
+			"/usr/share/fish/vendor_completions.d/otad.fish", "/usr/share/doc/otad/copyright", "/usr/share/doc/otad/coming-from.md",
+			"/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf"},
 			[]string{"/usr/bin/otactl", "/usr/bin/otasim", "/usr/share/man/man1/otactl.1.gz", "/usr/share/bash-completion/completions/otactl"}},
 		{"otactl", []string{"/usr/bin/otactl", "/usr/bin/otasim", "/usr/share/man/man1/otactl.1.gz", "/usr/share/man/man1/otasim.1.gz",
 			"/usr/share/bash-completion/completions/otactl", "/usr/share/zsh/vendor-completions/_otactl", "/usr/share/fish/vendor_completions.d/otactl.fish",
 			"/usr/share/doc/otactl/copyright", "/usr/share/doc/otactl/contract/rollouts.md"},
-			[]string{"/usr/bin/otad", "/lib/systemd/system/otad.service", "/etc/otad/otad.toml", "/usr/libexec/otad/health-check"}},
+			[]string{"/usr/bin/otad", "/lib/systemd/system/otad.service", "/etc/otad/otad.toml", "/usr/libexec/otad/health-check",
+				"/usr/share/dbus-1/system.d/io.github.otad.Agent1.conf"}},
 	} {
 		files := pkgs[c.pkg]
 		for _, f := range c.want {

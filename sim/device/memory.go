@@ -14,6 +14,7 @@ import (
 	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
+	"github.com/otad/otad/trust"
 )
 
 // Shared is what the in-memory devices of one fleet share, so that an idle
@@ -21,7 +22,13 @@ import (
 // transport, one logger, and the bound on installs at once.
 type Shared struct {
 	Config *config.Config // MemoryConfig's; each device copies it with its own ID
-	Keys   *node.Keys
+	// Keys are the keys every device trusts, without a root of trust.
+	Keys *node.Keys
+	// Root, when set instead, is the root of trust the devices ship
+	// (node.ReadAnchor's; Config.Trust.Root names it, so each device takes
+	// retained roots over MQTT as otad does). Each device walks its own
+	// chain from it and keeps what it accepted in memory.
+	Root *trust.Root
 	// Transport carries every device's downloads; each request names its
 	// device in DeviceHeader, so an image server can count per device.
 	Transport http.RoundTripper
@@ -119,6 +126,9 @@ type MemDevice struct {
 	cfg     config.Config
 	shared  *Shared
 	client  *http.Client
+	// keys are what the device trusts, kept across its simulated reboots:
+	// the fleet's shared keys, or its own root of trust (Shared.Root).
+	keys *node.Keys
 	life
 }
 
@@ -133,10 +143,21 @@ func NewMemDevice(sh *Shared, id string, slotSize int64, healthy bool) (*MemDevi
 		return nil, err
 	}
 	d := &MemDevice{ID: id, Memory: m, healthy: healthy, cfg: *sh.Config, shared: sh,
-		client: &http.Client{Transport: named{rt: sh.Transport, id: id}}}
+		client: &http.Client{Transport: named{rt: sh.Transport, id: id}}, keys: sh.Keys}
 	d.cfg.DeviceID = id
+	if sh.Root != nil {
+		log := sh.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		d.keys = node.RootInMemory(sh.Root, log.With("device", id))
+	}
 	return d, nil
 }
+
+// TrustVersion is the version of the root of trust the device holds now;
+// 0 without one.
+func (d *MemDevice) TrustVersion() uint64 { return d.keys.Version() }
 
 // Run runs the device until ctx ends: started again after each simulated
 // reboot, and after a pause after an error.
@@ -149,7 +170,7 @@ func (d *MemDevice) Run(ctx context.Context) {
 }
 
 func (d *MemDevice) build(cfg *config.Config, opt node.Options) (*node.Parts, error) {
-	p, err := d.Memory.parts(cfg, d.shared.Keys, d.client, opt)
+	p, err := d.Memory.parts(cfg, d.keys, d.client, opt)
 	if err != nil {
 		return nil, err
 	}

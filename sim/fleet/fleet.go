@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/sim/device"
+	"github.com/otad/otad/trust"
 )
 
 // Options are otasim fleet's flags.
@@ -26,6 +28,7 @@ type Options struct {
 	Brokers    []string // the nodes of a clustered broker, instead of Broker: each device starts at a random one
 	Devices    int
 	KeysDir    string   // the public keys the devices trust
+	Root       string   // instead, the root of trust they ship ([trust] root): each walks its own chain, in memory
 	Prefix     string   // device IDs are Prefix + a 5-digit number from 00001; "": "sim-"
 	Group      string   // "": in no group
 	Compatible string   // default "otasim"
@@ -99,17 +102,14 @@ func New(o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := node.LoadKeys(o.KeysDir, o.Logger)
+	keys, root, err := o.trust(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if keys.Keyring().Len() == 0 {
-		return nil, fmt.Errorf("--keys %s: no public key in it", o.KeysDir)
 	}
 	tr := fetch.NewHTTPClient(nil).Transport.(*http.Transport)
 	// Installs at once share connections to the image server.
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxInstalls, o.MaxInstalls
-	sh := &device.Shared{Config: cfg, Keys: keys, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),
+	sh := &device.Shared{Config: cfg, Keys: keys, Root: root, Transport: tr, Installs: make(chan struct{}, o.MaxInstalls),
 		Slots:        device.NewMemPool(2 * o.MaxInstalls),
 		AgentVersion: "otasim", Logger: o.Logger, Observe: o.Observe}
 	f := &Fleet{MaxInstalls: o.MaxInstalls, Spread: o.Spread, transport: tr}
@@ -125,6 +125,35 @@ func New(o Options) (*Fleet, error) {
 		f.Devices = append(f.Devices, d)
 	}
 	return f, nil
+}
+
+// trust reads what the devices trust: the keys of KeysDir, or the root of
+// trust Root names, which cfg then names too (the daemon subscribes to the
+// retained roots of a device that has one).
+func (o Options) trust(cfg *config.Config) (*node.Keys, *trust.Root, error) {
+	switch {
+	case o.Root != "" && o.KeysDir != "":
+		return nil, nil, errors.New("--keys and --root do not go together: a device with a root of trust reads no keys directory")
+	case o.Root != "":
+		path, err := filepath.Abs(o.Root)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--root: %w", err)
+		}
+		root, err := node.ReadAnchor(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--root: %w", err)
+		}
+		cfg.Trust.Root = path
+		return nil, root, nil
+	}
+	keys, err := node.LoadKeys(o.KeysDir, o.Logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keys.Keyring().Len() == 0 {
+		return nil, nil, fmt.Errorf("--keys %s: no public key in it", o.KeysDir)
+	}
+	return keys, nil, nil
 }
 
 func (o Options) withDefaults() Options {

@@ -32,8 +32,12 @@ func Serve(ctx context.Context, o Options, out io.Writer) error {
 	if o.Group != "" {
 		group = "group " + o.Group
 	}
+	trusting := o.KeysDir
+	if o.Root != "" {
+		trusting = "the root of trust " + o.Root
+	}
 	fmt.Fprintf(out, "otasim fleet: %d devices %s to %s (%s, compatible %s) on %s, trusting %s\n",
-		len(f.Devices), ID(o.Prefix, 1), ID(o.Prefix, o.Devices), group, o.Compatible, strings.TrimSpace(strings.Join(append([]string{o.Broker}, o.Brokers...), " ")), o.KeysDir)
+		len(f.Devices), ID(o.Prefix, 1), ID(o.Prefix, o.Devices), group, o.Compatible, strings.TrimSpace(strings.Join(append([]string{o.Broker}, o.Brokers...), " ")), trusting)
 	fmt.Fprintf(out, "installs at once: at most %d (slot memory and pipeline buffers are taken only while a device installs)\n", f.MaxInstalls)
 	fmt.Fprintf(out, "health check fails on %d devices", len(f.Failing))
 	if len(f.Failing) > 0 && len(f.Failing) <= 10 {

@@ -216,6 +216,7 @@ func (r *Rig) checkEnd(out *Outcome, st *storage) {
 		out.fail("ended on slot %s, and the next boot picks %q", out.Booted, prim)
 	}
 	out.runs = st.slots[out.Booted].sha256(ImageSize)
+	r.checkRootEnd(out)
 }
 
 // judge checks what a run from a state found against what came before the
@@ -233,7 +234,7 @@ func (r *Rig) judge(out *Outcome, prior []Op) ([]string, string) {
 	if len(vs) > 0 || res == nil {
 		return vs, "violation"
 	}
-	want := map[End]ota.Code{Commit: "", Rollback: ota.CodeHealthCheckFailed, Cancel: "", MarkActive: ""}[r.sc.End]
+	want := map[End]ota.Code{Commit: "", Rollback: ota.CodeHealthCheckFailed, Cancel: "", MarkActive: "", Rotate: ""}[r.sc.End]
 	booted, runs, end := out.Booted, out.runs, string(res.Result)
 	switch {
 	case res.Result == ota.ResultSuccess && res.Code == want && booted == ota.SlotA:

@@ -208,7 +208,7 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 	if err != nil {
 		return sr, err
 	}
-	e := &explorer{opt: opt, offer: fx.offers[sc.Mode], seed: maphash.MakeSeed(), rigs: make(chan *Rig, opt.Workers),
+	e := &explorer{opt: opt, offer: fx.offer(sc), seed: maphash.MakeSeed(), rigs: make(chan *Rig, opt.Workers),
 		seen: map[[2]uint64]bool{}, verdict: map[[2]uint64]*Outcome{}, sr: &sr, points: map[string]bool{},
 		pick: rand.New(rand.NewPCG(opt.Model.Seed, 22))}
 	initial, ops, err := record(ctx, r0, e.offer)

@@ -3,9 +3,12 @@ package crashstate
 import (
 	"context"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/bootctl"
+	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/durable"
 )
 
@@ -90,6 +93,64 @@ func TestUndoCrashStates(t *testing.T) {
 	t.Log(res.Summary(), res.Wall)
 }
 
+// Issue 29: a root of trust that an offer brings is kept before the offer
+// is taken, and a power cut at any point of it, or of the install after
+// it, leaves the kept root old or new and the offer committed.
+func TestRootCrashStates(t *testing.T) {
+	fx := fixture(t)
+	var scs []Scenario
+	for _, sc := range RootScenarios() {
+		if sc.Boot != UBootSingle {
+			scs = append(scs, sc)
+		}
+	}
+	// The root update is in the recorded trace: its states are explored.
+	r, err := shortOptions(t, nil).rig(scs[0], fx, "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ops, err := record(context.Background(), r, fx.offer(scs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ops, func(op Op) bool { return op.Kind == OpRename && op.To == "state/"+node.RootFile }) {
+		t.Fatalf("the update's %d operations do not keep the new root", len(ops))
+	}
+	opt := shortOptions(t, scs)
+	opt.Sample = 200
+	res, err := Explore(context.Background(), fx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Scenarios {
+		if s.Ends["success"] == 0 {
+			t.Errorf("%s: no state ends committed: %v", s.Scenario, s.Ends)
+		}
+		for i, v := range s.Violations {
+			if i < 3 {
+				t.Errorf("%s: depth %d: %s (before %s): %v", s.Scenario, v.Depth, v.State, v.Op, v.Messages)
+			}
+		}
+	}
+	t.Log(res.Summary(), res.Wall)
+}
+
+// unsyncedRoot is durable without the fsync of the kept root's temporary
+// file: its rename may be durable before its bytes.
+type unsyncedRoot struct{ durable.FS }
+
+func (u unsyncedRoot) CreateTemp(dir, pattern string) (durable.File, error) {
+	f, err := u.FS.CreateTemp(dir, pattern)
+	if err != nil || !strings.Contains(pattern, node.RootFile) {
+		return f, err
+	}
+	return noSync{f}, nil
+}
+
+type noSync struct{ durable.File }
+
+func (noSync) Sync() error { return nil }
+
 // noDirSync is durable with its directory syncs left out: a rename may be
 // lost after the agent acted on it.
 type noDirSync struct{ durable.FS }
@@ -115,6 +176,8 @@ func TestBrokenVariantsAreCaught(t *testing.T) {
 			func(o *Options) { o.BrokenFS = func(fs durable.FS) durable.FS { return noDirSync{fs} } }},
 		{"redundant env written over the copy in use", Scenario{Stream, UBootRedundant, Commit},
 			func(o *Options) { o.BrokenDisk = wrongCopy }},
+		{"root of trust kept without its fsync", Scenario{Stream, GRUB, Rotate},
+			func(o *Options) { o.BrokenFS = func(fs durable.FS) durable.FS { return unsyncedRoot{fs} } }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opt := shortOptions(t, []Scenario{tc.sc})

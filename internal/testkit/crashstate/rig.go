@@ -56,6 +56,10 @@ func NewRig(sc Scenario, fx *Fixture, root string) (*Rig, error) {
 	if err := sc.Boot.factory(root); err != nil {
 		return nil, err
 	}
+	anchor, err := writeAnchor(sc, fx, root)
+	if err != nil {
+		return nil, err
+	}
 	bl := fmt.Sprintf("type = \"uboot\"\nenv_config = %q\n", filepath.Join(root, "etc", "fw_env.config"))
 	if sc.Boot == GRUB {
 		bl = fmt.Sprintf("type = \"grub\"\nenv_file = %q\n", filepath.Join(root, "boot", "grubenv"))
@@ -65,7 +69,7 @@ compatible = "acme,crash"
 state_dir = %q
 [trust]
 keys_dir = %q
-[slots]
+%s[slots]
 A = "/nonexistent/slot-a"
 B = "/nonexistent/slot-b"
 [bootloader]
@@ -79,7 +83,7 @@ max_backoff = "10ms"
 window = "1m"
 [reboot]
 policy = "immediate"
-`, filepath.Join(root, "state"), keys, bl, Attempts)
+`, filepath.Join(root, "state"), keys, anchor, bl, Attempts)
 	cfg, err := config.Parse([]byte(toml), "crash device", "")
 	if err != nil {
 		return nil, err
@@ -160,6 +164,10 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	if r.broken != nil {
 		fs = r.broken(fs)
 	}
+	keys := r.keysAt(out, fs)
+	if keys == nil {
+		return false
+	}
 	targets := map[ota.Slot]slots.Target{ota.SlotA: slotTarget{st, ota.SlotA}, ota.SlotB: slotTarget{st, ota.SlotB}}
 	rb := &rebooter{}
 	pub := &publisher{r: r, st: st, h: h, out: out, changed: make(chan struct{}, 1)}
@@ -174,7 +182,7 @@ func (r *Rig) start(ctx context.Context, st *storage, slot ota.Slot, offer []byt
 	p := node.NewParts(r.cfg, node.Options{Logger: discard(), Publishers: []agent.Publisher{pub}, Clock: clock}, node.Storage{
 		Journal: agent.Journal{Dir: filepath.Join(r.root, "state"), FS: fs}, Boot: bl, Booted: slot,
 		BootID: fmt.Sprintf("boot-%d", bootSeq.Add(1)), Reboot: rb, Slots: targets,
-		StateDir: filepath.Join(r.root, "state"), StateFS: fs, CheckpointBytes: CheckpointBytes, Client: r.client, Keys: r.keys,
+		StateDir: filepath.Join(r.root, "state"), StateFS: fs, CheckpointBytes: CheckpointBytes, Client: r.client, Keys: keys,
 	})
 	unhealthy := r.sc.End == Rollback && st.slots[slot].sha256(ImageSize) == r.fx.NewSHA
 	p.Deps.Health = health(!unhealthy)

@@ -39,9 +39,14 @@ const (
 	// drops the staged install once, then otad install of the same offer
 	// stages it again, the operator reboots, and it is committed.
 	MarkActive
+	// Rotate: the offer brings a new root of trust, which the device keeps
+	// before it takes the offer, then commits it (RootScenarios).
+	Rotate
 )
 
-func (e End) String() string { return [...]string{"commit", "rollback", "cancel", "mark-active"}[e] }
+func (e End) String() string {
+	return [...]string{"commit", "rollback", "cancel", "mark-active", "root"}[e]
+}
 
 // UndoScenarios are every mode on every bootloader with an operator's
 // cancel and mark-active booted on the way (issue 27).
@@ -101,6 +106,7 @@ type Fixture struct {
 	srv      *httptest.Server
 	files    map[string][]byte
 	offers   map[Mode][]byte
+	root     *rootFixture
 }
 
 // NewFixture makes the images (the new one shares most of its chunks with
@@ -137,6 +143,12 @@ func NewFixture() (*Fixture, error) {
 			f.Close()
 			return nil, err
 		}
+	}
+	o := signer.Offer{ID: "rel-2", Version: "2", SecurityVersion: 2, Compatible: "acme,crash", URL: f.srv.URL + "/new.img",
+		Size: int64(len(img)), SHA256: f.NewSHA, Issued: time.Now().Add(-time.Minute), Expires: 30 * 24 * time.Hour}
+	if f.root, err = newRootFixture(s, o); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }

@@ -69,6 +69,10 @@ function renderOverview(o) {
   chart($("chart-online"), s.online);
   chart($("chart-failures"), s.failures);
   chart($("chart-refusals"), s.refusals || {});
+  // As otactl status: no trust chart while no device reports a root.
+  const trust = s.trust || {};
+  $("chart-trust").parentElement.hidden = !Object.keys(trust).some((k) => k !== "");
+  chart($("chart-trust"), trust);
   renderRollouts(o.rollouts, o.actions);
 }
 
@@ -286,7 +290,8 @@ function renderDevices(page) {
       slotCell(d.slots.A),
       slotCell(d.slots.B),
       el("td", {}, target),
-      el("td", { className: failedLast ? "bad" : "" }, brief(last))));
+      el("td", { className: failedLast ? "bad" : "" }, brief(last)),
+      el("td", {}, d.trust_version ? "v" + d.trust_version : "-")));
   }
   const first = page.total ? page.offset + 1 : 0;
   $("range").textContent = first + "–" + (page.offset + page.devices.length) + " of " + page.total;
@@ -316,7 +321,7 @@ function renderDevice(dd) {
   const online = d.online === null ? "unknown" : d.online ? "yes" : "no";
   for (const [k, v] of [["state", dash(d.state)], ["online", online], ["running", dash(d.running) + " (slot " + dash(d.booted) + ")"],
     ["target", d.target ? dash(d.target.version) + " " + dash(d.target.id) : "-"], ["groups", d.groups.length ? d.groups.join(", ") : "-"],
-    ["seq", d.seq], ["agent", dash(d.agent_version)], ["status time", when(d.time)]]) {
+    ["seq", d.seq], ["agent", dash(d.agent_version)], ["root of trust", d.trust_version ? "v" + d.trust_version : "-"], ["status time", when(d.time)]]) {
     facts.append(el("dt", {}, k), el("dd", {}, v));
   }
   const slots = $("device-slots");

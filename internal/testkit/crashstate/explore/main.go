@@ -40,6 +40,7 @@ func main() {
 func run(ctx context.Context, workers, depth, sample int, only string) error {
 	var scenarios []crashstate.Scenario
 	all := append(crashstate.Scenarios(crashstate.Modes()...), crashstate.UndoScenarios(crashstate.Modes()...)...)
+	all = append(all, crashstate.RootScenarios()...)
 	for _, s := range all {
 		if strings.Contains(s.String(), only) {
 			scenarios = append(scenarios, s)

@@ -1,0 +1,191 @@
+package busapi
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/otad/otad/ota"
+)
+
+type member struct {
+	Name string `xml:"name,attr"`
+	Type string `xml:"type,attr"`
+	Args []struct {
+		Type string `xml:"type,attr"`
+	} `xml:"arg"`
+}
+
+type node struct {
+	Interfaces []struct {
+		Name       string   `xml:"name,attr"`
+		Methods    []member `xml:"method"`
+		Properties []member `xml:"property"`
+		Signals    []member `xml:"signal"`
+	} `xml:"interface"`
+}
+
+func ours(t *testing.T) (methods, properties, signals []member) {
+	t.Helper()
+	var n node
+	if err := xml.Unmarshal([]byte(introspection), &n); err != nil {
+		t.Fatalf("introspection: %v", err)
+	}
+	for _, i := range n.Interfaces {
+		if i.Name == Iface {
+			return i.Methods, i.Properties, i.Signals
+		}
+	}
+	t.Fatalf("introspection has no %s", Iface)
+	return
+}
+
+func signature(m member) string {
+	var b strings.Builder
+	for _, a := range m.Args {
+		b.WriteString(a.Type)
+	}
+	return b.String()
+}
+
+// What Introspect announces is what is exported: the methods of the
+// methods type, with their argument types, and every property values sets.
+func TestIntrospectionMatchesTheObject(t *testing.T) {
+	ms, ps, _ := ours(t)
+	var announced []string
+	for _, m := range ms {
+		announced = append(announced, m.Name)
+	}
+	var exported []string
+	typ := reflect.TypeOf(methods{})
+	for i := range typ.NumMethod() {
+		exported = append(exported, typ.Method(i).Name)
+	}
+	slices.Sort(announced)
+	if !slices.Equal(announced, exported) {
+		t.Errorf("introspection announces methods %v, the object exports %v", announced, exported)
+	}
+	vals := values(ota.Status{})
+	if len(vals) != len(ps) {
+		t.Errorf("introspection has %d properties, the object %d", len(ps), len(vals))
+	}
+	for _, p := range ps {
+		v, ok := vals[p.Name]
+		if !ok {
+			t.Errorf("property %s announced, not set", p.Name)
+			continue
+		}
+		if got := dbusSignature(v); got != p.Type {
+			t.Errorf("property %s is %s, announced %s", p.Name, got, p.Type)
+		}
+	}
+}
+
+// The contract page has a row for each method, property and signal, with
+// its type or arguments.
+func TestContractNamesEveryMember(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract", "dbus.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	for _, s := range []string{Name, string(Path), ErrorPrefix + "Failed", Name + ".conf"} {
+		if !strings.Contains(doc, s) {
+			t.Errorf("docs/contract/dbus.md does not name %s", s)
+		}
+	}
+	ms, ps, ss := ours(t)
+	for _, p := range ps {
+		if !strings.Contains(doc, fmt.Sprintf("| `%s` | `%s` |", p.Name, p.Type)) {
+			t.Errorf("docs/contract/dbus.md has no row | `%s` | `%s` |", p.Name, p.Type)
+		}
+	}
+	for _, m := range append(ms, ss...) {
+		row := regexp.MustCompile("(?m)^\\| `" + m.Name + "` \\|.*$").FindString(doc)
+		if row == "" {
+			t.Errorf("docs/contract/dbus.md has no row for %s", m.Name)
+			continue
+		}
+		for _, a := range m.Args {
+			if !strings.Contains(row, "`"+a.Type+" ") {
+				t.Errorf("docs/contract/dbus.md's row for %s lacks an argument of type %s: %s", m.Name, a.Type, row)
+			}
+		}
+	}
+}
+
+// Errors are named by their ota code, which must make a valid D-Bus error
+// name, or Failed.
+func TestErrorNames(t *testing.T) {
+	valid := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{ota.Errorf(ota.CodeRootVersion, "root 3 is not newer than 4"), ErrorPrefix + "root_version"},
+		{fmt.Errorf("trust: %w", ota.Errorf(ota.CodeNotYetValid, "later")), ErrorPrefix + "not_yet_valid"},
+		{errors.New("cancel refused: no install is running"), ErrorPrefix + "Failed"},
+	} {
+		e := busError(c.err)
+		if e.Name != c.want || !valid.MatchString(e.Name) || len(e.Body) != 1 || e.Body[0] != c.err.Error() {
+			t.Errorf("busError(%v) = %s %v, want %s with the message", c.err, e.Name, e.Body, c.want)
+		}
+	}
+}
+
+// The properties read the status; what it lacks is empty.
+func TestValues(t *testing.T) {
+	st := ota.Status{
+		State: ota.Downloading, BootedSlot: ota.SlotA, AgentVersion: "1.2",
+		Slots:      map[ota.Slot]ota.SlotStatus{ota.SlotA: {Version: "1.0", SHA256: "aa", Status: ota.SlotGood}, ota.SlotB: {}},
+		Target:     &ota.TargetStatus{ID: "rel-2", Version: "2.0", SHA256: "bb", BytesDone: 10, BytesTotal: 100},
+		LastResult: &ota.Outcome{Result: ota.ResultFailed, Code: ota.CodeCancelled, Message: "stopped", ID: "rel-1", SHA256: "cc"},
+	}
+	got := values(st)
+	want := map[string]any{
+		"State": "downloading", "BootedSlot": "A", "AgentVersion": "1.2",
+		"Slots":      map[string]slotInfo{"A": {"1.0", "good", "aa"}, "B": {}},
+		"Target":     target{"rel-2", "2.0", "bb", 10, 100},
+		"Pending":    offer{},
+		"LastResult": result{"failed", "cancelled", "stopped", "rel-1", "cc"},
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s = %#v, want %#v", k, got[k], w)
+		}
+	}
+	if s := got[statusProp].(string); !strings.Contains(s, `"state":"downloading"`) {
+		t.Errorf("Status = %s, want the snapshot's JSON", s)
+	}
+	// A second update with the same status changes nothing; Status is
+	// announced by name only.
+	var p props
+	p.update(got)
+	st.Target.BytesDone = 20
+	changed, invalidated := p.update(values(st))
+	if len(changed) != 1 || !slices.Equal(invalidated, []string{statusProp}) {
+		t.Errorf("after progress: changed %v, invalidated %v; want Target, and Status by name", changed, invalidated)
+	}
+	if changed, invalidated := p.update(values(st)); len(changed) != 0 || len(invalidated) != 0 {
+		t.Errorf("nothing new: changed %v, invalidated %v", changed, invalidated)
+	}
+}
+
+// No bus at the address is ErrNoBus: otad goes on without it.
+func TestNoBus(t *testing.T) {
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "none"))
+	if _, err := New(nil).Start(t.Context(), nil); !errors.Is(err, ErrNoBus) {
+		t.Fatalf("Start without a bus: %v, want ErrNoBus", err)
+	}
+}
+
+func dbusSignature(v any) string { return dbus.SignatureOf(v).String() }
