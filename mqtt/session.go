@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg Config, filters map[string]byte, fn func(Mess
 }
 
 func (s *Session) onConnect(c paho.Client, subscribed chan<- error) {
-	err := subscribe(s.ctx, s.cfg, c, s.filters)
+	err := subscribe(s.ctx, c, s.filters, s.cfg.connectTimeout())
 	s.mu.Lock()
 	s.connects++
 	first := s.connects == 1
@@ -234,7 +234,7 @@ func (s *Session) PublishRetained(ctx context.Context, payload []byte, topics ..
 	names := make([]string, 0, publishWindow)
 	drain := func() error {
 		for i, tok := range window {
-			if err := waitToken(ctx, tok, s.cfg.connectTimeout()); err != nil {
+			if err := s.waitAck(ctx, tok); err != nil {
 				s.stalled(gen, names[i], err)
 				return fmt.Errorf("publish to %s: %w", names[i], err)
 			}
@@ -261,7 +261,7 @@ func (s *Session) Publish(ctx context.Context, topic string, payload []byte) err
 		return err
 	}
 	gen := s.generation()
-	if err := waitToken(ctx, s.c.Publish(topic, 1, false, payload), s.cfg.connectTimeout()); err != nil {
+	if err := s.waitAck(ctx, s.c.Publish(topic, 1, false, payload)); err != nil {
 		s.stalled(gen, topic, err)
 		return fmt.Errorf("publish to %s: %w", topic, err)
 	}
@@ -315,33 +315,17 @@ func (s *Session) Sync(ctx context.Context) error {
 	return nil
 }
 
-// waitArriving waits for done while messages keep arriving: it gives up
-// once none has arrived (and none is waiting for the handler) for a
-// connect timeout. result, when set, is the outcome once done.
-func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result func() error) error {
-	start, limit := time.Now(), s.cfg.connectTimeout()
-	tick := time.NewTicker(min(time.Second, limit))
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			if result != nil {
-				return result()
-			}
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if quiet := s.q.quietSince(start); quiet > limit {
-				return fmt.Errorf("nothing arrived for %v: %w", quiet.Round(time.Second), errTimeout)
-			}
-		}
-	}
-}
-
 // Subscribe adds filters to the session's subscriptions (renewed on every
 // reconnect), waiting for the broker's SUBACK.
 func (s *Session) Subscribe(ctx context.Context, filters map[string]byte) error {
+	return s.SubscribeWait(ctx, filters, s.cfg.connectTimeout())
+}
+
+// SubscribeWait is Subscribe waiting up to wait for the SUBACK: a broker
+// matches a wildcard against every retained message before it acknowledges
+// it (Mosquitto: 100,000 statuses), which on a loaded broker takes longer
+// than a connect.
+func (s *Session) SubscribeWait(ctx context.Context, filters map[string]byte, wait time.Duration) error {
 	s.mu.Lock()
 	all := make(map[string]byte, len(s.filters)+len(filters))
 	for f, q := range s.filters {
@@ -352,7 +336,7 @@ func (s *Session) Subscribe(ctx context.Context, filters map[string]byte) error 
 	}
 	s.filters = all
 	s.mu.Unlock()
-	return subscribe(ctx, s.cfg, s.c, filters)
+	return subscribe(ctx, s.c, filters, wait)
 }
 
 // Unsubscribe drops filters (added by Subscribe) from the session.
@@ -373,12 +357,12 @@ func (s *Session) Unsubscribe(ctx context.Context, filters ...string) error {
 	return nil
 }
 
-func subscribe(ctx context.Context, cfg Config, c paho.Client, filters map[string]byte) error {
+func subscribe(ctx context.Context, c paho.Client, filters map[string]byte, wait time.Duration) error {
 	if len(filters) == 0 {
 		return nil // a session that only publishes
 	}
 	tok := c.SubscribeMultiple(filters, nil)
-	if err := waitToken(ctx, tok, cfg.connectTimeout()); err != nil {
+	if err := waitToken(ctx, tok, wait); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	for topic, code := range tok.(*paho.SubscribeToken).Result() {

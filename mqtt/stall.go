@@ -1,6 +1,13 @@
 package mqtt
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
 
 // A connection can look up (keepalives answered) while the broker no
 // longer acknowledges what is published on it: seen on a RabbitMQ cluster
@@ -33,4 +40,49 @@ func (s *Session) stalled(gen int, topic string, err error) {
 	s.log.Warn("mqtt session: a publish was not acknowledged; dropping the connection to dial again", "topic", topic, "timeout", s.cfg.connectTimeout())
 	s.c.Disconnect(0) // paho calls no lost handler for it
 	s.connectionLost()
+}
+
+// waitArriving waits for done while messages keep arriving: it gives up
+// once none has arrived (and none is waiting for the handler) for a
+// connect timeout. result, when set, is the outcome once done.
+func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result func() error) error {
+	start, limit := time.Now(), s.cfg.connectTimeout()
+	tick := time.NewTicker(min(time.Second, limit))
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			if result != nil {
+				return result()
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if quiet := s.q.quietSince(start); quiet > limit {
+				return fmt.Errorf("nothing arrived for %v: %w", quiet.Round(time.Second), errTimeout)
+			}
+		}
+	}
+}
+
+// ackCap bounds, in connect timeouts, the wait for an acknowledgement
+// while messages keep arriving ahead of it.
+const ackCap = 3
+
+// waitAck waits for a publish's PUBACK. A broker sends it after whatever
+// it is delivering to this session already — 100,000 retained statuses of
+// a subscription just made take Mosquitto longer than a connect timeout
+// on a loaded machine — so the wait goes on while messages arrive, up to
+// ackCap connect timeouts; with nothing arriving it ends after one, and
+// the connection is taken for stalled (stall.go).
+func (s *Session) waitAck(ctx context.Context, tok paho.Token) error {
+	limit := ackCap * s.cfg.connectTimeout()
+	capped, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := s.waitArriving(capped, tok.Done(), tok.Error)
+	if err != nil && ctx.Err() == nil && capped.Err() != nil {
+		return fmt.Errorf("after %v: %w", limit, errTimeout)
+	}
+	return err
 }

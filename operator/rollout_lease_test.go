@@ -82,13 +82,14 @@ func (p *controllerProc) wait(t *testing.T, d time.Duration) int {
 // stateLog records, in the order the broker delivers them, who published
 // each state of every rollout.
 type stateLog struct {
-	mu     sync.Mutex
-	states map[string][]rollout.State
+	mu      sync.Mutex
+	states  map[string][]rollout.State
+	largest map[string]int // bytes of the largest state seen
 }
 
 func recordStates(t *testing.T, broker string) *stateLog {
 	t.Helper()
-	l := &stateLog{states: map[string][]rollout.State{}}
+	l := &stateLog{states: map[string][]rollout.State{}, largest: map[string]int{}}
 	c := mosquittotest.Client(t, broker, "state-log")
 	mosquittotest.Subscribe(t, c, "ota/rollouts/+/state", func(_ paho.Client, m paho.Message) {
 		s, err := openState(m.Topic(), m.Payload())
@@ -97,6 +98,7 @@ func recordStates(t *testing.T, broker string) *stateLog {
 		}
 		l.mu.Lock()
 		l.states[s.Name] = append(l.states[s.Name], s)
+		l.largest[s.Name] = max(l.largest[s.Name], len(m.Payload()))
 		l.mu.Unlock()
 	})
 	return l

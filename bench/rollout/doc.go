@@ -1,11 +1,12 @@
 // Command rolloutbench is `make bench-rollout` (issue 20): the rollout
 // controller (a real `otactl rollout start`, built from this tree, in a
-// process of its own) against a fake fleet of N devices on one stock
-// mosquitto on 127.0.0.1 — retained statuses, answers to report requests,
+// process of its own) against a fake fleet of N devices on one mosquitto
+// on 127.0.0.1 at its stock limits (-tuned-from N: rows of N devices and
+// more with max_queued_messages 0, which the row says) — retained statuses, answers to report requests,
 // a status naming the outcome of each offer, and no agents
 // (internal/testkit/fakefleet) — for each N of -devices.
 //
-//	go run ./bench/rollout [-devices 10000,100000,1000000] [-settle 0] [-dir DIR]
+//	go run ./bench/rollout [-devices 20000,100000,1000000] [-tuned-from N] [-settle 0] [-dir DIR]
 //
 // Per row:
 //
@@ -27,7 +28,9 @@
 //     N/4, increase 2, max_per_minute N: from the wave's start to the last
 //     offer, and whether the offers ever ran ahead of the pace (counted at
 //     the fleet, against the pace's integral and the bucket's second);
-//   - mosquitto's peak RSS (VmHWM), a fresh broker per row.
+//   - mosquitto's peak RSS (VmHWM), a fresh broker per row;
+//   - the clients mosquitto dropped messages for (its log's "Outgoing
+//     messages are being dropped"), and its limits: stock or tuned.
 //
 // The targets of issue 20 are at 1,000,000 devices: state ≤ 16 KiB,
 // controller ≤ 1 GiB peak RSS, a restart rebuilt in ≤ 60 s. The run exits

@@ -26,6 +26,7 @@ type options struct {
 	dir    string
 	otactl string // a built otactl; "": build one
 	lease  time.Duration
+	tuned  int // rows of this many devices and more: the broker without its queue limit (fakefleet.BrokerLines); 0: none
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -33,11 +34,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// mosquitto acknowledged a renewal more than 10 s late.
 	o := options{lease: rollout.DefaultLease}
 	fs := cli.NewFlagSet("rolloutbench", "[-devices N,N] [flags]", stderr)
-	devices := fs.String("devices", "10000,100000,1000000", "fleet sizes, growing")
+	devices := fs.String("devices", "20000,100000,1000000", "fleet sizes, growing")
 	fs.DurationVar(&o.settle, "settle", 0, "the controller's --settle (default: 3s, and a second more per 40,000 devices)")
 	fs.StringVar(&o.dir, "dir", "", "work directory (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.otactl, "otactl", "", "the otactl binary to run (default: go build ./cmd/otactl)")
 	fs.DurationVar(&o.lease, "lease", o.lease, "the controller's --lease")
+	fs.IntVar(&o.tuned, "tuned-from", 0, "rows of this many devices and more run mosquitto with max_queued_messages 0 (default 0: every row at its stock limits)")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}
@@ -107,13 +109,13 @@ func (r row) onTarget() bool {
 }
 
 func printRows(out io.Writer, rows []row) bool {
-	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one stock mosquitto")
+	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one mosquitto (its limits: the broker column)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tstate bytes\tunpaced: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\t")
+	fmt.Fprintln(tw, "N\tstate bytes\tunpaced: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\tbroker dropped for\tbroker\t")
 	ok := true
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%d\tFAILED\t\t\t\t\t\t\t\t\n", r.n)
+			fmt.Fprintf(tw, "%d\tFAILED\t\t\t\t\t\t\t\t%s\t%s\t\n", r.n, r.drops, r.broker)
 			ok = false
 			continue
 		}
@@ -124,8 +126,8 @@ func printRows(out io.Writer, rows []row) bool {
 		if r.stateMax > rollout.MaxStateSize || !r.onTarget() {
 			ok = false
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
-			r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS), r.paced.Round(time.Millisecond), ahead, mib(r.brokerRSS))
+		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
+			r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS), r.paced.Round(time.Millisecond), ahead, mib(r.brokerRSS), r.drops, r.broker)
 	}
 	tw.Flush()
 	for _, r := range rows {

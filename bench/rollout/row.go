@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,16 @@ type row struct {
 	ctlRSS, rebuiltRSS, brokerRSS int64         // KiB
 	pacedAhead                    int           // offers ahead of the pace at worst; 0: never
 	pace                          string
+	broker                        string // its limits: stock, or what was tuned
+	drops                         string // the clients the broker dropped messages for
 	err                           error
 }
 
 func runRow(ctx context.Context, dir string, n int, o options, progress func(string)) (r row) {
-	r.n = n
+	r.n, r.broker = n, "stock"
+	if tuned(o, n) {
+		r.broker = "tuned: " + strings.Join(fakefleet.BrokerLines(), ", ")
+	}
 	r.err = r.measure(ctx, dir, n, o, progress)
 	return r
 }
@@ -43,11 +49,17 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10, Extra: fakefleet.BrokerLines()})
+	// Stock limits unless tuned; notices show its dropping of messages.
+	extra := []string{"log_type notice"}
+	if tuned(o, n) {
+		extra = append(extra, fakefleet.BrokerLines()...)
+	}
+	b, err := mosquittotest.Run(ctx, filepath.Join(dir, "broker"), mosquittotest.Options{Quiet: true, LogTail: 16 << 10, Extra: extra})
 	if err != nil {
 		return err
 	}
 	defer b.Stop()
+	defer func() { r.drops = dropsIn(b.Log()) }()
 	var fleetErr atomic.Pointer[error]
 	fl, err := fakefleet.Dial(b.URL, "", 4, func(err error) { fleetErr.CompareAndSwap(nil, &err) })
 	if err != nil {
@@ -229,4 +241,39 @@ func waitCount(ctx context.Context, p *proc, count func() int64, want int64, tim
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+func tuned(o options, n int) bool { return o.tuned > 0 && n >= o.tuned }
+
+// dropsIn names the clients mosquitto's log says it dropped messages for
+// ("Outgoing messages are being dropped for client ID."), by kind and how
+// many times: "none", or "controller 2x, fleet 1x".
+func dropsIn(log string) string {
+	count := map[string]int{}
+	var kinds []string
+	for _, l := range strings.Split(log, "\n") {
+		_, id, ok := strings.Cut(l, "Outgoing messages are being dropped for client ")
+		if !ok {
+			continue
+		}
+		kind := "other"
+		switch {
+		case strings.HasPrefix(id, "otactl-rollout-"):
+			kind = "controller"
+		case strings.HasPrefix(id, "fakefleet-"):
+			kind = "fleet"
+		}
+		if count[kind] == 0 {
+			kinds = append(kinds, kind)
+		}
+		count[kind]++
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%s %dx", k, count[k])
+	}
+	return strings.Join(out, ", ")
 }

@@ -92,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 			s, resumed, err = c.start(ctx, d)
 		}
 		if err == nil {
+			err = c.follow(ctx, plan.Group, cfg.Settle, cfg.Lease)
+		}
+		if err == nil {
 			break
 		}
 		if c != nil {
@@ -190,9 +193,11 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 		log.Info("rollout: fleet view ready", "devices", n, "in_group", in, "group", plan.Group)
 	}
 	c.inbox = NewInbox(c.topics, plan.Name, trust, log)
-	filters := c.inbox.Topics()
-	// Statuses only: a controller needs neither presence nor progress.
-	filters[mqtt.Topics{Prefix: cfg.TopicPrefix, Device: "+"}.Status()] = 0
+	// The rollout's own topics only: the state is read and the lease
+	// claimed before the devices' statuses are on their way (follow), never
+	// behind a broker's 100,000 retained statuses — meanwhile a second
+	// controller would find no lease and connect as this one's client ID
+	// (docs/brokers.md, a large fleet).
 	inboxTopics := c.inbox.Topics()
 	recordPrefix := c.topics.RolloutDevice(plan.Name, "")
 	primary := cfg
@@ -200,7 +205,7 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 	if primary.Reconnect.First == 0 {
 		primary.Reconnect = mqtt.Backoff{First: 2 * time.Second, Max: 30 * time.Second}
 	}
-	sess, err := mqtt.Open(ctx, primary, filters, func(m mqtt.Message) {
+	sess, err := mqtt.Open(ctx, primary, c.inbox.Topics(), func(m mqtt.Message) {
 		if _, own := inboxTopics[m.Topic]; own || strings.HasPrefix(m.Topic, recordPrefix) {
 			c.inbox.Receive(m)
 			return
@@ -212,25 +217,6 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 	}
 	c.primary = sess
 	sess.Gate(c.inbox.Check(sess))
-	// Brokers deliver few (Mosquitto, QoS 1) or no (RabbitMQ) retained
-	// statuses to a wildcard subscription: ask the group's devices to report.
-	ask := func() error {
-		r := mqtt.NewReportRequest(settle)
-		c.tracker.Asked(time.Now(), r.Window())
-		if err := sess.Send(ctx, c.topics.GroupReport(plan.Group), r.Encode()); err != nil {
-			return fmt.Errorf("report request: %w", err)
-		}
-		return nil
-	}
-	if err := ask(); err != nil {
-		sess.Close()
-		return nil, err
-	}
-	sess.OnReconnect(func() {
-		if err := ask(); err != nil {
-			log.Warn("rollout: report request after a reconnect", "err", err)
-		}
-	})
 	if brokers := cfg.BrokerList(); len(brokers) > 1 {
 		for i, b := range brokers {
 			one := cfg.Named(b)
@@ -251,6 +237,32 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 		return nil, fmt.Errorf("reading the retained state of rollout %s: %w", plan.Name, err)
 	}
 	return c, nil
+}
+
+// follow subscribes to the devices' statuses (neither presence nor
+// progress) and asks the group to report: brokers deliver few (Mosquitto,
+// QoS 1) or no (RabbitMQ) retained statuses to a wildcard subscription.
+// The lease is not renewed meanwhile: the SUBACK, which a broker sends
+// once it has matched every retained status, is waited for half of it.
+func (c *controller) follow(ctx context.Context, group string, settle, lease time.Duration) error {
+	statuses := map[string]byte{mqtt.Topics{Prefix: c.topics.Prefix, Device: "+"}.Status(): 0}
+	if err := c.primary.SubscribeWait(ctx, statuses, lease/2); err != nil {
+		return fmt.Errorf("the devices' statuses: %w", err)
+	}
+	ask := func() error {
+		r := mqtt.NewReportRequest(settle)
+		c.tracker.Asked(time.Now(), r.Window())
+		if err := c.primary.Send(ctx, c.topics.GroupReport(group), r.Encode()); err != nil {
+			return fmt.Errorf("report request: %w", err)
+		}
+		return nil
+	}
+	c.primary.OnReconnect(func() {
+		if err := ask(); err != nil {
+			c.log.Warn("rollout: report request after a reconnect", "err", err)
+		}
+	})
+	return ask()
 }
 
 func (c *controller) sync(ctx context.Context) error {

@@ -25,12 +25,12 @@ import (
 	"github.com/otad/otad/verify"
 )
 
-// BrokerLines are the mosquitto.conf lines a fake fleet's broker needs: its
-// few clients take what a real fleet's devices take each on their own queue
-// (one offer a device), so mosquitto's per-client queue limit (1,000
-// messages by default) would drop offers meant for thousands of devices
-// (mosquitto logs "Outgoing messages are being dropped") that no agent would
-// miss. Nothing else of the broker changes.
+// BrokerLines are the mosquitto.conf lines of bench/rollout's tuned rows
+// (-tuned): no per-client queue limit. The fake fleet takes every device's
+// offer through one connection, as no real fleet does, and with a million
+// devices an unpaced wave's offers outrun it past mosquitto's 1,000 unsent
+// messages a client (it logs "Outgoing messages are being dropped"). Tests
+// run the broker at its stock limits (docs/brokers.md).
 func BrokerLines() []string { return []string{"max_queued_messages 0"} }
 
 // IDs names n devices: gw-00000, gw-00001, …

@@ -235,3 +235,6 @@ func (b *Broker) Queues() ([]Queue, error) {
 
 // Address is the broker's URL (brokertest.Broker).
 func (b *Broker) Address() string { return b.URL }
+
+// Log returns the node's log so far (its last 64 KiB).
+func (b *Broker) Log() string { return b.log.String() }
