@@ -94,11 +94,13 @@ func (c *lineCount) count() int {
 // the port proves nothing: another process may have taken the port
 // between its pick and the node's bind (the node then fails to boot,
 // eaddrinuse), and the connection would reach that one.
-func launch(bin string, env []string, port int, out *testtool.Buffer) (*node, error) {
+func launch(bin, dir string, env []string, port int, out *testtool.Buffer) (*node, error) {
 	n := &node{cmd: exec.Command(bin), done: make(chan struct{}),
 		ready: &lineCount{line: fmt.Sprintf("started MQTT TCP listener on 127.0.0.1:%d", port)},
 		conns: &connLog{accepted: map[string]time.Time{}}}
-	n.cmd.Env = env
+	// Erlang writes its crash dumps (MnesiaCore.*) where it runs: the test's
+	// directory, never the package's.
+	n.cmd.Env, n.cmd.Dir = env, dir
 	w := io.MultiWriter(out, n.ready, n.conns)
 	n.cmd.Stdout, n.cmd.Stderr = w, w
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

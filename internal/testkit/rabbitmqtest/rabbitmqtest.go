@@ -147,7 +147,7 @@ func newBroker(dir string, opts Options) (*Broker, error) {
 }
 
 func (b *Broker) start() error {
-	p, err := launch(filepath.Join(binDir, "rabbitmq-server"), b.env, b.Port, b.log)
+	p, err := launch(filepath.Join(binDir, "rabbitmq-server"), b.Dir, b.env, b.Port, b.log)
 	if err == nil {
 		b.proc.Store(p)
 	}
@@ -191,7 +191,7 @@ func (b *Broker) Ctl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rabbitmqctl"), append([]string{"-n", b.Node}, args...)...)
-	cmd.Env = b.env
+	cmd.Env, cmd.Dir = b.env, b.Dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("rabbitmqctl %s: %w: %s", strings.Join(args, " "), err, out)
