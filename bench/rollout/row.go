@@ -99,6 +99,26 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	}
 	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir, op: op}
 
+	if err := r.unpacedAndRestart(ctx, dir, c, w, fl, sg, n, o, progress); err != nil {
+		return err
+	}
+	if err := r.pacedWave(ctx, dir, c, w, fl, sg, n, progress); err != nil {
+		return err
+	}
+	r.stateMax = max(w.largestOf("bench-unpaced"), w.largestOf("bench-paced"))
+	if m, err := procStatus(b.PID(), "VmHWM"); err == nil {
+		r.brokerRSS = m["VmHWM"]
+	}
+	if e := fleetErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// unpacedAndRestart: every device offered at once, then the controller
+// killed with -9 while soaking and started again at once, which takes over
+// and rebuilds its view.
+func (r *row) unpacedAndRestart(ctx context.Context, dir string, c controllerRun, w *watcher, fl *fakefleet.Fleet, sg *signer.Signer, n int, o options, progress func(string)) error {
 	// The unpaced wave, then a kill -9 while soaking and a restart.
 	plan, err := writePlan(dir, sg, "bench-unpaced", "[[wave]]\npercent = 100\nsoak = \"1h\"\n[[wave]]\ndevices = [\"bench-nobody\"]\n")
 	if err != nil {
@@ -149,6 +169,12 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	}
 	progress(fmt.Sprintf("%d devices: rebuilt in %v, %s peak", n, r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS)))
 
+	return nil
+}
+
+// pacedWave: a new offer to every device at a pace that doubles each
+// minute, and how far ahead of the pace the offers ever were.
+func (r *row) pacedWave(ctx context.Context, dir string, c controllerRun, w *watcher, fl *fakefleet.Fleet, sg *signer.Signer, n int, progress func(string)) error {
 	// The paced wave: a new offer, so every device takes it.
 	rate := rollout.Rate{Start: float64(n) / 4, Increase: 2, Max: float64(n)}
 	r.pace = fmt.Sprintf("%.0f offers a minute, doubling every minute up to %.0f", rate.Start, rate.Max)
@@ -162,7 +188,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if err != nil {
 		return err
 	}
-	s, err = w.wait(ctx, third, "bench-paced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
+	s, err := w.wait(ctx, third, "bench-paced", 30*time.Minute, func(s rollout.State) bool { return s.Wave == 1 })
 	if err != nil {
 		return third.fail(err)
 	}
@@ -170,7 +196,7 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if err := waitCount(ctx, third, func() int64 { return fl.Offered.Load() }, int64(2*n), 30*time.Minute); err != nil {
 		return third.fail(fmt.Errorf("paced offers: %w", err))
 	}
-	at = fl.Arrivals()[before:]
+	at := fl.Arrivals()[before:]
 	r.paced = at[len(at)-1].Sub(pacedStart)
 	r.pacedAhead = ahead(rate, pacedStart, at)
 	if os.Getenv("ROLLOUTBENCH_DEBUG") != "" {
@@ -178,17 +204,8 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 			progress(fmt.Sprintf("paced arrival %d at %v (allowed %.0f)", k, at[k].Sub(pacedStart), rollout.Allowed(rate, at[k].Sub(pacedStart))))
 		}
 	}
-	if _, err := third.wait(30 * time.Minute); err != nil {
-		return err
-	}
-	r.stateMax = max(w.largestOf("bench-unpaced"), w.largestOf("bench-paced"))
-	if m, err := procStatus(b.PID(), "VmHWM"); err == nil {
-		r.brokerRSS = m["VmHWM"]
-	}
-	if e := fleetErr.Load(); e != nil {
-		return *e
-	}
-	return nil
+	_, err = third.wait(30 * time.Minute)
+	return err
 }
 
 // writePlan writes rollout name's plan (waves, a halt rule) and a signed
