@@ -258,28 +258,6 @@ func TestMainsOnlyCall(t *testing.T) {
 	}
 }
 
-// TestProductFilesStaySmall: no product Go file (tests, the QEMU suite and
-// the benchmarks aside) is over 400 lines; a longer one is split along a
-// seam.
-func TestProductFilesStaySmall(t *testing.T) {
-	out, err := exec.Command("git", "ls-files", "*.go").Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v (not a git checkout)", err)
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "e2e/") || strings.HasPrefix(f, "bench/") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // deleted in the work tree
-		}
-		if n := bytes.Count(b, []byte("\n")); n > 400 {
-			t.Errorf("%s: %d lines, over 400: split it along a seam", f, n)
-		}
-	}
-}
-
 // TestMemorySlotsStayInTheSimulator: the slot writer and the device's
 // assembly write through slots.Target, with no branch for memory; the
 // simulator's slots in memory are its own (sim/device implements the
