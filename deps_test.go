@@ -16,7 +16,14 @@ const module = "github.com/otad/otad"
 // imports, directly or not, as `go list` reports it.
 func deps(t *testing.T, patterns ...string) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, patterns...)
+	return goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", patterns...)
+}
+
+// goList maps each package `go list -f format` lists to the words after
+// its import path.
+func goList(t *testing.T, format string, patterns ...string) map[string][]string {
+	t.Helper()
+	args := append([]string{"list", "-f", format}, patterns...)
 	out, err := exec.Command("go", args...).Output()
 	if err != nil {
 		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
@@ -96,17 +103,7 @@ func TestDependenciesPointInward(t *testing.T) {
 // imports directly.
 func imports(t *testing.T, patterns ...string) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, patterns...)
-	out, err := exec.Command("go", args...).Output()
-	if err != nil {
-		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
-	}
-	m := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		m[f[0]] = f[1:]
-	}
-	return m
+	return goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", patterns...)
 }
 
 // TestRolloutCoreIsPure: rollout/ is the controller's rules, pure like the
