@@ -202,6 +202,23 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 	return d, nil
 }
 
+// checkChunk holds what both record versions say of the k-th delta: a
+// chunk of the index with bytes, after the last one, its delta smaller than
+// the chunk as stored and within the file.
+func (d *Delta) checkChunk(k int, c DeltaChunk, x *Index, want DeltaExpect, off int64, bad func(field, format string, args ...any) error) error {
+	switch {
+	case c.Chunk >= x.Count() || (k > 0 && c.Chunk <= d.recs[k-1].Chunk):
+		return bad("chunk", "%d: want chunks of the index (%d), in order, once each", c.Chunk, x.Count())
+	case x.Chunk(c.Chunk).Kind == KindZero:
+		return bad("chunk", "%d is a zero chunk", c.Chunk)
+	case c.Length < 1 || c.Length >= x.Chunk(c.Chunk).StoreLength:
+		return bad("length", "%d: want 1 to less than the chunk's %d stored bytes", c.Length, x.Chunk(c.Chunk).StoreLength)
+	case int64(c.Length) > want.Size-off:
+		return bad("length", "delta bytes %d+%d run past the file's %d", off, c.Length, want.Size)
+	}
+	return nil
+}
+
 func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string) error {
 	d.recs = make([]DeltaChunk, 0, want.Count)
 	all := make([]Range, 0, MaxRanges*want.Count)
@@ -220,14 +237,11 @@ func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string)
 		switch {
 		case !bytes.Equal(b[9:16], make([]byte, 7)):
 			return bad("reserved", "bytes 9-15 must be zeros")
-		case c.Chunk >= x.Count() || (k > 0 && c.Chunk <= d.recs[k-1].Chunk):
-			return bad("chunk", "%d: want chunks of the index (%d), in order, once each", c.Chunk, x.Count())
-		case x.Chunk(c.Chunk).Kind == KindZero:
-			return bad("chunk", "%d is a zero chunk", c.Chunk)
-		case c.Length < 1 || c.Length >= x.Chunk(c.Chunk).StoreLength:
-			return bad("length", "%d: want 1 to less than the chunk's %d stored bytes", c.Length, x.Chunk(c.Chunk).StoreLength)
-		case int64(c.Length) > want.Size-off:
-			return bad("length", "delta bytes %d+%d run past the file's %d", off, c.Length, want.Size)
+		}
+		if err := d.checkChunk(k, c, x, want, off, bad); err != nil {
+			return err
+		}
+		switch {
 		case c.N < 1 || c.N > MaxRanges:
 			return bad("ranges", "%d ranges: want 1 to %d", c.N, MaxRanges)
 		}

@@ -46,14 +46,11 @@ func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string
 			return bad("method", "%d: want %d (zstd, raw dictionary)", b[9], deltaMethodZstdRD)
 		case !bytes.Equal(b[10:16], make([]byte, 6)):
 			return bad("reserved", "bytes 10-15 must be zeros")
-		case c.Chunk >= x.Count() || (k > 0 && c.Chunk <= d.recs[k-1].Chunk):
-			return bad("chunk", "%d: want chunks of the index (%d), in order, once each", c.Chunk, x.Count())
-		case x.Chunk(c.Chunk).Kind == KindZero:
-			return bad("chunk", "%d is a zero chunk", c.Chunk)
-		case c.Length < 1 || c.Length >= x.Chunk(c.Chunk).StoreLength:
-			return bad("length", "%d: want 1 to less than the chunk's %d stored bytes", c.Length, x.Chunk(c.Chunk).StoreLength)
-		case int64(c.Length) > want.Size-off:
-			return bad("length", "delta bytes %d+%d run past the file's %d", off, c.Length, want.Size)
+		}
+		if err := d.checkChunk(k, c, x, want, off, bad); err != nil {
+			return err
+		}
+		switch {
 		case c.N < 1 || c.N > MaxRanges2:
 			return bad("ranges", "%d ranges: want 1 to %d", c.N, MaxRanges2)
 		case len(recs) < deltaRecordHead2+deltaRangeSize2*c.N:
