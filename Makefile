@@ -63,7 +63,7 @@ deps:
 # tools they need (make deps installs them all; under CI a missing tool fails).
 test: vet
 	@mkdir -p artifacts
-	@bash -o pipefail -c '{ rc=0; $(GO) test -race -count=1 -timeout 20m -json -artifacts -outputdir=$(CURDIR)/artifacts ./... || rc=1; \
+	@bash -o pipefail -c '{ rc=0; $(GO) test -race -count=1 -timeout 40m -json -artifacts -outputdir=$(CURDIR)/artifacts ./... || rc=1; \
 	  $(GO) -C packaging/mkdeb test -count=1 -json ./... || rc=1; exit $$rc; } | $(GO) run ./internal/testkit/testreport'
 	./scripts/fuzz-smoke 10000x
 
