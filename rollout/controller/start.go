@@ -161,6 +161,9 @@ func (c *controller) start(ctx context.Context, d *Driver) (rollout.State, bool,
 		return s, resumed, err
 	}
 	d.Records, err = c.records(ctx, s)
+	if err == nil {
+		c.inbox.RecordsRead()
+	}
 	return s, resumed, err
 }
 
@@ -249,8 +252,9 @@ func (c *controller) follow(ctx context.Context, group string, settle, lease tim
 	if err := c.primary.SubscribeWait(ctx, statuses, lease/2); err != nil {
 		return fmt.Errorf("the devices' statuses: %w", err)
 	}
+	window := c.reportWindow(ctx, settle)
 	ask := func() error {
-		r := mqtt.NewReportRequest(settle)
+		r := mqtt.NewReportRequest(window)
 		c.tracker.Asked(time.Now(), r.Window())
 		if err := c.primary.Send(ctx, c.topics.GroupReport(group), r.Encode()); err != nil {
 			return fmt.Errorf("report request: %w", err)
@@ -263,6 +267,34 @@ func (c *controller) follow(ctx context.Context, group string, settle, lease tim
 		}
 	})
 	return ask()
+}
+
+// reportAnswersPerSecond is the pace a report request asks of a large
+// fleet: the answers reach the controller's one connection, and a stock
+// Mosquitto drops what is sent to a client with 1,000 messages waiting
+// (max_queued_messages; docs/brokers.md, a large fleet).
+const reportAnswersPerSecond = 500
+
+// reportWindow is the window a report request gives the devices to answer
+// in: settle, or longer for a fleet whose answers would come faster than
+// reportAnswersPerSecond. The fleet's size is the retained statuses seen,
+// once they stop arriving (they follow the SUBACK; at most settle).
+func (c *controller) reportWindow(ctx context.Context, settle time.Duration) time.Duration {
+	last := -1
+	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
+		n, _ := c.tracker.Counts()
+		if n == last {
+			break
+		}
+		last = n
+		select {
+		case <-ctx.Done():
+			return settle
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	n, _ := c.tracker.Counts()
+	return min(max(settle, time.Duration(n)*time.Second/reportAnswersPerSecond), mqtt.MaxReportWindow)
 }
 
 func (c *controller) sync(ctx context.Context) error {
