@@ -39,7 +39,6 @@ type Inbox struct {
 	rawErr  error  // it could not be read
 	latest  *rollout.State
 	recs    map[string]rollout.Record
-	recsIn  bool           // the records are read: later ones are this controller's own (RecordsRead)
 	mine    *rollout.Lease // the lease this controller holds (Hold)
 	lastCmd time.Time      // the newest command's time: an older one is a replay
 }
@@ -158,12 +157,6 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 }
 
 func (in *Inbox) record(m mqtt.Message) {
-	in.mu.Lock()
-	read := in.recsIn
-	in.mu.Unlock()
-	if read {
-		return // this controller's own, coming back: not worth a signature check each
-	}
 	id := m.Topic[strings.LastIndexByte(m.Topic, '/')+1:]
 	if m.Oversized > 0 {
 		in.log.Warn("rollout: ignoring a record over the limit", "topic", m.Topic, "bytes", m.Oversized)
@@ -196,17 +189,6 @@ func (in *Inbox) Retained() ([]byte, error) {
 	defer in.mu.Unlock()
 	in.started = true
 	return in.raw, in.rawErr
-}
-
-// RecordsRead says the controller has read the records it starts from:
-// every record after it is one the lease holder, this controller, wrote, so
-// the inbox no longer checks or keeps them (at 20,000 devices, a signature
-// check each held the session's reader back until a stock broker dropped
-// statuses).
-func (in *Inbox) RecordsRead() {
-	in.mu.Lock()
-	in.recsIn = true
-	in.mu.Unlock()
 }
 
 // Records are the per-device records received so far.

@@ -161,9 +161,6 @@ func (c *controller) start(ctx context.Context, d *Driver) (rollout.State, bool,
 		return s, resumed, err
 	}
 	d.Records, err = c.records(ctx, s)
-	if err == nil {
-		c.inbox.RecordsRead()
-	}
 	return s, resumed, err
 }
 
