@@ -96,6 +96,9 @@ func TestSessionFailsOverBehindItsGate(t *testing.T) {
 	s.Gate(func(context.Context) error {
 		checks <- struct{}{}
 		if fail.Load() {
+			// Slow enough that the publish below is already waiting on the
+			// gate: it must wake with this error, not time out.
+			time.Sleep(500 * time.Millisecond)
 			return refuse
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -43,7 +44,15 @@ type Session struct {
 	gate        chan struct{} // closed: publishes may go out
 	gateErr     error         // the check failed: no publish ever again
 	stalledGen  int           // the connection last dropped as stalled (stall.go)
+
+	beside atomic.Pointer[queue] // another session's arrivals count as this one's (Beside)
 }
+
+// Beside has the waits of this session (stall.go) last while messages keep
+// arriving on o too: a session that publishes and hears little (a rollout
+// controller's offers) shares its broker with o, and a broker busy sending
+// o its messages acknowledges late (docs/brokers.md, a large fleet).
+func (s *Session) Beside(o *Session) { s.beside.Store(o.q) }
 
 // Open connects and subscribes to filters (topic filter → QoS), calling fn
 // for each message until Close. It reconnects (to the next broker when
@@ -123,12 +132,13 @@ func (s *Session) onConnect(c paho.Client, subscribed chan<- error) {
 		s.mu.Lock()
 		if cerr != nil {
 			s.gateErr = cerr
-		} else if s.gateErr == nil {
-			select {
-			case <-s.gate:
-			default:
-				close(s.gate)
-			}
+		}
+		// Opened either way: a publish already waiting wakes and reads
+		// gateErr, rather than timing out on a gate that never opens.
+		select {
+		case <-s.gate:
+		default:
+			close(s.gate)
 		}
 		s.mu.Unlock()
 		if cerr != nil {

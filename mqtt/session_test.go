@@ -68,17 +68,27 @@ func TestWaitArriving(t *testing.T) {
 		doneAt  time.Duration // done closed this late (0: never)
 		result  error
 		wantErr error
+		beside  bool // the messages arrive on another session (Session.Beside)
 	}{
 		{name: "nothing ever arrives", wantErr: errTimeout},
 		{name: "messages keep arriving past the limit, then done", arrive: 50 * time.Millisecond, doneAt: 3 * limit},
 		{name: "done with an error", doneAt: limit / 3, result: failed, wantErr: failed},
 		{name: "arrivals stop, done never comes", arrive: 50 * time.Millisecond, wantErr: errTimeout},
+		{name: "messages keep arriving beside it past the limit, then done", arrive: 50 * time.Millisecond, doneAt: 3 * limit, beside: true},
+		{name: "arrivals beside it stop, done never comes", arrive: 50 * time.Millisecond, beside: true, wantErr: errTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newQueue(func(Message) {})
 			q.start()
 			defer q.close()
 			s := &Session{cfg: Config{ConnectTimeout: limit}, q: q}
+			if tc.beside {
+				other := &Session{q: newQueue(func(Message) {})}
+				other.q.start()
+				defer other.q.close()
+				s.Beside(other)
+				q = other.q
+			}
 			done := make(chan struct{})
 			start := time.Now()
 			if tc.doneAt > 0 {

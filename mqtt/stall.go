@@ -59,7 +59,11 @@ func (s *Session) waitArriving(ctx context.Context, done <-chan struct{}, result
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if quiet := s.q.quietSince(start); quiet > limit {
+			quiet := s.q.quietSince(start)
+			if b := s.beside.Load(); b != nil {
+				quiet = min(quiet, b.quietSince(start))
+			}
+			if quiet > limit {
 				return fmt.Errorf("nothing arrived for %v: %w", quiet.Round(time.Second), errTimeout)
 			}
 		}
