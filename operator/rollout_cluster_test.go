@@ -56,9 +56,11 @@ func TestRolloutOnCluster(t *testing.T) {
 			waitStates(t, states, name, "wave 2 offered", func(s rollout.State) bool {
 				return s.Wave == 2 && s.Counts.Devices > 2 && s.Counts.Pending > 0
 			})
-			node := c.NodeOf(controller.ClientID(mqtt.DefaultTopicPrefix, name))
+			// The controller connects as its client ID once its claim is
+			// read back; a node's log says so a little later still.
+			node := c.NodeWithin(controller.ClientID(mqtt.DefaultTopicPrefix, name), 20*time.Second, func(i int) bool { return i >= 0 })
 			if node < 0 {
-				t.Fatal("no node's log says it accepted the controller")
+				t.Fatal("no node's log says it accepted the controller in 20s")
 			}
 			t.Logf("killing node %d (%s), the controller's", node, c.Nodes[node].Node)
 			c.Nodes[node].Kill()

@@ -17,8 +17,10 @@ import (
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/testtool"
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 )
 
 // helperArgs makes the test binary act as otactl (TestHelperOtactl).
@@ -151,7 +153,7 @@ func neverTwo(t *testing.T, l *stateLog, name string) {
 // never do both publish; one runs the rollout to its end, the other is
 // refused (exit 4) or, once the first has ended, finds it ended. Never do
 // both stop: two claims read back as lost while starting are read again,
-// and the broker kept one of them.
+// and the broker kept one of them. The one that runs it is never cut off.
 func TestTwoControllersAtOnce(t *testing.T) {
 	b, f, ids := scaleFleet(t, 30, func(string) ota.Result { return ota.ResultSuccess })
 	log := recordStates(t, b.URL)
@@ -168,8 +170,18 @@ func TestTwoControllersAtOnce(t *testing.T) {
 		codes[[2]int{min(ca, cc), max(ca, cc)}]++
 		neverTwo(t, log, name)
 		states := log.of(name)
-		if last := states[len(states)-1]; last.Phase != rollout.PhaseFinished || last.Counts.Success != len(ids) {
+		last := states[len(states)-1]
+		if last.Phase != rollout.PhaseFinished || last.Counts.Success != len(ids) {
 			t.Fatalf("%s ended %s %+v", name, last.Phase, last.Counts)
+		}
+		// A controller connects as the rollout's client ID only once its
+		// claim is read back, so the one that ran the rollout was never
+		// cut off by the other (a claim that lost after being read back
+		// may be: the later claim's controller takes over).
+		for _, p := range []*controllerProc{a, c} {
+			if strings.Contains(last.Lease.Holder, fmt.Sprintf(" pid %d ", p.cmd.Process.Pid)) && strings.Contains(p.out.String(), "connection lost") {
+				t.Fatalf("%s: the controller that ran it was cut off:\n%s", name, tail(p.out.String()))
+			}
 		}
 	}
 	t.Logf("exit codes of the pairs: %v", codes)
@@ -177,6 +189,69 @@ func TestTwoControllersAtOnce(t *testing.T) {
 		if n := f.Offers()[id]; n < 1 {
 			t.Errorf("%s never offered", id)
 		}
+	}
+}
+
+// A live controller is never cut off by those refused beside it
+// (docs/contract/rollouts.md, the broker fences the old one): six started
+// at the same moment, one holds the rollout and the five others are
+// refused (exit 4), having read and claimed under client IDs of their own.
+// The broker accepted a connection with the rollout's client ID once, and
+// the holder never lost one.
+func TestRefusedControllersLeaveTheHolderAlone(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{}) // connections in its log
+	fleetOn(t, b, 20, func(string) ota.Result { return ota.ResultSuccess })
+	log := recordStates(t, b.URL)
+	plan := scalePlan(t, "alone", "[[wave]]\npercent = 50\nsoak = \"1h\"\n[[wave]]\npercent = 100\n", "max_failed_percent = 5\n")
+	args := []string{"rollout", "start", "--broker", b.URL, "--settle", "300ms", "--tick", "100ms", "--lease", "3s", plan}
+	procs := make([]*controllerProc, 6)
+	for i := range procs {
+		procs[i] = startOtactl(t, args...)
+	}
+	var holder *controllerProc
+	deadline := time.After(90 * time.Second)
+	for refused := 0; refused < len(procs)-1; {
+		select {
+		case <-deadline:
+			t.Fatalf("%d of the 5 refused in 90s", refused)
+		case <-time.After(100 * time.Millisecond):
+		}
+		refused, holder = 0, nil
+		for _, p := range procs {
+			select {
+			case <-p.done:
+				if p.code != ota.ExitBusy {
+					t.Fatalf("a controller exited %d, want 4:\n%s", p.code, tail(p.out.String()))
+				}
+				refused++
+			default:
+				holder = p
+			}
+		}
+	}
+	if holder == nil {
+		t.Fatal("every controller was refused")
+	}
+	waitStates(t, log, "alone", "the holder soaking", func(s rollout.State) bool { return s.Phase == rollout.PhaseSoaking })
+	time.Sleep(2 * time.Second) // a few renewals more
+	neverTwo(t, log, "alone")
+	// Two claims at the same moment may both be published; the broker keeps
+	// the later one and its earlier claimer is refused (docs/contract/
+	// rollouts.md, "two started at once"). So the running controller's claim
+	// is the last one, and neverTwo holds that nobody published after it.
+	hs := log.holders("alone")
+	if len(hs) == 0 || !strings.Contains(hs[len(hs)-1], fmt.Sprintf(" pid %d ", holder.cmd.Process.Pid)) {
+		t.Errorf("holders %v, want the running controller's (pid %d) last", hs, holder.cmd.Process.Pid)
+	}
+	if out := holder.out.String(); strings.Contains(out, "connection lost") || strings.Contains(out, "reconnected") {
+		t.Errorf("the holder was cut off:\n%s", tail(out))
+	}
+	_ = holder.cmd.Process.Signal(syscall.SIGTERM)
+	holder.wait(t, 20*time.Second)
+	b.Stop() // its log whole: mosquitto buffers what it writes to a pipe
+	id := controller.ClientID(mqtt.DefaultTopicPrefix, "alone")
+	if n := strings.Count(b.Log(), " as "+id+" "); n != 1 || strings.Contains(b.Log(), id+" already connected") {
+		t.Errorf("the broker accepted %s %d times (want once), or closed an old connection of it:\n%s", id, n, b.Log())
 	}
 }
 

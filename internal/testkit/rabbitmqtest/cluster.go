@@ -100,7 +100,8 @@ func (c *Cluster) Running(i int) (string, error) {
 
 // NodeOf is the index of the running node that accepted clientID last, as
 // the nodes' logs say (a later connection elsewhere takes the client ID
-// over), or -1.
+// over), or -1. The logs are read as RabbitMQ writes them, so they can lag
+// the connection itself by seconds on a loaded machine: NodeWithin waits.
 func (c *Cluster) NodeOf(clientID string) int {
 	best, at := -1, time.Time{}
 	for i, b := range c.Nodes {
@@ -113,6 +114,19 @@ func (c *Cluster) NodeOf(clientID string) int {
 		}
 	}
 	return best
+}
+
+// NodeWithin asks NodeOf until ok accepts its answer or d has passed, and
+// returns the last answer.
+func (c *Cluster) NodeWithin(clientID string, d time.Duration, ok func(int) bool) int {
+	end := time.Now().Add(d)
+	for {
+		i := c.NodeOf(clientID)
+		if ok(i) || time.Now().After(end) {
+			return i
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // wholeRegistry waits until every node is a member of the MQTT plugin's

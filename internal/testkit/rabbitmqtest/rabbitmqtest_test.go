@@ -211,7 +211,7 @@ func TestCluster(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a second connection with the same client ID on another node did not take over")
 	}
-	if i := c.NodeOf("ctl-1"); i != 2 {
+	if i := c.NodeWithin("ctl-1", 20*time.Second, func(i int) bool { return i == 2 }); i != 2 {
 		t.Errorf("ctl-1 on node %d, want 2", i)
 	}
 }
