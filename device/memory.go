@@ -30,12 +30,17 @@ func limitMemory() {
 	debug.SetMemoryLimit(memoryLimit)
 }
 
-// dropStartupPages tells the kernel this process no longer needs the
-// executable's read-only mappings (text and read-only data): MADV_DONTNEED
-// unmaps them, and the next access maps the page again from the page
-// cache. Only mappings that were never written are touched, so nothing is
+// dropStartupPages returns the heap's free pages to the system and tells the
+// kernel this process no longer needs the executable's read-only mappings
+// (text and read-only data): MADV_DONTNEED unmaps them, and the next access
+// maps the page again from the page cache. Only mappings that were never written are touched, so nothing is
 // lost. Errors are ignored: it only saves memory.
 func dropStartupPages() {
+	// The start-up's and the offer checks' garbage, swept but kept by the
+	// runtime until its background scavenger comes to it, would otherwise
+	// stay beside the install's buffers. First, so that the pages this
+	// collection touches are dropped too.
+	debug.FreeOSMemory()
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return

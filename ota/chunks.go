@@ -59,4 +59,8 @@ type Delta struct {
 	IndexSHA256 string `json:"index_sha256"`
 	Count       int64  `json:"count"`
 	Fetch       int64  `json:"fetch"`
+	// Placed: the delta index names where the older image holds every chunk it
+	// shares at another offset (copy records), so a device holding it reads
+	// those ranges instead of scanning its booted slot (docs/contract/chunked.md).
+	Placed bool `json:"placed,omitempty"`
 }

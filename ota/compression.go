@@ -9,6 +9,10 @@ const (
 	CompressionGzip Compression = "gzip"
 	CompressionZstd Compression = "zstd"
 	CompressionXZ   Compression = "xz"
+	// CompressionZstdPrefix is a chunked store's only (payload.chunks.compression,
+	// docs/contract/chunked.md): each chunk a zstd frame whose dictionary is the
+	// image's bytes before it. Not a stream's: Valid is false for it.
+	CompressionZstdPrefix Compression = "zstd-prefix"
 )
 
 // Compressions lists every compression, in the order the manifest check names them.

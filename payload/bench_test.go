@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/otad/otad/ota"
 )
 
 // BenchmarkBuild cuts a 64 MiB image of mixed content (a third each incompressible,
@@ -38,4 +40,25 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(bt.res.StoreSize)/float64(len(img)), "store/image")
+}
+
+// BenchmarkBuildCDC builds the store otactl sign --chunked writes (content-defined
+// 64 KiB chunks, zstd level 19) of the same image, zstd against zstd-prefix: what a
+// frame's dictionary costs the signer.
+func BenchmarkBuildCDC(b *testing.B) {
+	img := testImage(64<<20, 1<<20, 7)
+	for _, comp := range []ota.Compression{ota.CompressionZstd, ota.CompressionZstdPrefix} {
+		b.Run(string(comp), func(b *testing.B) {
+			b.SetBytes(int64(len(img)))
+			var size int64
+			for b.Loop() {
+				res, err := Build(b.Context(), bytes.NewReader(img), io.Discard, Options{Chunking: ota.ChunkingCDC, Level: 19, Compression: comp})
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = res.StoreSize
+			}
+			b.ReportMetric(float64(size)/float64(len(img)), "store/image")
+		})
+	}
 }

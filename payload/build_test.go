@@ -91,6 +91,7 @@ func TestBuildRefuses(t *testing.T) {
 		{"chunk size too small", nil, strings.NewReader("x"), io.Discard, Options{ChunkSize: 2048}, "chunk size 2048"},
 		{"chunk size too large", nil, strings.NewReader("x"), io.Discard, Options{ChunkSize: 8 << 20}, "chunk size 8388608"},
 		{"unknown compression", nil, strings.NewReader("x"), io.Discard, Options{Compression: "xz"}, `"xz"`},
+		{"zstd-prefix of fixed chunks", nil, strings.NewReader("x"), io.Discard, Options{Compression: ota.CompressionZstdPrefix}, "needs chunking cdc"},
 		{"cancelled", cancelled, strings.NewReader("x"), io.Discard, Options{}, "context canceled"},
 		{"image read fails", nil, iotest.ErrReader(broken), io.Discard, Options{}, "disk on fire"},
 		{"store write fails", nil, strings.NewReader("x"), errWriter{broken}, Options{}, "write chunk 0"},

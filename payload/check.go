@@ -23,11 +23,11 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 	if !ok {
 		return fmt.Errorf("check store: image sha256 %q is not 64 hex digits", truncate(imageSHA256))
 	}
-	d, err := NewDecoder(x)
+	d, err := newInOrder(x)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer d.close()
 	buf := make([]byte, x.MaxChunk())
 	img := sha256.New()
 	out := io.MultiWriter(img, image)
@@ -37,6 +37,7 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 		}
 		c := x.Chunk(i)
 		if c.Kind == KindZero {
+			d.zeros(int64(c.Length))
 			if err := writeZeros(out, int64(c.Length), buf); err != nil {
 				return fmt.Errorf("check store: write chunk %d of the image: %w", i, err)
 			}
@@ -49,7 +50,7 @@ func CheckStore(ctx context.Context, x *Index, store io.Reader, imageSHA256 stri
 			}
 			return fmt.Errorf("check store: read chunk %d at offset %d: %w", i, c.StoreOffset, err)
 		}
-		b, err := d.Decode(i, stored)
+		b, err := d.decode(i, stored)
 		if err != nil {
 			return err
 		}

@@ -77,6 +77,10 @@ func (d *Decoder) DecodeInto(i int, stored, dst []byte) ([]byte, error) {
 	if len(stored) != c.StoreLength {
 		return nil, chunkErr(i, "%d stored bytes, index says %d", len(stored), c.StoreLength)
 	}
+	if c.Kind == KindZstd && d.zd == nil {
+		// A zstd-prefix chunk: PrefixDecoder's, with the bytes before it.
+		return nil, chunkErr(i, "a zstd-prefix chunk decodes only with the image's bytes before it")
+	}
 	if c.Kind != KindRaw && cap(dst) < c.Length+DecodeSlack {
 		if c.Kind == KindZero && c.Length > int(d.x.MaxChunk()) {
 			// ParseIndex checked that the recorded hash is that of zeros. A

@@ -67,6 +67,10 @@ type DeltaChunk struct {
 	Length int
 	Ranges []Range
 	N      int // len(Ranges)
+	// Method is how the frame makes the chunk: 0, a zstd frame whose raw
+	// dictionary is the ranges; 1 (version 2 only), a zstd frame of a binary diff
+	// against them (deltadiff.go).
+	Method int
 }
 
 // DictLen is the size of c's dictionary.
@@ -173,7 +177,7 @@ func ParseDelta(data []byte, want DeltaExpect, x *Index, at string) (*Delta, err
 	}
 	from, _ := ota.ParseSHA256(want.From)
 	d := &Delta{From: from, FromSize: int64(binary.LittleEndian.Uint64(raw[72:80])), Version: int(raw[7]), size: want.Size}
-	to := sha256.Sum256(x.Bytes())
+	to := x.SHA256()
 	switch {
 	case string(raw[0:7]) != deltaMagic:
 		return nil, bad("index.header.magic", "want %q, got %q", deltaMagic, raw[0:7])

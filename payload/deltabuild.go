@@ -29,8 +29,13 @@ type DeltaResult struct {
 	// older image would fetch of them without deltas).
 	Held, Rebuilt, Full, FullStored, RebuiltStored int64
 	// ByFile counts the chunks whose delta reads the old bytes of their own
-	// files (WithFiles): those it made smaller than the shifts' guess.
-	ByFile int64
+	// files (WithFiles): those it made smaller than the shifts' guess; ByDiff,
+	// the chunks whose delta is a binary diff (of their files or not).
+	ByFile, ByDiff int64
+	// Copies counts the records of held chunks that lie elsewhere in the
+	// older image (copy records: one range, the chunk itself), CopySize
+	// their frames' bytes, which no device fetches (placed.go).
+	Copies, CopySize int64
 }
 
 func (r *DeltaResult) addFull(c Chunk) {
@@ -50,7 +55,7 @@ func (r *DeltaResult) Size() int64 { return int64(len(r.Index)) + r.DeltasSize }
 // Fetch is what a device whose booted slot holds the older image fetches in all: the
 // index x (its file), this delta index, the deltas, and the chunks fetched whole.
 func (r *DeltaResult) Fetch(x *Index) int64 {
-	return int64(len(x.Bytes())) + int64(len(r.Index)) + r.DeltasSize + r.FullStored
+	return int64(len(x.Bytes())) + int64(len(r.Index)) + r.DeltasSize - r.CopySize + r.FullStored
 }
 
 // Entry is the manifest's payload.chunks.deltas entry for the file served at url.
@@ -58,7 +63,7 @@ func (r *DeltaResult) Entry(url string, x *Index) ota.Delta {
 	return ota.Delta{
 		From: hex.EncodeToString(r.From[:]), FromSize: r.FromSize, URL: url, Size: r.Size(),
 		IndexSize: int64(len(r.Index)), IndexSHA256: hex.EncodeToString(r.IndexSHA256[:]),
-		Count: r.Count, Fetch: r.Fetch(x),
+		Count: r.Count, Fetch: r.Fetch(x), Placed: true,
 	}
 }
 
@@ -91,17 +96,13 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		return nil, err
 	}
 	maxDict := MaxDict(x)
-	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(false), // every chunk is hashed
-		zstd.WithWindowSize(deltaWindow(x)))
+	best, err := newDeltaEncoder(old, x, maxDict)
 	if err != nil {
-		return nil, fmt.Errorf("build delta: zstd encoder: %w", err)
+		return nil, err
 	}
-	defer enc.Close()
+	defer best.close()
 	raw := make([]byte, DeltaHeaderSize, DeltaHeaderSize+64*DeltaRecordSize)
 	chunk := make([]byte, x.MaxChunk())
-	best := &deltaEncoder{enc: enc, old: old, dict: make([]byte, 0, maxDict)}
 	ranges := 0 // in the records so far: at most MaxRanges a record on average (deltaranges.go)
 	heldAt := func(i int) (int64, bool) { return held.Find(x.Chunk(i).SHA256) }
 	for i := range x.Count() {
@@ -112,8 +113,12 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		if c.Kind == KindZero {
 			continue
 		}
-		if _, ok := heldAt(i); ok {
+		if at, ok := heldAt(i); ok {
 			res.Held += int64(c.Length)
+			o.tell(i, c, HowHeld, 0)
+			if raw, err = res.keepCopy(deltas, raw, i, c, at, best, o.new != nil); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		b := chunk[:c.Length]
@@ -124,12 +129,12 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		rs := dictRanges(append(shifts, shift{}), c.Offset, int64(c.Length), oldSize, maxDict)
 		slices.Reverse(rs) // the heaviest nearest the chunk: shorter offsets
 		best.reset()
-		if err := best.try(b, rs, false); err != nil {
+		if err := best.try(b, rs, HowShift); err != nil {
 			return nil, err
 		}
 		if o.new != nil {
-			maxN := min(MaxRanges2, MaxRanges*int(res.Count+1)-ranges)
-			if err := best.try(b, fileRanges(o, c.Offset, int64(c.Length), maxDict, maxN), true); err != nil {
+			maxN := min(MaxRanges2, MaxRanges*int(res.Count-res.Copies+1)-ranges)
+			if err := best.tryFiles(o, b, i, c, rs, maxDict, maxN); err != nil {
 				return nil, err
 			}
 		}
@@ -138,8 +143,10 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 		// fetched whole.
 		if best.frame == nil || len(best.frame)+DeltaRecordSize >= c.StoreLength {
 			res.addFull(c)
+			o.tell(i, c, HowWhole, int64(c.StoreLength))
 			continue
 		}
+		o.tell(i, c, best.how, int64(len(best.frame)+deltaRecordHead2+deltaRangeSize2*len(best.ranges)))
 		if raw, err = res.keep(deltas, raw, i, c, best, o.new != nil); err != nil {
 			return nil, err
 		}
@@ -156,6 +163,19 @@ func BuildDelta(ctx context.Context, old io.ReaderAt, oldSize int64, newImg io.R
 	return res, nil
 }
 
+// newDeltaEncoder is the encoder every chunk's tries share: one zstd
+// writer, a dictionary of at most maxDict bytes.
+func newDeltaEncoder(old io.ReaderAt, x *Index, maxDict int64) (*deltaEncoder, error) {
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), // every chunk is hashed
+		zstd.WithWindowSize(deltaWindow(x)))
+	if err != nil {
+		return nil, fmt.Errorf("build delta: zstd encoder: %w", err)
+	}
+	return &deltaEncoder{enc: enc, old: old, dict: make([]byte, 0, maxDict), patchMax: maxPatch(x.MaxChunk())}, nil
+}
+
 // keep writes chunk i's best delta to w and its record to raw (version 2
 // records when v2), and counts it.
 func (res *DeltaResult) keep(w io.Writer, raw []byte, i int, c Chunk, best *deltaEncoder, v2 bool) ([]byte, error) {
@@ -163,6 +183,10 @@ func (res *DeltaResult) keep(w io.Writer, raw []byte, i int, c Chunk, best *delt
 		return raw, fmt.Errorf("build delta: write: %w", err)
 	}
 	dc := DeltaChunk{Chunk: i, Length: len(best.frame), N: len(best.ranges), Ranges: best.ranges}
+	if best.how == HowDiff || best.how == HowDiffShift {
+		dc.Method = deltaMethodDiff
+		res.ByDiff++
+	}
 	if v2 {
 		raw = appendDeltaRecord2(raw, dc)
 	} else {
@@ -170,7 +194,7 @@ func (res *DeltaResult) keep(w io.Writer, raw []byte, i int, c Chunk, best *delt
 		putDeltaRecord(rec[:], dc)
 		raw = append(raw, rec[:]...)
 	}
-	if best.byFile {
+	if best.how == HowFile || best.how == HowDiff {
 		res.ByFile++
 	}
 	res.Count++
@@ -265,15 +289,21 @@ type deltaEncoder struct {
 	frame   []byte    // the best: out[cur]
 	cur     int
 	ranges  []Range
-	byFile  bool
+	how     DeltaHow
 	dictLen int
+	// Binary diffs: the source of the last file diffed, by its key, and a
+	// zstd encoder without dictionary for the patches (deltadiffenc.go).
+	srcKey   int
+	src      *diffSource
+	penc     *zstd.Encoder
+	patchMax int64
 }
 
-func (e *deltaEncoder) reset() { e.frame, e.ranges, e.byFile = nil, nil, false }
+func (e *deltaEncoder) reset() { e.frame, e.ranges, e.how = nil, nil, HowWhole }
 
 // try compresses b against the older image's ranges rs, kept when smaller than the
 // best so far.
-func (e *deltaEncoder) try(b []byte, rs []Range, byFile bool) error {
+func (e *deltaEncoder) try(b []byte, rs []Range, how DeltaHow) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -290,9 +320,14 @@ func (e *deltaEncoder) try(b []byte, rs []Range, byFile bool) error {
 	}
 	k := 1 - e.cur // the buffer the best frame is not in
 	e.out[k] = e.enc.EncodeAll(b, e.out[k][:0])
-	// The smaller delta; of two as small, the one reading less of the booted slot.
-	if n := len(e.out[k]); e.frame == nil || n < len(e.frame) || n == len(e.frame) && len(dict) < e.dictLen {
-		e.frame, e.cur, e.ranges, e.byFile, e.dictLen = e.out[k], k, slices.Clone(rs), byFile, len(dict)
-	}
+	e.consider(k, rs, how, len(dict))
 	return nil
+}
+
+// consider keeps the frame in out[k] if it is the smallest so far; of two as
+// small, the one reading less of the booted slot.
+func (e *deltaEncoder) consider(k int, rs []Range, how DeltaHow, reads int) {
+	if n := len(e.out[k]); e.frame == nil || n < len(e.frame) || n == len(e.frame) && reads < e.dictLen {
+		e.frame, e.cur, e.ranges, e.how, e.dictLen = e.out[k], k, slices.Clone(rs), how, reads
+	}
 }

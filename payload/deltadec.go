@@ -2,8 +2,10 @@ package payload
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/otad/otad/ota"
@@ -17,6 +19,9 @@ type DeltaDecoder struct {
 	zd   *zstd.Decoder
 	dict []byte
 	buf  []byte
+	// pd and patch decode binary diffs (method 1): made at the first one.
+	pd    *zstd.Decoder
+	patch []byte
 }
 
 // NewDeltaDecoder returns a DeltaDecoder for x's chunks. Close it when done.
@@ -34,7 +39,12 @@ func NewDeltaDecoder(x *Index) (*DeltaDecoder, error) {
 }
 
 // Close releases the decoder's resources.
-func (d *DeltaDecoder) Close() { d.zd.Close() }
+func (d *DeltaDecoder) Close() {
+	d.zd.Close()
+	if d.pd != nil {
+		d.pd.Close()
+	}
+}
 
 // Decode returns chunk dc.Chunk rebuilt from frame, its delta, with the dictionary read
 // from old (the booted slot, holding the older image), after checking it against the
@@ -49,6 +59,13 @@ func (d *DeltaDecoder) Decode(dc DeltaChunk, frame []byte, old io.ReaderAt) ([]b
 	}
 	if len(frame) != dc.Length {
 		return nil, bad("%d delta bytes, the delta index says %d", len(frame), dc.Length)
+	}
+	if dc.Method == deltaMethodDiff {
+		out, err := d.diff(dc, c, frame, old)
+		if err != nil {
+			return nil, err
+		}
+		return d.check(dc, c, out)
 	}
 	dict := d.dict[:0]
 	for _, r := range dc.Ranges[:dc.N] {
@@ -68,8 +85,46 @@ func (d *DeltaDecoder) Decode(dc DeltaChunk, frame []byte, old io.ReaderAt) ([]b
 	if len(out) != c.Length {
 		return nil, bad("decompresses to %d bytes, want %d", len(out), c.Length)
 	}
+	return d.check(dc, c, out)
+}
+
+// check returns out, chunk dc.Chunk as a delta made it, if its SHA-256 is the index's.
+func (d *DeltaDecoder) check(dc DeltaChunk, c Chunk, out []byte) ([]byte, error) {
 	if sum := sha256.Sum256(out); sum != c.SHA256 {
-		return nil, bad("sha256 %x, index says %x: the booted slot does not hold the older image's bytes", sum, c.SHA256)
+		return nil, ota.FieldErrorf(ota.CodeChunkMismatch, fmt.Sprintf("delta.chunk[%d]", dc.Chunk),
+			"sha256 %x, index says %x: the booted slot does not hold the older image's bytes", sum, c.SHA256)
+	}
+	return out, nil
+}
+
+// diff makes chunk c from its binary diff frame and the ranges of old it names,
+// read where the patch adds them. The patch is decompressed whole: at most
+// maxPatch of the largest chunk.
+func (d *DeltaDecoder) diff(dc DeltaChunk, c Chunk, frame []byte, old io.ReaderAt) ([]byte, error) {
+	bad := func(format string, args ...any) error {
+		return ota.FieldErrorf(ota.CodeChunkMismatch, fmt.Sprintf("delta.chunk[%d]", dc.Chunk), format, args...)
+	}
+	if d.pd == nil {
+		limit := maxPatch(d.x.MaxChunk())
+		pd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(1<<bits.Len64(uint64(limit))),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			return nil, fmt.Errorf("delta decoder: %w", err)
+		}
+		d.pd, d.patch = pd, make([]byte, 0, limit)
+	}
+	patch, err := d.pd.DecodeAll(frame, d.patch[:0])
+	if err != nil {
+		return nil, bad("decompress the binary diff: %w", err)
+	}
+	src := rangesReader{r: old, rs: dc.Ranges[:dc.N]}
+	out, err := applyPatch(d.buf[:0:c.Length], patch, c.Length, src, dc.DictLen())
+	switch {
+	case errors.Is(err, errPatch):
+		return nil, bad("%w", err)
+	case err != nil:
+		return nil, fmt.Errorf("delta of chunk %d: read the booted slot: %w", dc.Chunk, err)
 	}
 	return out, nil
 }

@@ -64,7 +64,10 @@ func (m *FileMap) Files() int { return len(m.files) }
 // DeltaOption tunes BuildDelta.
 type DeltaOption func(*deltaOpts)
 
-type deltaOpts struct{ old, new *FileMap }
+type deltaOpts struct {
+	old, new *FileMap
+	report   func(ChunkReport)
+}
 
 // WithFiles makes BuildDelta file-aware: old and new are the file maps of the older
 // and the new image. Its delta index is then version 2, whose records name as many
@@ -164,4 +167,31 @@ func fileRanges(o deltaOpts, off, n, limit int64, maxN int) []Range {
 	}
 	slices.Reverse(groups)
 	return slices.Concat(groups...)
+}
+
+// fileSource is the source of a binary diff of bytes [off, off+n) of the new image:
+// the older image's bytes of the file that holds most of them (its extents, one
+// after another), when that file is at most MaxDiffSource bytes in at most maxN
+// ranges; and a key for that file.
+func fileSource(o deltaOpts, off, n int64, maxN int) (int, []Range) {
+	s := o.new.spans(off, n)
+	if len(s) == 0 {
+		return 0, nil
+	}
+	old, ok := o.old.match(o.new.files[s[0].file])
+	if !ok || old.Size == 0 || old.Size > MaxDiffSource {
+		return 0, nil
+	}
+	var rs []Range
+	for _, x := range old.Extents {
+		if k := len(rs) - 1; k >= 0 && rs[k].Off+rs[k].Len == x.Physical {
+			rs[k].Len += x.Len
+			continue
+		}
+		if len(rs) == maxN {
+			return 0, nil
+		}
+		rs = append(rs, Range{Off: x.Physical, Len: x.Len})
+	}
+	return o.old.byPath[old.Path], rs
 }

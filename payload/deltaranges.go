@@ -19,7 +19,8 @@ const (
 	MaxRanges2        = 32
 	deltaRecordHead2  = 16
 	deltaRangeSize2   = 12
-	deltaMethodZstdRD = 0 // zstd frame, raw dictionary of its ranges: the only method
+	deltaMethodZstdRD = 0 // zstd frame, raw dictionary of its ranges
+	deltaMethodDiff   = 1 // zstd frame of a binary diff against its ranges (deltadiff.go)
 )
 
 func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string) error {
@@ -40,10 +41,11 @@ func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string
 			Length: int(le.Uint32(b[4:8])),
 			N:      int(b[8]),
 			Offset: off,
+			Method: int(b[9]),
 		}
 		switch {
-		case b[9] != deltaMethodZstdRD:
-			return bad("method", "%d: want %d (zstd, raw dictionary)", b[9], deltaMethodZstdRD)
+		case b[9] != deltaMethodZstdRD && b[9] != deltaMethodDiff:
+			return bad("method", "%d: want %d (zstd, raw dictionary) or %d (binary diff)", b[9], deltaMethodZstdRD, deltaMethodDiff)
 		case !bytes.Equal(b[10:16], make([]byte, 6)):
 			return bad("reserved", "bytes 10-15 must be zeros")
 		}
@@ -67,8 +69,11 @@ func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string
 			all = append(all, r)
 			dict += r.Len
 		}
-		if dict > maxDict {
+		switch {
+		case c.Method == deltaMethodZstdRD && dict > maxDict:
 			return bad("ranges", "a dictionary of %d bytes, more than %d", dict, maxDict)
+		case c.Method == deltaMethodDiff && dict > MaxDiffSource:
+			return bad("ranges", "a binary diff's source of %d bytes, more than %d", dict, MaxDiffSource)
 		}
 		c.Ranges = all[first:len(all):len(all)]
 		d.recs = append(d.recs, c)
@@ -90,7 +95,7 @@ func appendDeltaRecord2(raw []byte, c DeltaChunk) []byte {
 	binary.LittleEndian.PutUint32(h[0:4], uint32(c.Chunk))
 	binary.LittleEndian.PutUint32(h[4:8], uint32(c.Length))
 	h[8] = byte(len(c.Ranges))
-	h[9] = deltaMethodZstdRD
+	h[9] = byte(c.Method)
 	raw = append(raw, h[:]...)
 	for _, r := range c.Ranges {
 		raw = binary.LittleEndian.AppendUint64(raw, uint64(r.Off))

@@ -16,7 +16,7 @@ type Expect struct {
 	IndexSize   int64
 	IndexSHA256 string // 64 hex digits
 	StoreSize   int64
-	Compression ota.Compression // zstd, or none: every chunk stored raw
+	Compression ota.Compression // zstd, zstd-prefix (cdc only), or none: every chunk stored raw
 	Chunking    ota.Chunking    // fixed (index version 1, also for "") or cdc (version 2)
 }
 
@@ -53,8 +53,10 @@ func (w Expect) Validate() error {
 	switch {
 	case w.StoreSize < 0:
 		return bad("payload.chunks.store_size", "%d is negative", w.StoreSize)
-	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone:
-		return bad("payload.chunks.compression", "want zstd or none, got %q", truncate(string(w.Compression)))
+	case w.Compression == ota.CompressionZstdPrefix && !w.cdc():
+		return bad("payload.chunks.compression", "zstd-prefix needs chunking cdc")
+	case w.Compression != ota.CompressionZstd && w.Compression != ota.CompressionNone && w.Compression != ota.CompressionZstdPrefix:
+		return bad("payload.chunks.compression", "want zstd, zstd-prefix or none, got %q", truncate(string(w.Compression)))
 	}
 	if _, ok := ota.ParseSHA256(w.IndexSHA256); !ok {
 		return bad("payload.chunks.index_sha256", "want 64 hex digits")

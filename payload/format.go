@@ -34,6 +34,9 @@ const MaxIndexSize = 8 << 20
 const (
 	compNone byte = 0
 	compZstd byte = 1
+	// compZstdPrefix: zstd frames decoded with the image's bytes before them
+	// (version 2 only).
+	compZstdPrefix byte = 2
 )
 
 // Kind says how one chunk is kept in the store.

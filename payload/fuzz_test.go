@@ -151,12 +151,17 @@ func FuzzParseIndex2(f *testing.F) {
 	raw, _ := decompressExact(b.res.Index, IndexSize2(b.res.ChunkCount))
 	f.Add(raw, b.res.StoreSize, int64(4096), b.res.ImageSize, b.res.ChunkCount)
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd}, int64(0), int64(4096), int64(1), int64(1))
+	pb := build(f, layout2Example(), Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix})
+	f.Add(pb.res.Index, pb.res.StoreSize, int64(4096), pb.res.ImageSize, pb.res.ChunkCount)
 	f.Fuzz(func(t *testing.T, data []byte, storeSize, chunkSize, imageSize, count int64) {
 		want := Expect{ChunkSize: chunkSize, ChunkCount: count, ImageSize: imageSize, StoreSize: storeSize,
 			Compression: ota.CompressionZstd, Chunking: ota.ChunkingCDC}
 		if raw, err := decompressUpTo(data, MaxIndexSize); err == nil && len(raw) >= HeaderSize2 {
 			h := getHeader2(raw)
 			want.ChunkSize, want.ChunkCount, want.ImageSize = int64(h.avg), int64(min(h.count, 1<<40)), int64(min(h.imageSize, 1<<40))
+			if h.compression == compZstdPrefix {
+				want.Compression = ota.CompressionZstdPrefix
+			}
 		}
 		want = expectFor(data, want)
 		x, err := ParseIndex(data, want)
@@ -192,7 +197,7 @@ func checkIndex2(t *testing.T, x *Index) {
 				t.Fatalf("chunk %d: bad raw chunk %+v", i, c)
 			}
 		case KindZstd:
-			if c.StoreLength <= 0 || c.StoreLength >= c.Length || int64(c.Length) > maxLen || x.Compression() != ota.CompressionZstd {
+			if c.StoreLength <= 0 || c.StoreLength >= c.Length || int64(c.Length) > maxLen || x.Compression() != ota.CompressionZstd && !x.Prefixed() {
 				t.Fatalf("chunk %d: bad zstd chunk %+v", i, c)
 			}
 		default:
@@ -293,6 +298,57 @@ func FuzzDecodeDelta(f *testing.F) {
 		}
 		ch := p.x.Chunk(dc.Chunk)
 		if !bytes.Equal(got, p.newImg[ch.Offset:ch.Offset+int64(ch.Length)]) {
+			t.Fatal("accepted bytes that are not the chunk")
+		}
+	})
+}
+
+// FuzzDecodePrefix feeds a zstd-prefix decoder hostile frames and altered prefixes:
+// whatever it accepts is the chunk itself, and every refusal is a chunk_mismatch.
+func FuzzDecodePrefix(f *testing.F) {
+	block := testImage(20<<10, 20<<10, 4)
+	img := append(append(bytes.Clone(block), text(8<<10, 1)...), block...)
+	b := build(f, img, Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix})
+	x := b.parse(f)
+	k := -1
+	for i := range x.Count() {
+		if c := x.Chunk(i); c.Kind == KindZstd && c.Offset >= 20<<10 {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		f.Fatal("no zstd chunk with a prefix")
+	}
+	c := x.Chunk(k)
+	frame := b.store[c.StoreOffset : c.StoreOffset+int64(c.StoreLength)]
+	f.Add(frame, []byte{}, 0)
+	f.Add(frame, []byte{1, 2, 3}, 100)
+	f.Add(encodeAll(f, text(1000, 0)), []byte{}, 0)
+	f.Add(hugeFrame(), []byte{}, 0)
+	f.Add(frame, []byte{}, -1)
+	f.Fuzz(func(t *testing.T, frame, damage []byte, cut int) {
+		d, err := NewPrefixDecoder(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		from := max(0, c.Offset-PrefixSize(x))
+		prefix := bytes.Clone(img[from:c.Offset])
+		copy(prefix[min(len(prefix), max(cut, 0)):], damage)
+		if cut < 0 {
+			prefix = prefix[min(len(prefix), -cut):]
+		}
+		// Cut or padded to the record's length, so that it gets past that check.
+		frame = append(frame, make([]byte, c.StoreLength)...)[:c.StoreLength]
+		got, err := d.Decode(k, frame, prefix)
+		if err != nil {
+			if ota.CodeOf(err) != ota.CodeChunkMismatch {
+				t.Fatalf("refusal is not chunk_mismatch: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(got, img[c.Offset:c.Offset+int64(c.Length)]) {
 			t.Fatal("accepted bytes that are not the chunk")
 		}
 	})

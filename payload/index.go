@@ -17,10 +17,11 @@ type Index struct {
 	imageSize   int64
 	storeSize   int64
 	compression ota.Compression
-	data        []byte  // the whole index file
-	records     []byte  // the index after its header (decompressed with cdc)
-	offsets     []int64 // store offset of each chunk
-	imgOffsets  []int64 // image offset of each chunk (cdc; fixed chunks need none)
+	data        []byte            // the whole index file; nil once released (ReleaseBytes)
+	sum         [sha256.Size]byte // its SHA-256
+	records     []byte            // the index after its header (decompressed with cdc)
+	offsets     []int64           // store offset of each chunk
+	imgOffsets  []int64           // image offset of each chunk (cdc; fixed chunks need none)
 }
 
 // Chunk is one index entry.
@@ -74,11 +75,26 @@ func (x *Index) ImageSize() int64 { return x.imageSize }
 // StoreSize is the size of the store in bytes.
 func (x *Index) StoreSize() int64 { return x.storeSize }
 
-// Compression is the store's compression, ota.CompressionZstd or ota.CompressionNone.
+// Compression is the store's compression, ota.CompressionZstd, ota.CompressionZstdPrefix
+// or ota.CompressionNone.
 func (x *Index) Compression() ota.Compression { return x.compression }
 
-// Bytes is the index file as parsed; the caller must not change it.
+// Bytes is the index file as parsed, nil after ReleaseBytes; the caller must not
+// change it.
 func (x *Index) Bytes() []byte { return x.data }
+
+// SHA256 is the index file's SHA-256 (what payload.chunks.index_sha256 says).
+func (x *Index) SHA256() [sha256.Size]byte { return x.sum }
+
+// ReleaseBytes lets go of the index file where the records do not live in it (a
+// version 2 index: they were decompressed out of it), so that a caller that keeps
+// the file elsewhere does not hold it twice (a 1 GiB image's is 0.8 MB). Bytes is
+// nil from then on.
+func (x *Index) ReleaseBytes() {
+	if x.version == version2 {
+		x.data = nil
+	}
+}
 
 // Count is the number of chunks.
 func (x *Index) Count() int { return len(x.offsets) }
@@ -124,9 +140,23 @@ func ParseIndex(data []byte, want Expect) (*Index, error) {
 	if sum := sha256.Sum256(data); sum != wantSum {
 		return nil, indexErr("index", "sha256 %x, payload.chunks.index_sha256 says %s", sum, strings.ToLower(want.IndexSHA256))
 	}
+	var x *Index
+	var err error
 	if want.cdc() {
-		return parseIndex2(data, want)
+		x, err = parseIndex2(data, want)
+	} else {
+		x, err = parseIndex1(data, want)
 	}
+	if err != nil {
+		return nil, err
+	}
+	x.sum = wantSum
+	return x, nil
+}
+
+// parseIndex1 checks the header and records of a version 1 index whose size and
+// hash are checked.
+func parseIndex1(data []byte, want Expect) (*Index, error) {
 	if err := checkHeader(data[:HeaderSize], want, version); err != nil {
 		return nil, err
 	}

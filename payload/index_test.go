@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"math"
 	"testing"
@@ -251,5 +252,43 @@ func TestParseKept(t *testing.T) {
 		if _, err := ParseKept(damage(append([]byte(nil), b.res.Index...))); ota.CodeOf(err) != ota.CodeIndexMismatch {
 			t.Errorf("%s: %v, want index_mismatch", name, err)
 		}
+	}
+}
+
+// TestReleaseBytes: an index knows its file's SHA-256 whether or not it holds
+// the file; a version 2 index lets the file go and still reads every chunk
+// alike, a version 1 index (whose records are the file) keeps it.
+func TestReleaseBytes(t *testing.T) {
+	img := make([]byte, 300<<10)
+	for i := range img {
+		img[i] = byte(i*7 + i>>9)
+	}
+	for _, tc := range []struct {
+		chunking ota.Chunking
+		released bool
+	}{{ota.ChunkingCDC, true}, {ota.ChunkingFixed, false}} {
+		t.Run(string(tc.chunking), func(t *testing.T) {
+			b := build(t, img, Options{Chunking: tc.chunking, ChunkSize: 16 << 10, Level: 1})
+			x, err := ParseIndex(b.res.Index, b.res.Expect())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]Chunk, x.Count())
+			for i := range want {
+				want[i] = x.Chunk(i)
+			}
+			x.ReleaseBytes()
+			if got := x.Bytes() == nil; got != tc.released {
+				t.Fatalf("bytes released %v, want %v", got, tc.released)
+			}
+			if x.SHA256() != sha256.Sum256(b.res.Index) {
+				t.Fatalf("SHA256() %x, the file's is %x", x.SHA256(), sha256.Sum256(b.res.Index))
+			}
+			for i, w := range want {
+				if got := x.Chunk(i); got != w {
+					t.Fatalf("chunk %d after the release: %+v, want %+v", i, got, w)
+				}
+			}
+		})
 	}
 }

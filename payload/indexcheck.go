@@ -26,8 +26,11 @@ func checkHeader(b []byte, w Expect, v byte) error {
 		return indexErr("index.header."+field, format, args...)
 	}
 	wantComp := compNone
-	if w.Compression == ota.CompressionZstd {
+	switch w.Compression {
+	case ota.CompressionZstd:
 		wantComp = compZstd
+	case ota.CompressionZstdPrefix:
+		wantComp = compZstdPrefix
 	}
 	switch {
 	case string(b[0:7]) != magic:
@@ -103,7 +106,7 @@ func (x *Index) checkRecords() error {
 				return bad("length", "raw chunk with stored length %d, want its size %d", r.length, n)
 			}
 		case KindZstd:
-			if x.compression != ota.CompressionZstd {
+			if x.compression != ota.CompressionZstd && !x.prefixed() {
 				return bad("kind", "zstd chunk in a store with compression %s", x.compression)
 			}
 			if r.length == 0 || int64(r.length) >= n {
@@ -158,7 +161,7 @@ func (x *Index) checkRecords2() error {
 				return bad("stored_length", "raw chunk of %d bytes stored in %d: want its length, at most %d", r.length, r.stored, maxLen)
 			}
 		case KindZstd:
-			if x.compression != ota.CompressionZstd {
+			if x.compression != ota.CompressionZstd && !x.prefixed() {
 				return bad("kind", "zstd chunk in a store with compression %s", x.compression)
 			}
 			if r.length > maxLen || r.stored == 0 || uint64(r.stored) >= r.length {

@@ -35,8 +35,11 @@ func ParseKept(data []byte) (*Index, error) {
 		IndexSize:   int64(len(data)),
 		Compression: ota.CompressionNone,
 	}
-	if data[12] == compZstd {
+	switch data[12] {
+	case compZstd:
 		w.Compression = ota.CompressionZstd
+	case compZstdPrefix:
+		w.Compression = ota.CompressionZstdPrefix
 	}
 	sum := sha256.Sum256(data)
 	w.IndexSHA256 = hex.EncodeToString(sum[:])
@@ -66,8 +69,11 @@ func parseKept2(data []byte) (*Index, error) {
 		Compression: ota.CompressionNone,
 		Chunking:    ota.ChunkingCDC,
 	}
-	if h.compression == compZstd {
+	switch h.compression {
+	case compZstd:
 		w.Compression = ota.CompressionZstd
+	case compZstdPrefix:
+		w.Compression = ota.CompressionZstdPrefix
 	}
 	sum := sha256.Sum256(data)
 	w.IndexSHA256 = hex.EncodeToString(sum[:])

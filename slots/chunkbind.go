@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"hash"
@@ -58,6 +59,34 @@ func (ih *imageHash) held(c payload.Chunk) error {
 func (ih *imageHash) check() error {
 	if sum := ih.h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(ih.in.expected) {
 		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("slot %s: the image written has sha256 %x, the manifest says %x", ih.in.job.targetName(), sum, ih.in.expected))
+	}
+	return nil
+}
+
+// hashPieces hashes the image from the pieces on their way to the writer,
+// in order, starting with what the slot held before a resumed install's
+// checkpoint; in.written holds the hash for the final check.
+func (in *chunkInstall) hashPieces(ctx context.Context, pieces <-chan piece, out chan<- piece, scratch []byte) error {
+	next := 0
+	if r := in.resumed; r != nil {
+		next = r.Next
+	}
+	ih, err := in.newImageHash(next, scratch)
+	if err != nil {
+		return err
+	}
+	in.written = ih
+	for p := range pieces {
+		if err := ih.feed(p); err != nil {
+			p.release()
+			return err
+		}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			p.release()
+			return context.Cause(ctx)
+		}
 	}
 	return nil
 }

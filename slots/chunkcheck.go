@@ -63,33 +63,68 @@ func (r *reporter) report(phase ota.Phase, done int64, cp checkpoint, force bool
 }
 
 // readBack reads the whole image back from the slot's storage (O_DIRECT
-// where it works) and checks every chunk against the index and the whole
-// against sha256: readback_mismatch otherwise. Two reads are in flight, each
-// into half of block, while the other is hashed; chunks may span reads.
+// where it works) and checks the whole against sha256: readback_mismatch
+// otherwise, naming the first chunk that differs from the index
+// (mismatchAt). One hash per byte: every chunk was checked against the
+// index before it was written, so a second hash of each chunk on every
+// install would only name the chunk sooner (issue 33). Two reads are in
+// flight, each into half of block, while the other is hashed.
 func (in *chunkInstall) readBack(ctx context.Context, block []byte, counts checkpoint) error {
+	h := sha256.New()
+	err := in.readSlot(ctx, block, func(b []byte, hashed int64) bool {
+		h.Write(b)
+		in.progress.report(ota.Verifying, hashed, counts, hashed == in.job.Size)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
+		err := ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %x", in.job.targetName(), sum, in.expected))
+		if c, found, lerr := in.mismatchAt(ctx, block); lerr == nil && found {
+			err = ota.FieldErrorf(ota.CodeReadbackMismatch, fmt.Sprintf("slot.chunk[%d]", c.Num), "slot %s at offset %d does not hold the chunk the index lists (read back has sha256 %x, manifest says %x)", in.job.targetName(), c.Offset, sum, in.expected)
+		}
+		return err
+	}
+	return nil
+}
+
+// mismatchAt reads the slot again, chunk by chunk against the index, for
+// the first chunk that differs; found is false when all match.
+func (in *chunkInstall) mismatchAt(ctx context.Context, block []byte) (payload.Chunk, bool, error) {
+	ck := chunkChecker{x: in.x, h: sha256.New()}
+	var bad payload.Chunk
+	found := false
+	err := in.readSlot(ctx, block, func(b []byte, _ int64) bool {
+		c, ok := ck.feed(b)
+		if !ok {
+			bad, found = c, true
+		}
+		return ok
+	})
+	return bad, found, err
+}
+
+// readSlot reads the image's bytes from the slot in order, two reads in
+// flight, and hands each to fn with the bytes read so far, until fn says
+// stop.
+func (in *chunkInstall) readSlot(ctx context.Context, block []byte, fn func(b []byte, hashed int64) bool) error {
 	half := max(alignment, int64(len(block))/2/alignment*alignment)
 	q := &readQueue{read: func(r *readReq) { in.tgt.readRegion(r) }, target: in.job.targetName(), free: [][]byte{block[:half], block[half : 2*half]}}
 	defer q.wait()
 	size := in.job.Size
-	h := sha256.New()
-	ck := chunkChecker{x: in.x, h: sha256.New()}
 	for hashed := int64(0); hashed < size; {
 		q.issue(size, nil)
 		r, err := q.next(ctx)
 		if err != nil {
 			return err
 		}
-		b := r.buf[:r.n]
-		if c, ok := ck.feed(b); !ok {
-			return ota.FieldErrorf(ota.CodeReadbackMismatch, fmt.Sprintf("slot.chunk[%d]", c.Num), "slot %s at offset %d does not hold the chunk the index lists", in.job.targetName(), c.Offset)
-		}
-		h.Write(b)
 		hashed += r.n
+		more := fn(r.buf[:r.n], hashed)
 		q.release(r)
-		in.progress.report(ota.Verifying, hashed, counts, hashed == size)
-	}
-	if sum := h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(in.expected) {
-		return ota.Wrap(ota.CodeReadbackMismatch, fmt.Errorf("slot %s read back has sha256 %x, manifest says %x", in.job.targetName(), sum, in.expected))
+		if !more {
+			return nil
+		}
 	}
 	return nil
 }

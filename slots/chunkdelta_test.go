@@ -16,7 +16,8 @@ import (
 
 // release is a content-defined chunked payload of a newer image, with the delta file
 // of its chunks against an older image, served as otactl sign --chunked --delta-from
-// writes them: at /rel.idx, /rel.store and /rel.delta.
+// writes them by default (a zstd-prefix store): at /rel.idx, /rel.store and
+// /rel.delta.
 type release struct {
 	oldImg, img []byte
 	idx, store  []byte
@@ -30,7 +31,8 @@ type release struct {
 func makeRelease(t testing.TB, oldImg, img []byte, opts ...payload.DeltaOption) *release {
 	t.Helper()
 	var store bytes.Buffer
-	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{Chunking: ota.ChunkingCDC, Level: 1})
+	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{Chunking: ota.ChunkingCDC, Level: 1,
+		Compression: ota.CompressionZstdPrefix}) // otactl sign's default
 	if err != nil {
 		t.Fatal(err)
 	}

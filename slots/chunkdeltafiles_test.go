@@ -13,26 +13,38 @@ import (
 // first delta record that reads only the moved file's old bytes.
 func fileRelease(t *testing.T, m imagetest.Moved) (*release, payload.DeltaChunk) {
 	t.Helper()
+	// The moved file is the one stretch of random bytes the older image lacks:
+	// its chunks' deltas are the few with a dictionary of one range.
+	return filesRelease(t, m.Old, m.New, func(r *release, dc payload.DeltaChunk) bool {
+		return dc.N == 1 && r.x.Chunk(dc.Chunk).Length > 8<<10 && dc.Length*20 < r.x.Chunk(dc.Chunk).StoreLength
+	})
+}
+
+// filesRelease is a release of newImg with file-aware deltas against oldImg, and
+// the first delta record pick takes.
+func filesRelease(t *testing.T, oldImg, newImg []byte, pick func(*release, payload.DeltaChunk) bool) (*release, payload.DeltaChunk) {
+	t.Helper()
 	maps := [2]*payload.FileMap{}
-	for k, img := range [][]byte{m.Old, m.New} {
+	for k, img := range [][]byte{oldImg, newImg} {
 		fm, err := payload.ReadFileMap(bytes.NewReader(img), int64(len(img)))
 		if err != nil || fm == nil {
 			t.Fatalf("file map: %v", err)
 		}
 		maps[k] = fm
 	}
-	r := makeRelease(t, m.Old, m.New, payload.WithFiles(maps[0], maps[1]))
+	r := makeRelease(t, oldImg, newImg, payload.WithFiles(maps[0], maps[1]))
 	if r.d.Version != 2 {
 		t.Fatalf("delta index version %d", r.d.Version)
 	}
-	// The moved file is the one stretch of random bytes the older image lacks:
-	// its chunks' deltas are the few with a dictionary of one range.
+	// Copies (of chunks the older image holds elsewhere: placed.go) are
+	// never what a test looks for.
 	for k := range r.d.Count() {
-		if dc := r.d.At(k); dc.N == 1 && r.x.Chunk(dc.Chunk).Length > 8<<10 && dc.Length*20 < r.x.Chunk(dc.Chunk).StoreLength {
+		dc := r.d.At(k)
+		if _, isCopy := dc.Copy(r.x.Chunk(dc.Chunk)); !isCopy && pick(r, dc) {
 			return r, dc
 		}
 	}
-	t.Fatal("no delta rebuilds a chunk of the moved file")
+	t.Fatal("no delta record as wanted")
 	return nil, payload.DeltaChunk{}
 }
 
@@ -85,10 +97,17 @@ func TestFileDeltaInstall(t *testing.T) {
 func TestFileDeltaCorrupt(t *testing.T) {
 	m := imagetest.MovedPair(t, 5, 48<<20)
 	r, dc := fileRelease(t, m)
+	corruptDeltas(t, r, dc)
+}
+
+// corruptDeltas installs r with dc's delta corrupt, and with the old bytes it
+// reads altered in the booted slot: each time the slot holds the image, and
+// dc's chunk came whole from the store.
+func corruptDeltas(t *testing.T, r *release, dc payload.DeltaChunk) {
 	c := r.x.Chunk(dc.Chunk)
 	clean := func() (ota.Transfer, int64) {
-		d := newChunkSlots(t, len(m.New)+8192, m.Old)
-		s, j := r.serve(t, d, sha(m.Old))
+		d := newChunkSlots(t, len(r.img)+8192, r.oldImg)
+		s, j := r.serve(t, d, sha(r.oldImg))
 		return installDelta(t, j), s.sent["/rel.store"].Load()
 	}
 	base, baseStore := clean()
@@ -97,16 +116,17 @@ func TestFileDeltaCorrupt(t *testing.T) {
 		booted func() []byte
 		delta  func() []byte
 	}{
-		{"the delta corrupt", func() []byte { return m.Old }, func() []byte {
+		{"the delta corrupt", func() []byte { return r.oldImg }, func() []byte {
 			b := bytes.Clone(r.delta)
 			b[dc.Offset+int64(dc.Length)/2] ^= 0x40
 			return b
 		}},
 		{"the old extent altered", func() []byte {
-			b := bytes.Clone(m.Old)
-			rg := dc.Ranges[0]
-			for o := rg.Off + 100; o < rg.Off+rg.Len; o += 700 {
-				b[o] ^= 0x11
+			b := bytes.Clone(r.oldImg)
+			for _, rg := range dc.Ranges {
+				for o := rg.Off + 100; o < rg.Off+rg.Len; o += 700 {
+					b[o] ^= 0x11
+				}
 			}
 			return b
 		}, func() []byte { return r.delta }},
@@ -114,10 +134,10 @@ func TestFileDeltaCorrupt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rr := *r
 			rr.delta = tc.delta()
-			d := newChunkSlots(t, len(m.New)+8192, tc.booted())
-			s, j := rr.serve(t, d, sha(m.Old))
+			d := newChunkSlots(t, len(r.img)+8192, tc.booted())
+			s, j := rr.serve(t, d, sha(r.oldImg))
 			p := installDelta(t, j)
-			if !bytes.Equal(readFile(t, d.target)[:len(m.New)], m.New) {
+			if !bytes.Equal(readFile(t, d.target)[:len(r.img)], r.img) {
 				t.Fatal("the slot does not hold the image")
 			}
 			store := s.sent["/rel.store"].Load()
@@ -127,4 +147,37 @@ func TestFileDeltaCorrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBinaryDiffInstall: a device whose booted slot holds the older image rebuilds
+// the chunks of a rebuilt executable from binary diffs against its old file,
+// fetching a small part of what it fetches by chunk reuse; a corrupt binary diff,
+// or the old file's bytes altered in the booted slot, is caught before the write
+// and its chunk fetched whole.
+func TestBinaryDiffInstall(t *testing.T) {
+	m := imagetest.RebuiltPair(t, 3, 48<<20)
+	r, dc := filesRelease(t, m.Old, m.New, func(r *release, dc payload.DeltaChunk) bool {
+		return dc.Method == 1 && dc.Length*8 < r.x.Chunk(dc.Chunk).StoreLength
+	})
+	var fetched [2]int64
+	for k, path := range []ota.TransferPath{ota.PathDelta, ota.PathChunked} {
+		rel := r
+		if k == 1 {
+			other := *r
+			other.entry.From = sha([]byte("an image no device holds"))
+			rel = &other
+		}
+		d := newChunkSlots(t, len(m.New)+8192, m.Old)
+		_, j := rel.serve(t, d, "")
+		p := installDelta(t, j)
+		if !bytes.Equal(readFile(t, d.target)[:len(m.New)], m.New) || p.Path != path {
+			t.Fatalf("case %d: path %s, the slot holds the image: %v", k, p.Path, bytes.Equal(readFile(t, d.target)[:len(m.New)], m.New))
+		}
+		fetched[k] = p.BytesFetched
+	}
+	t.Logf("fetched %d bytes with binary diffs, %d by chunk reuse", fetched[0], fetched[1])
+	if fetched[0]*3 > fetched[1] {
+		t.Errorf("fetched %d bytes with binary diffs, %d by chunk reuse", fetched[0], fetched[1])
+	}
+	corruptDeltas(t, r, dc)
 }

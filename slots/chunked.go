@@ -70,6 +70,8 @@ type chunkTuning struct {
 	// slack is how far past the last chunk the target holds a restart still
 	// looks: a power cut can lose some writes before others.
 	slack int64
+	// wrapBooted, when set, wraps the booted slot's reads (tests count them).
+	wrapBooted func(bootedSlot) bootedSlot
 	// beforeCheckpoint runs after the slot is synced and before the
 	// checkpoint file is replaced; an error stops the install there, as a
 	// power cut would (tests).
@@ -130,7 +132,7 @@ type chunkInstall struct {
 	expected []byte
 	x        *payload.Index
 	tgt      chunkSink
-	booted   *os.File // the booted slot, nil without one
+	booted   bootedSlot // the booted slot, nil without one
 	state    chunkState
 	key      string
 	plan     *payload.Plan
@@ -139,10 +141,18 @@ type chunkInstall struct {
 	// bootedImage is the sha256 of the image the booted slot holds: the
 	// journal's, or found by the scan (bootedChunks).
 	bootedImage string
-	delta       *payload.Delta        // deltas against the booted image; nil: none
-	deltaAt     int                   // its entry in payload.chunks.deltas
-	deltaOf     ota.Delta             // that entry
-	dd          *payload.DeltaDecoder // decodes them, with the booted slot's bytes
+	bootedSize  int64 // the booted slot's bytes
+	// placed: the booted slot holds the image a placed deltas entry is for and
+	// has no kept index: the delta index says where to read, no scan (placed.go).
+	placed  bool
+	delta   *payload.Delta        // deltas against the booted image; nil: none
+	deltaAt int                   // its entry in payload.chunks.deltas
+	deltaOf ota.Delta             // that entry
+	dd      *payload.DeltaDecoder // decodes them, with the booted slot's bytes
+	// pd and hist decode a zstd-prefix store's chunks with the image's last
+	// bytes (chunkprefix.go); nil for other stores.
+	pd   *payload.PrefixDecoder
+	hist *payload.History
 
 	fetched  atomic.Int64 // store and index bytes from the network, this run
 	progress *reporter
@@ -182,6 +192,7 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	}
 	in.state = chunkState{dir: filepath.Join(job.StateDir, chunkDirName), fs: job.StateFS, log: in.log}
 	in.state.init()
+	in.state.stageIndex(in.x)
 	in.key = job.checkpointKey(in.tgt.name())
 	in.resumed = in.state.loadCheckpoint(in.key)
 	defer func() {
@@ -190,6 +201,9 @@ func (in *chunkInstall) run(ctx context.Context) error {
 		}
 		if in.dd != nil {
 			in.dd.Close()
+		}
+		if in.pd != nil {
+			in.pd.Close()
 		}
 	}()
 	if err := in.makePlan(ctx, bufs.scratch); err != nil {
@@ -208,6 +222,9 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if err := in.write(ctx, bufs); err != nil {
 		return err
 	}
+	// Written: the plan (24 bytes a chunk) is garbage for the read-back to
+	// reuse rather than a heap that grows under it.
+	in.plan = nil
 	if job.Readback {
 		if err := in.readBack(ctx, bufs.block, in.counts); err != nil {
 			return err
@@ -270,6 +287,9 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		if err := in.fetchDelta(ctx); err != nil {
 			return err
 		}
+		if pi.Booted, err = in.placedOrScan(ctx, have); err != nil {
+			return err
+		}
 		if in.delta != nil {
 			if in.dd, err = payload.NewDeltaDecoder(in.x); err != nil {
 				return ota.Wrap(ota.CodeWriteFailed, err)
@@ -292,6 +312,9 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 	in.plan, err = payload.MakePlan(in.x, pi)
 	if err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	if err := in.planPrefix(pi, scratch); err != nil {
+		return err
 	}
 	return ctx.Err()
 }

@@ -3,9 +3,11 @@ package slots
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -252,4 +254,46 @@ func TestChunkedAlteredChunkBootedSlotLacks(t *testing.T) {
 		t.Fatalf("chunk %d fetched %d times, want 2 (once more after the mismatch)", bad, n)
 	}
 	checkNotCorrupt(t, d, c)
+}
+
+// TestChunkedStagesIndex: a content-defined index (its records decompressed
+// out of the file) is written to the state directory as the install starts
+// and renamed into the kept index at its end, so the install does not hold
+// the file in memory too (issue 30 item 4); a state directory that refuses
+// the staged file costs nothing but the memory: the index is kept from its
+// bytes. No staged file is left either way.
+func TestChunkedStagesIndex(t *testing.T) {
+	img := chunkImage(40, 7)
+	var store bytes.Buffer
+	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{Chunking: ota.ChunkingCDC, ChunkSize: testChunk, Level: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chunked{img: img, idx: res.Index, store: store.Bytes(), want: res.Expect()}
+	for _, tc := range []struct {
+		name   string
+		refuse bool
+	}{{"staged", false}, {"staging refused", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStoreServer(t, c)
+			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 98))
+			job := d.job(s, fastRetry(&sleepRecorder{}))
+			var logs syncBuffer
+			job.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			job.StateFS = fullFS{full: func(p string) bool { return tc.refuse && strings.Contains(p, stagedIndex) }}
+			if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+			if kept := readFile(t, filepath.Join(d.state, chunkDirName, sha(img)+indexSuffix)); !bytes.Equal(kept, c.idx) {
+				t.Fatal("the kept index is not the index fetched")
+			}
+			if _, err := os.Stat(filepath.Join(d.state, chunkDirName, stagedIndex)); !os.IsNotExist(err) {
+				t.Fatalf("staged index left: %v", err)
+			}
+			if warned := strings.Contains(logs.String(), "staged index not written"); warned != tc.refuse {
+				t.Fatalf("warned %v, want %v; log:\n%s", warned, tc.refuse, logs.String())
+			}
+		})
+	}
 }

@@ -47,6 +47,9 @@ type lane struct {
 	pool   chan []byte
 	stored []byte // a compressed chunk as it arrives
 	dec    *payload.Decoder
+	// packed: zstd chunks are handed on as stored, for the assembler to
+	// decode with the bytes before them (chunkprefix.go).
+	packed bool
 }
 
 func newLane(dec *payload.Decoder, bufs [][]byte, stored []byte) *lane {
@@ -230,6 +233,12 @@ func (n *network) loc(file payload.File, i int) (off, length int64, ok bool) {
 // read reads chunk c's stored bytes from r and decodes them into buf,
 // checked against the index before anyone sees them.
 func (l *lane) read(r io.Reader, c payload.Chunk, buf []byte) ([]byte, error) {
+	if l.packed && c.Kind == payload.KindZstd {
+		if _, err := io.ReadFull(r, buf[:c.StoreLength]); err != nil {
+			return nil, err
+		}
+		return buf[:c.StoreLength], nil
+	}
 	dst := l.stored[:c.StoreLength]
 	if c.Kind == payload.KindRaw {
 		dst = buf[:c.StoreLength] // already the chunk's bytes: no copy

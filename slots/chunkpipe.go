@@ -125,9 +125,20 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		defer close(pieces)
 		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
 	})
+	toWrite := pieces
+	if !in.job.Readback {
+		// The image's hash a stage of its own, beside the writer, as in
+		// the stream install (Write's pipeline).
+		hashed := make(chan piece, len(bufs.local))
+		wg.Go(func() {
+			defer close(hashed)
+			fail(in.hashPieces(ctx, pieces, hashed, bufs.scratch))
+		})
+		toWrite = hashed
+	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, pieces, due, bufs.scratch))
+		fail(in.writeLoop(ctx, toWrite, due))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -161,6 +172,9 @@ func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
 		n.lanes = append(n.lanes, newLane(n.dec, bufs.lanes[i], bufs.stored[i]))
 	}
 	n.mine = newLane(n.dec, nil, bufs.stored[in.ct.lanes])
+	for _, l := range append(n.lanes, n.mine) {
+		l.packed = in.x.Prefixed()
+	}
 	return n, nil
 }
 
@@ -187,12 +201,16 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 			if err := sendZeros(ctx, c, zeros, out); err != nil {
 				return err
 			}
+			in.remember(piece{}, c)
 			continue
-		case payload.FromNetwork:
+		case payload.FromNetwork, payload.FromDelta:
 			p, err = net.next(ctx, c)
-		case payload.FromDelta:
-			if p, err = net.next(ctx, c); err == nil && p.frame {
+			switch {
+			case err != nil:
+			case p.frame:
 				p, err = in.fromDelta(ctx, net, p, c, local)
+			case in.packed(c):
+				p, err = in.unpack(ctx, net, p, c)
 			}
 		default:
 			p, err = in.fromSlot(ctx, net, st, c, local)
@@ -200,6 +218,7 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 		if err != nil {
 			return err
 		}
+		in.remember(p, c)
 		p.off = c.Offset
 		select {
 		case out <- p:
@@ -215,7 +234,7 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 // one vectored write, gives their buffers back, reports progress and hands
 // the committer a checkpoint when one is due (chunkTuning); at most one
 // waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, scratch []byte) error {
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
 	s := in.tgt.flusher(in.tun.syncLag)
 	maxBatch := max(1, in.ct.batchBytes/int(in.x.MaxChunk()))
 	batch := make([]piece, 0, maxBatch)
@@ -227,12 +246,6 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	lastAt, lastDone := time.Now(), cp.Done
 	var started int64 // writeback started up to here
 	done := cp.Done   // image bytes written, zero runs' parts included
-	if !in.job.Readback {
-		var err error
-		if in.written, err = in.newImageHash(cp.Next, scratch); err != nil {
-			return err
-		}
-	}
 	for open := true; open; {
 		var err error
 		if batch, open, err = nextBatch(ctx, pieces, batch[:0], maxBatch); err != nil {
@@ -307,15 +320,10 @@ func nextBatch(ctx context.Context, pieces <-chan piece, batch []piece, limit in
 	return batch, true, nil
 }
 
-// account feeds the written pieces to the image's hash, releases their
-// buffers and moves the checkpoint past every chunk they complete.
+// account releases the written pieces' buffers and moves the checkpoint
+// past every chunk they complete.
 func (in *chunkInstall) account(batch []piece, cp *checkpoint, done *int64) error {
 	for _, p := range batch {
-		if in.written != nil {
-			if err := in.written.feed(p); err != nil {
-				return err
-			}
-		}
 		p.release()
 		if p.more {
 			*done += int64(len(p.buf))

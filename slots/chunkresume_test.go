@@ -217,6 +217,11 @@ func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
 				err := writeChunked(t.Context(), job, testTuning(), resumeTuning())
 				if readback {
 					wantCode(t, err, ota.CodeReadbackMismatch)
+					// The error names the chunk the slot got wrong.
+					var e *ota.Error
+					if errors.As(err, &e); tc.name == "target changed between runs" && e.Field != "slot.chunk[2]" {
+						t.Errorf("field %q, want slot.chunk[2]: %v", e.Field, err)
+					}
 					return
 				}
 				if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
 
 	"github.com/otad/otad/payload"
 )
@@ -43,7 +42,7 @@ func (in *chunkInstall) fromDelta(ctx context.Context, net *network, p piece, c 
 		copy(out, b)
 		return piece{chunk: c.Num, buf: out, back: buf, write: true, rebuilt: true, pool: local}, nil
 	}
-	b, err := net.fetchMissing(ctx, c, buf)
+	b, err := in.fetchMissing(ctx, net, c, buf)
 	if err != nil {
 		local <- buf
 		return piece{}, err
@@ -76,7 +75,7 @@ func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.S
 	if err == nil && sha256.Sum256(b) == c.SHA256 {
 		return piece{chunk: c.Num, buf: b, back: buf, write: st.Source != payload.FromTarget, reused: true, pool: local}, nil
 	}
-	b, err = net.fetchMissing(ctx, c, buf)
+	b, err = in.fetchMissing(ctx, net, c, buf)
 	if err != nil {
 		local <- buf
 		return piece{}, err
@@ -84,7 +83,7 @@ func (in *chunkInstall) fromSlot(ctx context.Context, net *network, st payload.S
 	return piece{chunk: c.Num, buf: b, write: true, pool: local}, nil
 }
 
-func readBooted(f *os.File, off int64, n int, buf []byte) ([]byte, error) {
+func readBooted(f bootedSlot, off int64, n int, buf []byte) ([]byte, error) {
 	if _, err := f.ReadAt(buf[:n], off); err != nil {
 		return nil, fmt.Errorf("read booted slot %s at offset %d: %w", f.Name(), off, err)
 	}

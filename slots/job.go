@@ -116,7 +116,7 @@ func defaultTuning() tuning {
 		buffers:       4,
 		rbBuffers:     3,
 		syncLag:       16 << 20,
-		readChunk:     512 << 10,
+		readChunk:     256 << 10,
 		readBufs:      2,
 		stall:         60 * time.Second,
 		progressEvery: 250 * time.Millisecond,

@@ -90,7 +90,7 @@ func openSink(job *Job, tun *tuning) (sink, error) {
 }
 
 // small is the pipeline for a target that is not a File: two 256 KiB
-// buffers and one for the readback instead of 2.5 MiB. The large ones keep
+// buffers and one for the readback instead of 2 MiB. The large ones keep
 // storage busy; a Writer has no writeback to steer and no cache to bypass,
 // and a simulated fleet runs many installs at once.
 func (t tuning) small() tuning {

@@ -215,7 +215,10 @@ func (p *pipeline) publishDurable(off int64) {
 	}
 }
 
-// produce fetches, decompresses and hashes the payload into full buffers.
+// produce fetches and decompresses the payload into buffers, which a
+// stage of their own hashes on their way to the writer: on two cores the
+// network's copy and the decoder run beside SHA-256, instead of one
+// goroutine doing all three while the writer waits on storage (issue 33).
 func (p *pipeline) produce(ctx context.Context) error {
 	src, err := fetch.Open(ctx, p.job.request(p.job.URL, p.job.downloadLimit(), p.tun, &p.downloaded))
 	if err != nil {
@@ -227,7 +230,27 @@ func (p *pipeline) produce(ctx context.Context) error {
 		return err
 	}
 	defer closeDec()
-	h := sha256.New()
+	decoded := make(chan chunk, p.tun.buffers)
+	hashed := make(chan []byte, 1)
+	go func() { hashed <- p.hash(ctx, decoded) }()
+	err = p.decode(ctx, dec, decoded)
+	close(decoded)
+	sum := <-hashed
+	if err != nil {
+		return err
+	}
+	if sum == nil {
+		return context.Cause(ctx)
+	}
+	if !bytes.Equal(sum, p.expected) {
+		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.targetName(), sum, strings.ToLower(p.job.SHA256)))
+	}
+	return nil
+}
+
+// decode fills free buffers with the payload's bytes, in order, and
+// checks that it ends at the manifest's size.
+func (p *pipeline) decode(ctx context.Context, dec io.Reader, out chan<- chunk) error {
 	size := p.job.Size
 	var off int64
 	for off < size {
@@ -245,12 +268,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 			}
 			return err
 		}
-		h.Write(buf[:n])
-		select {
-		case p.full <- chunk{buf: buf, off: off, n: n}:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+		out <- chunk{buf: buf, off: off, n: n} // never blocks: one slot per buffer
 		off += int64(n)
 	}
 	// One byte past the manifest size tells a longer payload from a complete one.
@@ -262,10 +280,24 @@ func (p *pipeline) produce(ctx context.Context) error {
 	if err != io.EOF {
 		return err
 	}
-	if sum := h.Sum(nil); !bytes.Equal(sum, p.expected) {
-		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("payload %s written to %s has sha256 %x, manifest says %s", p.job.URL, p.job.targetName(), sum, strings.ToLower(p.job.SHA256)))
-	}
 	return nil
+}
+
+// hash passes the decoded chunks to the writer, hashing each first, and
+// returns the payload's SHA-256 once in is closed; nil when ctx ended first.
+func (p *pipeline) hash(ctx context.Context, in <-chan chunk) []byte {
+	h := sha256.New()
+	for c := range in {
+		h.Write(c.buf[:c.n])
+		select {
+		case p.full <- c:
+		case <-ctx.Done():
+			for range in {
+			}
+			return nil
+		}
+	}
+	return h.Sum(nil)
 }
 
 // writeLoop writes full buffers to the target in order and hands them back.

@@ -36,6 +36,7 @@ type rawDelta struct {
 	IndexSHA256 *string `json:"index_sha256"`
 	Count       *int64  `json:"count"`
 	Fetch       *int64  `json:"fetch"`
+	Placed      bool    `json:"placed"`
 }
 
 // maxDeltas bounds payload.chunks.deltas: one entry per older image a release
@@ -135,7 +136,7 @@ func parseDeltas(c *Chunks, list []rawDelta) error {
 	c.Deltas = &deltas
 	for k, r := range list {
 		here := fmt.Sprintf("%s[%d]", at, k)
-		var d ota.Delta
+		d := ota.Delta{Placed: r.Placed}
 		for _, f := range []struct {
 			name string
 			src  *int64

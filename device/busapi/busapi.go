@@ -161,6 +161,6 @@ func (o *Object) tables() map[string]map[string]any {
 			"Cancel": m.Cancel, "MarkGood": m.MarkGood, "MarkBad": m.MarkBad, "MarkActive": m.MarkActive,
 		},
 		"org.freedesktop.DBus.Properties":     {"Get": o.props.Get, "GetAll": o.props.GetAll, "Set": o.props.Set},
-		"org.freedesktop.DBus.Introspectable": {"Introspect": func() (string, *dbus.Error) { return introspection, nil }},
+		"org.freedesktop.DBus.Introspectable": {"Introspect": func() (string, *dbus.Error) { return introspection(), nil }},
 	}
 }

@@ -1,6 +1,10 @@
 package busapi
 
-import "github.com/godbus/dbus/v5"
+import (
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+)
 
 // The names on the bus (docs/contract/dbus.md).
 const (
@@ -12,90 +16,126 @@ const (
 	ErrorPrefix = Iface + ".Error."
 )
 
-// introspection is what Introspect answers; the contract page lists the
-// same members, and a test holds the two together.
-const introspection = `<!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+// The object's interfaces as data, which one writer turns into the XML
+// Introspect answers; the contract page lists the same members, and a test
+// holds the two together.
+type (
+	busArg struct {
+		name, typ string
+		out       bool // a method's result; a signal's args have no direction
+	}
+	busMember struct {
+		name string
+		args []busArg
+	}
+	busProperty struct {
+		name, typ   string
+		invalidates bool // PropertiesChanged names it without its value
+	}
+	busIface struct {
+		name             string
+		properties       []busProperty
+		methods, signals []busMember
+	}
+)
+
+func argIn(name, typ string) busArg  { return busArg{name: name, typ: typ} }
+func argOut(name, typ string) busArg { return busArg{name: name, typ: typ, out: true} }
+func argSig(name, typ string) busArg { return busArg{name: name, typ: typ} } // a signal's
+
+// interfaces are the object's, in the order Introspect lists them.
+func interfaces() []busIface {
+	return []busIface{
+		{
+			name: Iface,
+			properties: []busProperty{
+				{"State", "s", false}, {"BootedSlot", "s", false}, {"Slots", "a{s(sss)}", false}, {"Target", "(ssstt)", false},
+				{"Pending", "(sss)", false}, {"LastResult", "(sssss)", false}, {"AgentVersion", "s", false}, {"Status", "s", true},
+			},
+			methods: []busMember{
+				{"Install", []busArg{argIn("envelope", "h"), argOut("install", "t")}},
+				{"InstallStream", []busArg{argIn("envelope", "h"), argIn("payload", "h"), argOut("install", "t")}},
+				{"InstallChunked", []busArg{argIn("envelope", "h"), argIn("index", "h"), argIn("store", "h"), argOut("install", "t")}},
+				{"Cancel", nil}, {"MarkGood", nil}, {"MarkBad", nil},
+				{"MarkActive", []busArg{argIn("slot", "s")}},
+			},
+			signals: []busMember{
+				{"Progress", []busArg{argSig("id", "s"), argSig("sha256", "s"), argSig("phase", "s"),
+					argSig("bytes_done", "t"), argSig("bytes_total", "t"), argSig("bytes_per_second", "d")}},
+				{"Completed", []busArg{argSig("install", "t"), argSig("result", "s"), argSig("code", "s"),
+					argSig("message", "s"), argSig("id", "s"), argSig("sha256", "s")}},
+			},
+		},
+		{
+			name: "org.freedesktop.DBus.Properties",
+			methods: []busMember{
+				{"Get", []busArg{argIn("interface", "s"), argIn("property", "s"), argOut("value", "v")}},
+				{"GetAll", []busArg{argIn("interface", "s"), argOut("properties", "a{sv}")}},
+				{"Set", []busArg{argIn("interface", "s"), argIn("property", "s"), argIn("value", "v")}},
+			},
+			signals: []busMember{
+				{"PropertiesChanged", []busArg{argSig("interface", "s"), argSig("changed", "a{sv}"), argSig("invalidated", "as")}},
+			},
+		},
+		{
+			name:    "org.freedesktop.DBus.Introspectable",
+			methods: []busMember{{"Introspect", []busArg{argOut("xml", "s")}}},
+		},
+		{
+			name:    "org.freedesktop.DBus.Peer",
+			methods: []busMember{{"Ping", nil}, {"GetMachineId", []busArg{argOut("machine_uuid", "s")}}},
+		},
+	}
+}
+
+// introspection is what Introspect answers: the interfaces as XML. The
+// names and types are the constants above, never outside input, so they
+// need no escaping.
+func introspection() string {
+	var b strings.Builder
+	b.WriteString(`<!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
 <node>
-  <interface name="io.github.otad.Agent1">
-    <property name="State" type="s" access="read"/>
-    <property name="BootedSlot" type="s" access="read"/>
-    <property name="Slots" type="a{s(sss)}" access="read"/>
-    <property name="Target" type="(ssstt)" access="read"/>
-    <property name="Pending" type="(sss)" access="read"/>
-    <property name="LastResult" type="(sssss)" access="read"/>
-    <property name="AgentVersion" type="s" access="read"/>
-    <property name="Status" type="s" access="read">
-      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="invalidates"/>
-    </property>
-    <method name="Install">
-      <arg name="envelope" type="h" direction="in"/>
-      <arg name="install" type="t" direction="out"/>
-    </method>
-    <method name="InstallStream">
-      <arg name="envelope" type="h" direction="in"/>
-      <arg name="payload" type="h" direction="in"/>
-      <arg name="install" type="t" direction="out"/>
-    </method>
-    <method name="InstallChunked">
-      <arg name="envelope" type="h" direction="in"/>
-      <arg name="index" type="h" direction="in"/>
-      <arg name="store" type="h" direction="in"/>
-      <arg name="install" type="t" direction="out"/>
-    </method>
-    <method name="Cancel"/>
-    <method name="MarkGood"/>
-    <method name="MarkBad"/>
-    <method name="MarkActive">
-      <arg name="slot" type="s" direction="in"/>
-    </method>
-    <signal name="Progress">
-      <arg name="id" type="s"/>
-      <arg name="sha256" type="s"/>
-      <arg name="phase" type="s"/>
-      <arg name="bytes_done" type="t"/>
-      <arg name="bytes_total" type="t"/>
-      <arg name="bytes_per_second" type="d"/>
-    </signal>
-    <signal name="Completed">
-      <arg name="install" type="t"/>
-      <arg name="result" type="s"/>
-      <arg name="code" type="s"/>
-      <arg name="message" type="s"/>
-      <arg name="id" type="s"/>
-      <arg name="sha256" type="s"/>
-    </signal>
-  </interface>
-  <interface name="org.freedesktop.DBus.Properties">
-    <method name="Get">
-      <arg name="interface" type="s" direction="in"/>
-      <arg name="property" type="s" direction="in"/>
-      <arg name="value" type="v" direction="out"/>
-    </method>
-    <method name="GetAll">
-      <arg name="interface" type="s" direction="in"/>
-      <arg name="properties" type="a{sv}" direction="out"/>
-    </method>
-    <method name="Set">
-      <arg name="interface" type="s" direction="in"/>
-      <arg name="property" type="s" direction="in"/>
-      <arg name="value" type="v" direction="in"/>
-    </method>
-    <signal name="PropertiesChanged">
-      <arg name="interface" type="s"/>
-      <arg name="changed" type="a{sv}"/>
-      <arg name="invalidated" type="as"/>
-    </signal>
-  </interface>
-  <interface name="org.freedesktop.DBus.Introspectable">
-    <method name="Introspect">
-      <arg name="xml" type="s" direction="out"/>
-    </method>
-  </interface>
-  <interface name="org.freedesktop.DBus.Peer">
-    <method name="Ping"/>
-    <method name="GetMachineId">
-      <arg name="machine_uuid" type="s" direction="out"/>
-    </method>
-  </interface>
-</node>`
+`)
+	for _, i := range interfaces() {
+		b.WriteString(`  <interface name="` + i.name + `">` + "\n")
+		for _, p := range i.properties {
+			b.WriteString(`    <property name="` + p.name + `" type="` + p.typ + `" access="read"`)
+			if !p.invalidates {
+				b.WriteString("/>\n")
+				continue
+			}
+			b.WriteString(">\n" + `      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="invalidates"/>` + "\n    </property>\n")
+		}
+		writeMembers(&b, "method", i.methods, true)
+		writeMembers(&b, "signal", i.signals, false)
+		b.WriteString("  </interface>\n")
+	}
+	b.WriteString("</node>")
+	return b.String()
+}
+
+// writeMembers writes methods or signals (element), their args with a
+// direction for a method's.
+func writeMembers(b *strings.Builder, element string, ms []busMember, directed bool) {
+	for _, m := range ms {
+		b.WriteString(`    <` + element + ` name="` + m.name + `"`)
+		if len(m.args) == 0 {
+			b.WriteString("/>\n")
+			continue
+		}
+		b.WriteString(">\n")
+		for _, a := range m.args {
+			b.WriteString(`      <arg name="` + a.name + `" type="` + a.typ + `"`)
+			if directed {
+				dir := "in"
+				if a.out {
+					dir = "out"
+				}
+				b.WriteString(` direction="` + dir + `"`)
+			}
+			b.WriteString("/>\n")
+		}
+		b.WriteString("    </" + element + ">\n")
+	}
+}
