@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otad/otad/internal/testkit/rolloutsim"
 	"github.com/otad/otad/ota"
 )
 
@@ -13,9 +14,9 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // The offer every test plan releases, and the image the fleet ran before.
 var (
-	testOffer = PlanOffer{ID: "rel-2", Version: "2.0", SHA256: strings.Repeat("b", 64)}
+	testOffer = PlanOffer{ID: rolloutsim.New.ID, Version: "2.0", SHA256: rolloutsim.New.SHA256}
 	testRef   = Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}
-	oldRef    = Ref{ID: "rel-1", SHA256: strings.Repeat("a", 64)}
+	oldRef    = Ref{ID: rolloutsim.Old.ID, SHA256: rolloutsim.Old.SHA256}
 )
 
 func testPlan(maxFailed float64, minOutcomes int, waves ...Wave) *Plan {

@@ -1,19 +1,14 @@
 package rollout
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/otad/otad/internal/testkit/rolloutsim"
 )
 
-func ids(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("gw-%04d", i)
-	}
-	return out
-}
+func ids(n int) []string { return rolloutsim.IDs(n) }
 
 func TestOrderIsStable(t *testing.T) {
 	devs := ids(200)

@@ -10,44 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/ota"
+	"github.com/otad/otad/internal/testkit/rolloutsim"
 )
 
-// simFleet plays a fleet for whole-rollout tests: an offered device shows
-// the offer installing, then reports its outcome five minutes later; bad
-// devices roll back.
+// simFleet is the simulated fleet (internal/testkit/rolloutsim) and what
+// the controller has heard of it, kept across steps.
 type simFleet struct {
-	devices []string
-	bad     map[string]bool
-	offered map[string]time.Time
-	offers  map[string]int // offers published per device
-	known   DeviceMap      // what the controller has heard, kept across steps
+	*rolloutsim.Fleet
+	known DeviceMap
 }
 
 func newSimFleet(n int, badEvery int) *simFleet {
-	f := &simFleet{devices: ids(n), bad: map[string]bool{}, offered: map[string]time.Time{}, offers: map[string]int{}, known: DeviceMap{}}
-	for i, d := range f.devices {
-		if badEvery > 0 && i%badEvery == 0 {
-			f.bad[d] = true
-		}
-	}
-	return f
-}
-
-func (f *simFleet) status(d string, now time.Time) ota.Status {
-	st := ota.Status{Device: d, Groups: []string{"g"}, LastResult: &ota.Outcome{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: ota.ResultSuccess}}
-	at, ok := f.offered[d]
-	switch {
-	case ok && !now.Before(at.Add(5*time.Minute)):
-		r := ota.ResultSuccess
-		if f.bad[d] {
-			r = ota.ResultRolledBack
-		}
-		st.LastResult = &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: r}
-	case ok:
-		st.Target = &ota.TargetStatus{ID: testOffer.ID, SHA256: testOffer.SHA256}
-	}
-	return st
+	return &simFleet{Fleet: rolloutsim.NewFleet(n, badEvery), known: DeviceMap{}}
 }
 
 // view is the fleet now; fresh forgets what was heard (a restarted
@@ -56,13 +30,13 @@ func (f *simFleet) view(p *Plan, now time.Time, fresh bool) View {
 	if fresh {
 		f.known = DeviceMap{}
 	}
-	for _, d := range f.devices {
+	for d, st := range f.Statuses(now) {
 		prev, had := f.known[d]
 		var pp *Device
 		if had {
 			pp = &prev
 		}
-		f.known[d] = Observed(p.Name, p.Group, testRef, d, f.status(d, now), pp, now)
+		f.known[d] = Observed(p.Name, p.Group, testRef, d, st, pp, now)
 	}
 	return View{Ready: true, Devices: f.known}
 }
@@ -101,12 +75,7 @@ func drive(t *testing.T, p *Plan, f *simFleet, restart bool, dropOffer int) Stat
 						dropOffer--
 						continue
 					}
-					for _, d := range a.Devices {
-						if _, ok := f.offered[d]; !ok {
-							f.offered[d] = now
-						}
-						f.offers[d]++
-					}
+					f.Offer(a.Devices, now)
 					s, _ = Step(s, p, Offered{Wave: a.Wave, Through: a.Through}, now)
 					if a.CatchUp {
 						s, _ = Step(s, p, CaughtUp{N: len(a.Devices)}, now)
@@ -160,10 +129,10 @@ func TestRolloutAgainstASimulatedFleet(t *testing.T) {
 			}
 			// No device outside the started waves was offered, each once.
 			want := offeredMembers(spec, s, f.view(spec, t0, false))
-			if got := slices.Sorted(maps.Keys(f.offers)); !slices.Equal(got, want) {
+			if got := slices.Sorted(maps.Keys(f.Offers)); !slices.Equal(got, want) {
 				t.Errorf("offered %d devices, waves hold %d", len(got), len(want))
 			}
-			for d, n := range f.offers {
+			for d, n := range f.Offers {
 				if n != 1 {
 					t.Errorf("%s offered %d times", d, n)
 				}
@@ -233,10 +202,10 @@ func TestStateJSON(t *testing.T) {
 func TestStateSizeAt100000Devices(t *testing.T) {
 	p := testPlan(50, 10, Wave{Percent: 1}, Wave{Percent: 10}, Wave{Percent: 100})
 	f := newSimFleet(100000, 0)
-	for i := range f.devices {
-		f.devices[i] = fmt.Sprintf("%032x", i) // machine-id names
+	for i := range f.Devices {
+		f.Devices[i] = fmt.Sprintf("%032x", i) // machine-id names
 		if i%10 == 0 {
-			f.bad[f.devices[i]] = true
+			f.Bad[f.Devices[i]] = true
 		}
 	}
 	s := drive(t, p, f, false, 0)

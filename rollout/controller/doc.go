@@ -3,12 +3,14 @@
 // rules it carries out are rollout's, which stays pure.
 //
 // Run is the one entry (otactl rollout start calls it): it reads the lease
-// before connecting as the rollout's controller (lease.go: refused,
-// waited out, or its holder proven gone), opens the sessions (start.go:
-// the primary one for statuses, the rollout's topics and offers; one per
-// broker node for the state when there are several), and hands them to
-// the Driver (driver.go), which starts from the retained state or records
-// a new one, then feeds rollout.Step and carries out its actions. It
+// (lease.go: refused, waited out, or its holder proven gone), opens the
+// sessions (start.go: the primary one for statuses and the rollout's
+// topics; one per broker node for the state when there are several),
+// claims the lease through them under client IDs of their own, and only
+// once the claim is read back connects as the rollout's controller (the
+// client ID every controller of it shares) to publish. The Driver
+// (driver.go) starts from the retained state or records a new one, then
+// feeds rollout.Step and carries out its actions. It
 // adopts a state only once the broker has it and publishes offers only
 // after the state naming their devices, so a controller killed at any
 // point starts again from the retained state alone. An Inbox (inbox.go)

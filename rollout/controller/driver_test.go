@@ -65,10 +65,7 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 			if !b.covers(driverPlan, dev) {
 				b.unrecorded = append(b.unrecorded, dev)
 			}
-			if _, done := b.fleet.offered[dev]; !done {
-				b.fleet.offered[dev] = b.now()
-			}
-			b.fleet.offers[dev]++
+			b.fleet.Offer([]string{dev}, b.now())
 		}
 	}
 	return nil
@@ -138,7 +135,7 @@ func TestDriverFinishes(t *testing.T) {
 	if !bytes.Equal(b.retained["ota/devices/gw-0150/desired"], driverPlan.Offer.Envelope) {
 		t.Error("no retained offer on a device's desired topic")
 	}
-	for d, n := range b.fleet.offers {
+	for d, n := range b.fleet.Offers {
 		if n != 1 {
 			t.Errorf("%s offered %d times", d, n)
 		}
@@ -148,13 +145,13 @@ func TestDriverFinishes(t *testing.T) {
 func TestDriverHalts(t *testing.T) {
 	b, clk := newWorld(5)
 	s, err := driver(driverPlan, b, clk, nil).Run(context.Background(), rollout.NewState(driverPlan, t0))
-	if !errors.Is(err, ErrHalted) || s.Wave != 2 || len(b.fleet.offered) != 20 {
-		t.Fatalf("run: %v in wave %d, %d devices offered; want halted in wave 2 with 20", err, s.Wave, len(b.fleet.offered))
+	if !errors.Is(err, ErrHalted) || s.Wave != 2 || len(b.fleet.Offered) != 20 {
+		t.Fatalf("run: %v in wave %d, %d devices offered; want halted in wave 2 with 20", err, s.Wave, len(b.fleet.Offered))
 	}
 	// Started again from the retained state alone it stays halted...
 	again, err := driver(driverPlan, b, clk, nil).Run(context.Background(), b.retainedState(t, "r1"))
-	if !errors.Is(err, ErrHalted) || len(b.fleet.offered) != 20 {
-		t.Fatalf("restart: %v, %d offered", err, len(b.fleet.offered))
+	if !errors.Is(err, ErrHalted) || len(b.fleet.Offered) != 20 {
+		t.Fatalf("restart: %v, %d offered", err, len(b.fleet.Offered))
 	}
 	// ...until an operator's resume, retained on the control topic, waits for it.
 	cmds := make(chan rollout.Command, 1)
@@ -162,8 +159,8 @@ func TestDriverHalts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err = driver(driverPlan, b, clk, cmds).Run(ctx, again)
-	if !errors.Is(err, ErrHalted) || s.Wave != 3 || s.Accepted == 0 || len(b.fleet.offered) != 200 {
-		t.Fatalf("after resume: %v in wave %d (accepted %d), %d offered; want wave 3 offered, halted again", err, s.Wave, s.Accepted, len(b.fleet.offered))
+	if !errors.Is(err, ErrHalted) || s.Wave != 3 || s.Accepted == 0 || len(b.fleet.Offered) != 200 {
+		t.Fatalf("after resume: %v in wave %d (accepted %d), %d offered; want wave 3 offered, halted again", err, s.Wave, s.Accepted, len(b.fleet.Offered))
 	}
 }
 
@@ -193,7 +190,7 @@ func TestDriverKilledAndRestarted(t *testing.T) {
 			t.Errorf("bad every %d: killed %s wave %d %+v (%v); straight %s wave %d %+v (%v)", bad,
 				got.Phase, got.Wave, got.Counts, err, want.Phase, want.Wave, want.Counts, wantErr)
 		}
-		for d, n := range b.fleet.offers {
+		for d, n := range b.fleet.Offers {
 			if n != 1 {
 				t.Errorf("bad every %d: %s offered %d times", bad, d, n)
 			}
@@ -213,8 +210,8 @@ func TestDriverStateFirst(t *testing.T) {
 		if (bad == 0 && err != nil) || (bad != 0 && !errors.Is(err, ErrHalted)) {
 			t.Fatalf("run: %v %s", err, s.Phase)
 		}
-		if len(b.unrecorded) > 0 || len(b.fleet.offered) == 0 {
-			t.Errorf("%d devices offered, %d of them before the retained state named them", len(b.fleet.offered), len(b.unrecorded))
+		if len(b.unrecorded) > 0 || len(b.fleet.Offered) == 0 {
+			t.Errorf("%d devices offered, %d of them before the retained state named them", len(b.fleet.Offered), len(b.unrecorded))
 		}
 	}
 }

@@ -2,11 +2,11 @@ package controller
 
 import (
 	"crypto"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/otad/otad/internal/testkit/rolloutsim"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 	"github.com/otad/otad/verify"
@@ -19,9 +19,9 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // The offer every test plan releases, and the image the fleet ran before.
 var (
-	testOffer = rollout.PlanOffer{ID: "rel-2", Version: "2.0", SHA256: strings.Repeat("b", 64)}
+	testOffer = rollout.PlanOffer{ID: rolloutsim.New.ID, Version: "2.0", SHA256: rolloutsim.New.SHA256}
 	testRef   = rollout.Ref{ID: testOffer.ID, SHA256: testOffer.SHA256}
-	oldRef    = rollout.Ref{ID: "rel-1", SHA256: strings.Repeat("a", 64)}
+	oldRef    = rollout.Ref{ID: rolloutsim.Old.ID, SHA256: rolloutsim.Old.SHA256}
 )
 
 func testPlan(maxFailed float64, minOutcomes int, waves ...rollout.Wave) *rollout.Plan {
@@ -64,60 +64,28 @@ func view(devs ...string) rollout.View {
 	return rollout.View{Ready: true, Devices: m}
 }
 
-func ids(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("gw-%04d", i)
-	}
-	return out
-}
+func ids(n int) []string { return rolloutsim.IDs(n) }
 
-// simFleet plays a fleet for whole-rollout tests: an offered device shows
-// the offer installing, then reports its outcome five minutes later; bad
-// devices roll back.
+// simFleet is the simulated fleet (internal/testkit/rolloutsim) and what
+// the controller has heard of it, kept across steps.
 type simFleet struct {
-	devices []string
-	bad     map[string]bool
-	offered map[string]time.Time
-	offers  map[string]int    // offers published per device
-	known   rollout.DeviceMap // what the controller has heard, kept across steps
+	*rolloutsim.Fleet
+	known rollout.DeviceMap
 }
 
 func newSimFleet(n int, badEvery int) *simFleet {
-	f := &simFleet{devices: ids(n), bad: map[string]bool{}, offered: map[string]time.Time{}, offers: map[string]int{}, known: rollout.DeviceMap{}}
-	for i, d := range f.devices {
-		if badEvery > 0 && i%badEvery == 0 {
-			f.bad[d] = true
-		}
-	}
-	return f
-}
-
-func (f *simFleet) status(d string, now time.Time) ota.Status {
-	st := ota.Status{Device: d, Groups: []string{"g"}, LastResult: &ota.Outcome{ID: oldRef.ID, SHA256: oldRef.SHA256, Result: ota.ResultSuccess}}
-	at, ok := f.offered[d]
-	switch {
-	case ok && !now.Before(at.Add(5*time.Minute)):
-		r := ota.ResultSuccess
-		if f.bad[d] {
-			r = ota.ResultRolledBack
-		}
-		st.LastResult = &ota.Outcome{ID: testOffer.ID, SHA256: testOffer.SHA256, Result: r}
-	case ok:
-		st.Target = &ota.TargetStatus{ID: testOffer.ID, SHA256: testOffer.SHA256}
-	}
-	return st
+	return &simFleet{Fleet: rolloutsim.NewFleet(n, badEvery), known: rollout.DeviceMap{}}
 }
 
 // view is the fleet now, everybody heard of anew.
 func (f *simFleet) view(p *rollout.Plan, now time.Time) rollout.View {
-	for _, d := range f.devices {
+	for d, st := range f.Statuses(now) {
 		prev, had := f.known[d]
 		var pp *rollout.Device
 		if had {
 			pp = &prev
 		}
-		f.known[d] = rollout.Observed(p.Name, p.Group, testRef, d, f.status(d, now), pp, now)
+		f.known[d] = rollout.Observed(p.Name, p.Group, testRef, d, st, pp, now)
 	}
 	return rollout.View{Ready: true, Devices: f.known}
 }

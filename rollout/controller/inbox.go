@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/mqtt"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // commandQueue bounds the commands waiting for the driver: operators send a
@@ -40,7 +41,24 @@ type Inbox struct {
 	latest  *rollout.State
 	recs    map[string]rollout.Record
 	mine    *rollout.Lease // the lease this controller holds (Hold)
+	onLost  func()         // a state shows another's lease over mine (OnLost)
 	lastCmd time.Time      // the newest command's time: an older one is a replay
+
+	// counters keep the highest counters seen across restarts (Remember);
+	// nil: within this process only.
+	counters *seen.Store
+	key      string
+}
+
+// Remember keeps the highest state and command counters this inbox takes
+// in counters, under key (seen.Key), and refuses older ones read from
+// there: a replay is then refused after a restart too
+// (docs/contract/rollouts.md, a signed control plane). The state retained
+// when the inbox starts is the caller's to check (Retained).
+func (in *Inbox) Remember(counters *seen.Store, key string) {
+	in.mu.Lock()
+	in.counters, in.key = counters, key
+	in.mu.Unlock()
 }
 
 // NewInbox listens for rollout name under the topic prefix t.Prefix,
@@ -86,14 +104,7 @@ func (in *Inbox) Receive(m mqtt.Message) {
 			in.log.Warn("rollout: ignoring a control message", "topic", m.Topic, "err", err)
 			return
 		}
-		in.mu.Lock()
-		replayed := c.Time.Before(in.lastCmd)
-		if !replayed {
-			in.lastCmd = c.Time
-		}
-		in.mu.Unlock()
-		if replayed {
-			in.log.Warn("rollout: replayed command on "+m.Topic+" refused: issued before one already seen", "id", c.ID, "op", c.Op)
+		if !in.newCommand(m.Topic, c) {
 			return
 		}
 		select {
@@ -104,6 +115,28 @@ func (in *Inbox) Receive(m mqtt.Message) {
 	case strings.HasPrefix(m.Topic, strings.TrimSuffix(in.records, "+")):
 		in.record(m)
 	}
+}
+
+// newCommand reports whether c is no replay: not older than a command
+// seen on topic by this process, nor by an earlier one (counters). It
+// remembers c's time as the newest.
+func (in *Inbox) newCommand(topic string, c rollout.Command) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c.Time.Before(in.lastCmd) {
+		in.log.Warn("rollout: replayed command on "+topic+" refused: issued before one already seen", "id", c.ID, "op", c.Op)
+		return false
+	}
+	n := uint64(c.Time.UnixMilli()) // the counter it is signed with
+	if err := in.counters.Check(in.key, seen.Command, topic, n); err != nil {
+		in.log.Warn("rollout: "+err.Error(), "id", c.ID, "op", c.Op)
+		return false
+	}
+	in.lastCmd = c.Time
+	if err := in.counters.Raise(in.key, seen.Command, n, false); err != nil {
+		in.log.Error("rollout: the command's counter is not kept: a restart may take an older command", "err", err)
+	}
+	return true
 }
 
 func (in *Inbox) stateMessage(m mqtt.Message) {
@@ -145,7 +178,19 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 			s.Counter(), rollout.ErrReplayed, in.latest.Counter()))
 		return
 	}
+	if err := in.counters.Check(in.key, seen.State, in.state, s.Counter()); err != nil {
+		in.log.Warn("rollout: " + err.Error())
+		return
+	}
+	// Kept once the broker delivers it (not when published): the state a
+	// controller killed now goes on from is one the broker holds.
+	if err := in.counters.Raise(in.key, seen.State, s.Counter(), s.Terminal()); err != nil {
+		in.log.Error("rollout: the state's counter is not kept: a restart may take an older state", "err", err)
+	}
 	in.latest = &s
+	if in.onLost != nil && rollout.Lost(in.mine, s) {
+		in.onLost()
+	}
 	select { // keep only the newest for the driver
 	case old := <-in.seen:
 		if old.Newer(s) {
@@ -208,6 +253,15 @@ func (in *Inbox) Seen() <-chan rollout.State { return in.seen }
 func (in *Inbox) Hold(l rollout.Lease) {
 	in.mu.Lock()
 	in.mine = &l
+	in.mu.Unlock()
+}
+
+// OnLost has fn called, under the inbox's lock (it must not block), for
+// each state delivered after Retained that shows another controller's
+// lease over the one held (Hold).
+func (in *Inbox) OnLost(fn func()) {
+	in.mu.Lock()
+	in.onLost = fn
 	in.mu.Unlock()
 }
 

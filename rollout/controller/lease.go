@@ -16,6 +16,7 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // The lease, seen from the world: who holds a rollout, and the one client ID
@@ -30,8 +31,12 @@ import (
 // taken over, or refused once it is renewed meanwhile. Two controllers
 // started together must not both go on: waiting by default let a late
 // renewal of the first land after the second had taken over (two writers,
-// seen under load). It returns the holder proven gone, if any.
-func checkLease(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name, holder string, here where, takeOver bool, stderr io.Writer) (gone string, err error) {
+// seen under load). After this controller's claim was read back as lost
+// (lostClaim), another's lease is refused even once released or expired:
+// the broker kept that claim, and its holder may have ended the rollout
+// meanwhile — a claim over it would publish again after another did. It
+// returns the holder proven gone, if any.
+func checkLease(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, counters *seen.Store, name, holder string, here where, takeOver, lostClaim bool, stderr io.Writer) (gone string, err error) {
 	var first *rollout.Lease
 	for {
 		_, s, err := ReadState(ctx, cfg, trust, name)
@@ -41,7 +46,15 @@ func checkLease(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name,
 		if err != nil {
 			return "", err
 		}
+		// A replayed state's lease is not waited for, nor taken over.
+		if err := counters.Check(CountersKey(cfg, name), seen.State, mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(name), s.Counter()); err != nil {
+			return "", refuse("%w; not going on from it (docs/contract/rollouts.md, a signed control plane)", err)
+		}
 		l := s.Lease
+		if lostClaim && l != nil && l.Holder != holder {
+			return "", fmt.Errorf("%w: rollout %s: the claim of %s was kept over this controller's (docs/contract/rollouts.md, two started at once)",
+				rollout.ErrLeaseHeld, name, l.String())
+		}
 		if !l.Live(time.Now()) || l.Holder == holder {
 			return "", nil
 		}
@@ -124,9 +137,11 @@ func holderGone(l *rollout.Lease, here where) (string, bool) {
 func bootShort(id string) string { return id[:min(len(id), 8)] }
 
 // ClientID is the MQTT client ID every controller of a rollout
-// connects with: the broker lets one connection have it, so a controller
-// that takes a rollout over cuts the last one off (docs/contract/rollouts.md,
-// one controller per rollout). At most 88 bytes (AWS IoT Core takes 128).
+// publishes with, once it has read its claim of the lease back (fence):
+// the broker lets one connection have it, so a controller that takes a
+// rollout over cuts the last one off, and one refused never has it
+// (docs/contract/rollouts.md, one controller per rollout). At most 88
+// bytes (AWS IoT Core takes 128).
 func ClientID(prefix, name string) string {
 	h := sha256.Sum256([]byte(prefix))
 	return "otactl-rollout-" + name + "-" + hex.EncodeToString(h[:4])

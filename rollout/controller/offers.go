@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/otad/otad/rollout"
 
 	"github.com/otad/otad/mqtt"
@@ -12,14 +14,18 @@ import (
 // offerInTime publishes an Offer, giving up when the lease is due to be
 // renewed: a broker slow to acknowledge (a cluster failing over) must not
 // hold the renewal up past the lease. The batch is asked for again on the
-// next step, after the renewal; offers are the same bytes each time.
+// next step, after the renewal; offers are the same bytes each time. A
+// batch whose step took the time left (a million devices on a loaded
+// machine) does not start: offering unbounded, it ran the lease out.
 func (d *Driver) offerInTime(ctx context.Context, s rollout.State, o rollout.Offer) (int, error) {
 	if l := s.Lease; l != nil && !s.RenewedHere().IsZero() {
-		if left := s.RenewedHere().Add(l.TTL() * 2 / 3).Sub(d.Now()); left > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, left)
-			defer cancel()
+		left := s.RenewedHere().Add(l.TTL() * 2 / 3).Sub(d.Now())
+		if left <= 0 {
+			return 0, fmt.Errorf("the lease is due for renewal (renewed %v ago): offering after it", d.Now().Sub(s.RenewedHere()).Round(time.Millisecond))
 		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, left)
+		defer cancel()
 	}
 	done, err := d.offer(ctx, s, o)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // A controller signs the state it publishes, and goes on only from a
@@ -144,3 +146,73 @@ func TestInboxRefusesForgedAndReplayed(t *testing.T) {
 type synced struct{}
 
 func (synced) Sync(context.Context) error { return nil }
+
+// With counters kept on disk, a controller started again refuses an older
+// command or state published while none ran; the latest ones, delivered
+// again as retained, are no replay.
+func TestInboxRemembersAcrossRestarts(t *testing.T) {
+	key, trust := operatorKey(t)
+	dir := t.TempDir()
+	const control, topic = "ota/rollouts/r1/control", "ota/rollouts/r1/state"
+	ck := CountersKey(mqtt.Config{Broker: "mqtt://b:1883"}, "r1")
+	command := func(op rollout.Op, at time.Time) (rollout.Command, []byte) {
+		c := rollout.NewCommand(op, "", "op", at)
+		b, _ := c.Encode()
+		b, err := rollout.Seal(key, control, uint64(c.Time.UnixMilli()), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, b
+	}
+	p := testPlan(5, 1, rollout.Wave{Percent: 100})
+	state := func(seq uint64) rollout.State {
+		s := rollout.NewState(p, t0)
+		s.Lease = &rollout.Lease{Holder: "me", Epoch: 2, Since: t0, Renewed: t0, TTLMS: 30000}
+		s.Seq = seq
+		return s
+	}
+	start := func() (*Inbox, *bytes.Buffer) {
+		counters, err := seen.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged bytes.Buffer
+		in := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", trust, slog.New(slog.NewTextHandler(&logged, nil)))
+		in.Remember(counters, ck)
+		in.Retained()
+		return in, &logged
+	}
+	oldPause, ob := command(rollout.OpPause, t0)
+	resume, rb := command(rollout.OpResume, t0.Add(time.Minute))
+	in, _ := start()
+	for _, b := range [][]byte{ob, rb} {
+		in.Receive(mqtt.Message{Topic: control, Payload: b})
+	}
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, state(9))})
+	if got := []string{(<-in.Commands()).ID, (<-in.Commands()).ID}; got[0] != oldPause.ID || got[1] != resume.ID {
+		t.Fatalf("first run took %v", got)
+	}
+
+	// Started again: the older pause, published again while no controller
+	// ran, is a replay; the retained resume delivered again is taken (the
+	// state's LastCommand applies it once).
+	in, logged := start()
+	in.Receive(mqtt.Message{Topic: control, Payload: ob})
+	in.Receive(mqtt.Message{Topic: control, Payload: rb})
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, state(7))})
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, state(9))})
+	if c := <-in.Commands(); c.ID != resume.ID || len(in.Commands()) != 0 {
+		t.Fatalf("after a restart took %+v and %d more", c, len(in.Commands()))
+	}
+	if s := <-in.Seen(); s.Seq != 9 {
+		t.Fatalf("after a restart saw seq %d, want its latest, 9", s.Seq)
+	}
+	for _, want := range []string{
+		"replayed command on " + control + " refused: counter " + strconv.FormatInt(t0.UnixMilli(), 10) + " older than " + strconv.FormatInt(resume.Time.UnixMilli(), 10) + " seen",
+		"replayed state on " + topic + " refused: counter " + strconv.FormatUint(state(7).Counter(), 10) + " older than " + strconv.FormatUint(state(9).Counter(), 10) + " seen",
+	} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("not reported: %q\n%s", want, logged.String())
+		}
+	}
+}

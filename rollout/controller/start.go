@@ -14,6 +14,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // Config is what a controller runs with: otactl's flags for `rollout
@@ -30,9 +31,18 @@ type Config struct {
 	// signed control plane).
 	Key   crypto.Signer
 	Trust rollout.Trust
+	// Counters keep the highest counters seen of the rollout's state and
+	// commands across restarts (--state-dir); nil: a replay is refused
+	// within this run only.
+	Counters *seen.Store
 	// TakeOver waits out a lease another live controller holds (at most
 	// its TTL) instead of refusing it at once.
 	TakeOver bool
+	// BrokerQueue is the messages the broker queues for one client before
+	// it drops (0: no limit): a plan drawing more answers at once to the
+	// controller is refused before it offers anything (rollout.PacePreflight,
+	// rollout.WavePreflight; docs/brokers.md, a large fleet).
+	BrokerQueue int
 	// OnState is called with every state published (a live table).
 	OnState func(rollout.State)
 	// Out takes the lines for people (stderr): how the controller started,
@@ -70,29 +80,30 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 	mcfg := cfg.MQTT
 	mcfg.Logger = log
 	holder, here := holderName(), thisProcess()
+	if err := rollout.PacePreflight(plan, cfg.BrokerQueue); err != nil {
+		return rollout.State{}, nil, err
+	}
 	var (
 		c       *controller
 		d       *Driver
 		s       rollout.State
 		resumed bool
+		lost    bool // a claim of this controller's was read back as lost
 	)
 	for try := 1; ; try++ {
 		// Read first without disturbing a controller that runs: a live
 		// lease held by another is refused before anything connects as
 		// the rollout's controller.
-		gone, err := checkLease(ctx, mcfg, cfg.Trust, plan.Name, holder, here, cfg.TakeOver, cfg.Out)
+		gone, err := checkLease(ctx, mcfg, cfg.Trust, cfg.Counters, plan.Name, holder, here, cfg.TakeOver, lost, cfg.Out)
 		if err != nil {
 			return rollout.State{}, nil, err
 		}
-		c, err = openController(ctx, mcfg, plan, cfg.Trust, cfg.Settle, log)
+		c, err = openController(ctx, mcfg, plan, cfg.Trust, cfg.Counters, cfg.Settle, log)
 		if err == nil {
-			d = &Driver{Plan: plan, Key: cfg.Key, Trust: cfg.Trust, Topics: c.topics, Pub: c.statePub(), Offers: c.primary, Fleet: c.tracker.Fleet(c.observer),
+			d = &Driver{Plan: plan, Key: cfg.Key, Trust: cfg.Trust, Topics: c.topics, Pub: c.statePub(), Fleet: c.tracker.Fleet(c.observer),
 				Holder: holder, TTL: cfg.Lease, Host: here.host, BootID: here.bootID, PID: here.pid, Gone: gone,
 				Commands: c.inbox.Commands(), Seen: c.inbox.Seen(), Tick: cfg.Tick, OnState: cfg.OnState, Log: log}
-			s, resumed, err = c.start(ctx, d)
-		}
-		if err == nil {
-			err = c.follow(ctx, plan.Group, cfg.Settle, cfg.Lease)
+			s, resumed, err = c.start(ctx, d, cfg)
 		}
 		if err == nil {
 			break
@@ -100,17 +111,18 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 		if c != nil {
 			c.close()
 		}
-		// Another controller connecting as the rollout's client ID cuts
-		// this one off while it starts: read the lease again. A claim
-		// read back as lost (two claimed at once) is read again too,
-		// once both have stopped publishing: the broker kept one claim,
-		// so its holder goes on and the other is refused — not both
-		// stopping (docs/contract/rollouts.md, two started at once).
-		if try == startTries || ctx.Err() != nil || errors.Is(err, ErrBadState) || errors.Is(err, rollout.ErrLeaseHeld) {
+		// Cut off while it starts (a broker restarting): read the lease
+		// again. A claim read back as lost (two claimed at once) is read
+		// again too, once both have stopped publishing: the broker kept
+		// one claim, so its holder goes on and the other is refused — not
+		// both stopping (docs/contract/rollouts.md, two started at once).
+		var queueErr *rollout.BrokerQueueError
+		if try == startTries || ctx.Err() != nil || errors.Is(err, ErrBadState) || errors.Is(err, rollout.ErrLeaseHeld) || errors.As(err, &queueErr) {
 			return s, nil, err
 		}
 		pause := time.Duration(200+mrand.IntN(800)) * time.Millisecond
 		if errors.Is(err, rollout.ErrLeaseLost) {
+			lost = true
 			pause = claimSettle + time.Duration(mrand.Int64N(int64(claimSettle)))
 		}
 		log.Warn("rollout: start interrupted; reading the lease again", "err", err, "after", pause.Round(time.Millisecond))
@@ -121,11 +133,7 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 		}
 	}
 	defer c.close()
-	if resumed {
-		fmt.Fprintf(cfg.Out, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
-	} else {
-		fmt.Fprintf(cfg.Out, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
-	}
+	started(cfg.Out, plan, s, resumed)
 	cfg.OnState(s)
 	final, err := d.Run(ctx, s)
 	if errors.Is(err, ErrHalted) {
@@ -133,6 +141,15 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 		return final, &Halted{Failed: failed, N: n}, err
 	}
 	return final, nil, err
+}
+
+// started tells people how the controller started.
+func started(out io.Writer, plan *rollout.Plan, s rollout.State, resumed bool) {
+	if resumed {
+		fmt.Fprintf(out, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
+	} else {
+		fmt.Fprintf(out, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
+	}
 }
 
 // startTries bounds the starts tried while another controller cuts this
@@ -144,9 +161,25 @@ const startTries = 4
 // claimer to read its own claim back and go on, or to stop as well.
 const claimSettle = time.Second
 
-// start takes the rollout on: the newest retained state (or a new one),
-// the lease claimed and confirmed, the per-device records read back.
-func (c *controller) start(ctx context.Context, d *Driver) (rollout.State, bool, error) {
+// start takes the rollout on (docs/contract/rollouts.md, one controller
+// per rollout): the newest retained state (or a new one), the lease
+// claimed and read back, and only then the rollout's client ID taken
+// (fence), so a controller refused — or losing a claim raced with another
+// — never cuts the live one off; then the per-device records. A plan the
+// broker's queue cannot take is refused before anything is published
+// under the rollout's topics: its waves are sized from the group as seen,
+// so the fleet is followed first; otherwise only once the lease is
+// claimed, so that it is never read behind the devices' statuses.
+func (c *controller) start(ctx context.Context, d *Driver, cfg Config) (rollout.State, bool, error) {
+	early := cfg.BrokerQueue > 0 && d.Plan.Rate == nil
+	if early {
+		if err := c.follow(ctx, d.Plan.Group, cfg.Settle, cfg.Lease, cfg.BrokerQueue); err != nil {
+			return rollout.State{}, false, err
+		}
+		if err := c.preflight(ctx, d.Plan, cfg.BrokerQueue); err != nil {
+			return rollout.State{}, false, err
+		}
+	}
 	retained, err := c.retained()
 	if err != nil {
 		return rollout.State{}, false, err
@@ -160,32 +193,55 @@ func (c *controller) start(ctx context.Context, d *Driver) (rollout.State, bool,
 	if err := c.confirm(ctx); err != nil {
 		return s, resumed, err
 	}
-	d.Records, err = c.records(ctx, s)
+	if err := c.fence(ctx, d, *s.Lease); err != nil {
+		return s, resumed, err
+	}
+	if d.Records, err = c.records(ctx, s); err != nil {
+		return s, resumed, err
+	}
+	if !early {
+		err = c.follow(ctx, d.Plan.Group, cfg.Settle, cfg.Lease, cfg.BrokerQueue)
+	}
 	return s, resumed, err
 }
 
 // controller is a rollout controller's connections: the primary session
-// (statuses, the rollout's topics, offers, report requests), failing over
-// between the brokers; and, with several brokers, one session per broker
-// node for the state and records (replicas).
+// (statuses, the rollout's topics, report requests; the claim), failing
+// over between the brokers; with several brokers, one session per broker
+// node for the state and records (replicas); and, once the claim is
+// confirmed, the session that publishes the offers (pub), with the state
+// too when there is one broker. Until then each has a client ID of its own;
+// pub and the replicas then have the rollout's (fence).
 type controller struct {
-	topics   mqtt.Topics
-	tracker  *Tracker
-	observer *Observer
-	inbox    *Inbox
-	primary  *mqtt.Session
-	replicas []replica
-	trust    rollout.Trust
-	log      *slog.Logger
+	cfg       mqtt.Config
+	name      string
+	topics    mqtt.Topics
+	tracker   *Tracker
+	observer  *Observer
+	inbox     *Inbox
+	primary   *mqtt.Session
+	replicas  []replica
+	pub       *replica
+	trust     rollout.Trust
+	counters  *seen.Store
+	key       string // the rollout's in counters
+	reconnect mqtt.Backoff
+	log       *slog.Logger
 }
 
+// replica is a session following the rollout's state alone: a broker
+// node's (several brokers), or the offers' (pub).
 type replica struct {
 	sess  *mqtt.Session
 	inbox *Inbox
 }
 
-func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, trust rollout.Trust, settle time.Duration, log *slog.Logger) (*controller, error) {
-	c := &controller{topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, trust: trust, log: log}
+func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, trust rollout.Trust, counters *seen.Store, settle time.Duration, log *slog.Logger) (*controller, error) {
+	c := &controller{cfg: cfg, name: plan.Name, topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, trust: trust, log: log,
+		counters: counters, key: CountersKey(cfg, plan.Name), reconnect: cfg.Reconnect}
+	if c.reconnect.First == 0 {
+		c.reconnect = mqtt.Backoff{First: 2 * time.Second, Max: 30 * time.Second}
+	}
 	c.tracker = NewTracker(plan, cfg.TopicPrefix, nil)
 	c.observer = NewObserver(c.tracker, settle, nil)
 	c.observer.OnReady = func() {
@@ -193,18 +249,17 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 		log.Info("rollout: fleet view ready", "devices", n, "in_group", in, "group", plan.Group)
 	}
 	c.inbox = NewInbox(c.topics, plan.Name, trust, log)
+	c.inbox.Remember(counters, c.key)
 	// The rollout's own topics only: the state is read and the lease
-	// claimed before the devices' statuses are on their way (follow), never
-	// behind a broker's 100,000 retained statuses — meanwhile a second
-	// controller would find no lease and connect as this one's client ID
-	// (docs/brokers.md, a large fleet).
+	// claimed before the devices' statuses are on their way (follow),
+	// never behind a broker's 100,000 retained statuses (docs/brokers.md,
+	// a large fleet). A client ID of its own (cfg.DeviceID is ""): the
+	// rollout's is taken once the claim is confirmed (fence).
 	inboxTopics := c.inbox.Topics()
 	recordPrefix := c.topics.RolloutDevice(plan.Name, "")
 	primary := cfg
-	primary.DeviceID = ClientID(cfg.TopicPrefix, plan.Name)
-	if primary.Reconnect.First == 0 {
-		primary.Reconnect = mqtt.Backoff{First: 2 * time.Second, Max: 30 * time.Second}
-	}
+	primary.DeviceID = ""
+	primary.Reconnect = c.reconnect
 	sess, err := mqtt.Open(ctx, primary, c.inbox.Topics(), func(m mqtt.Message) {
 		if _, own := inboxTopics[m.Topic]; own || strings.HasPrefix(m.Topic, recordPrefix) {
 			c.inbox.Receive(m)
@@ -217,21 +272,7 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 	}
 	c.primary = sess
 	sess.Gate(c.inbox.Check(sess))
-	if brokers := cfg.BrokerList(); len(brokers) > 1 {
-		for i, b := range brokers {
-			one := cfg.Named(b)
-			one.DeviceID = fmt.Sprintf("%s-r%d", primary.DeviceID, i)
-			one.Reconnect = primary.Reconnect
-			in := NewInbox(c.topics, plan.Name, trust, log)
-			rs, err := mqtt.Open(ctx, one, map[string]byte{c.topics.RolloutState(plan.Name): 1}, in.Receive)
-			if err != nil {
-				log.Warn("rollout: broker node not reached; its copy of the state is not written", "broker", b, "err", err)
-				continue
-			}
-			rs.Gate(in.Check(rs))
-			c.replicas = append(c.replicas, replica{rs, in})
-		}
-	}
+	c.replicas = c.openReplicas(ctx, func(int) string { return "" })
 	if err := c.sync(ctx); err != nil {
 		c.close()
 		return nil, fmt.Errorf("reading the retained state of rollout %s: %w", plan.Name, err)
@@ -239,17 +280,101 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 	return c, nil
 }
 
+// openReplicas opens a session per broker node when there are several,
+// node i with client ID id(i) ("": one of its own); a node not reached is
+// skipped, saying so.
+func (c *controller) openReplicas(ctx context.Context, id func(int) string) []replica {
+	brokers := c.cfg.BrokerList()
+	if len(brokers) < 2 {
+		return nil
+	}
+	var rs []replica
+	for i, b := range brokers {
+		r, err := c.openState(ctx, c.cfg.Named(b), id(i))
+		if err != nil {
+			c.log.Warn("rollout: broker node not reached; its copy of the state is not written", "broker", b, "err", err)
+			continue
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// openState opens a session following the rollout's state alone, as
+// client ID id, gated by its own inbox (Inbox.Check).
+func (c *controller) openState(ctx context.Context, cfg mqtt.Config, id string) (replica, error) {
+	cfg.DeviceID, cfg.Reconnect = id, c.reconnect
+	in := NewInbox(c.topics, c.name, c.trust, c.log)
+	in.Remember(c.counters, c.key)
+	sess, err := mqtt.Open(ctx, cfg, map[string]byte{c.topics.RolloutState(c.name): 1}, in.Receive)
+	if err != nil {
+		return replica{}, err
+	}
+	sess.Gate(in.Check(sess))
+	return replica{sess, in}, nil
+}
+
+// fence connects as the rollout's controller once its claim is confirmed
+// (docs/contract/rollouts.md, one controller per rollout): the offers, and
+// the state and records, go out from now on under the rollout's client ID
+// (ClientID; "-r" and the node's index on each node of several), which
+// cuts off a controller this one took the rollout over from — whatever it
+// had queued to send goes nowhere. Each such session finds this claim
+// there before it is used: a claim made after it means this one lost.
+func (c *controller) fence(ctx context.Context, d *Driver, l rollout.Lease) error {
+	id := ClientID(c.cfg.TopicPrefix, c.name)
+	pub, err := c.openState(ctx, c.cfg, id)
+	if err != nil {
+		return err
+	}
+	c.pub = &pub
+	for _, r := range c.replicas {
+		r.sess.Close()
+	}
+	c.replicas = c.openReplicas(ctx, func(i int) string { return fmt.Sprintf("%s-r%d", id, i) })
+	for _, r := range append([]replica{pub}, c.replicas...) {
+		if _, err := r.inbox.Retained(); err != nil && !errors.Is(err, rollout.ErrForged) {
+			return err
+		}
+		r.inbox.Hold(l)
+		if err := r.inbox.Check(r.sess)(ctx); err != nil {
+			return err
+		}
+	}
+	// Another's claim seen after this one: this controller stops, and
+	// these sessions, cut off by its, must not dial again meanwhile and
+	// cut it off in turn.
+	fenced := []*mqtt.Session{pub.sess}
+	for _, r := range c.replicas {
+		fenced = append(fenced, r.sess)
+	}
+	// They hear little: the statuses arriving on the primary say the
+	// broker is busy, not gone, while an acknowledgement is late.
+	for _, s := range fenced {
+		s.Beside(c.primary)
+	}
+	c.inbox.OnLost(func() {
+		go func() {
+			for _, s := range fenced {
+				s.Close()
+			}
+		}()
+	})
+	d.Pub, d.Offers = c.statePub(), pub.sess
+	return nil
+}
+
 // follow subscribes to the devices' statuses (neither presence nor
 // progress) and asks the group to report: brokers deliver few (Mosquitto,
 // QoS 1) or no (RabbitMQ) retained statuses to a wildcard subscription.
 // The lease is not renewed meanwhile: the SUBACK, which a broker sends
 // once it has matched every retained status, is waited for half of it.
-func (c *controller) follow(ctx context.Context, group string, settle, lease time.Duration) error {
+func (c *controller) follow(ctx context.Context, group string, settle, lease time.Duration, queue int) error {
 	statuses := map[string]byte{mqtt.Topics{Prefix: c.topics.Prefix, Device: "+"}.Status(): 0}
 	if err := c.primary.SubscribeWait(ctx, statuses, lease/2); err != nil {
 		return fmt.Errorf("the devices' statuses: %w", err)
 	}
-	window := c.reportWindow(ctx, settle)
+	window := c.reportWindow(ctx, settle, queue)
 	ask := func() error {
 		r := mqtt.NewReportRequest(window)
 		c.tracker.Asked(time.Now(), r.Window())
@@ -266,17 +391,19 @@ func (c *controller) follow(ctx context.Context, group string, settle, lease tim
 	return ask()
 }
 
-// reportAnswersPerSecond is the pace a report request asks of a large
-// fleet: the answers reach the controller's one connection, and a stock
-// Mosquitto drops what is sent to a client with 1,000 messages waiting
-// (max_queued_messages; docs/brokers.md, a large fleet).
-const reportAnswersPerSecond = 500
-
 // reportWindow is the window a report request gives the devices to answer
 // in: settle, or longer for a fleet whose answers would come faster than
-// reportAnswersPerSecond. The fleet's size is the retained statuses seen,
-// once they stop arriving (they follow the SUBACK; at most settle).
-func (c *controller) reportWindow(ctx context.Context, settle time.Duration) time.Duration {
+// half the broker's queue for a client a second (queue messages; 0: no
+// limit): the answers reach the controller's one connection, and a stock
+// Mosquitto drops what is sent to a client with 1,000 messages waiting
+// (max_queued_messages; docs/brokers.md, a large fleet), so 500 a second.
+// The fleet's size is the retained statuses seen, once they stop arriving
+// (they follow the SUBACK; at most settle).
+func (c *controller) reportWindow(ctx context.Context, settle time.Duration, queue int) time.Duration {
+	if queue <= 0 {
+		return settle
+	}
+	perSecond := max(1, queue/2)
 	last := -1
 	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
 		n, _ := c.tracker.Counts()
@@ -291,7 +418,7 @@ func (c *controller) reportWindow(ctx context.Context, settle time.Duration) tim
 		}
 	}
 	n, _ := c.tracker.Counts()
-	return min(max(settle, time.Duration(n)*time.Second/reportAnswersPerSecond), mqtt.MaxReportWindow)
+	return min(max(settle, time.Duration(n)*time.Second/time.Duration(perSecond)), mqtt.MaxReportWindow)
 }
 
 func (c *controller) sync(ctx context.Context) error {
@@ -342,13 +469,47 @@ func (c *controller) retained() ([]byte, error) {
 		// Never a new state over it: that would start the rollout again.
 		return nil, refuse("%w; not starting over it (docs/contract/rollouts.md, a signed control plane)", forged)
 	}
-	return raw, nil
+	return raw, c.remember(best)
+}
+
+// CountersKey is the rollout's key in the counters (seen.Key): its
+// brokers, topic prefix and name.
+func CountersKey(cfg mqtt.Config, name string) string {
+	prefix := cfg.TopicPrefix
+	if prefix == "" {
+		prefix = mqtt.DefaultTopicPrefix
+	}
+	return seen.Key(cfg.BrokerList(), prefix, name)
+}
+
+// remember checks the retained state (nil: none) against the counters an
+// earlier controller here kept, and keeps its counter: an older state
+// published while no controller ran is a replay, and a state gone from
+// every broker is not started over (docs/contract/rollouts.md, a signed
+// control plane).
+func (c *controller) remember(best *rollout.State) error {
+	topic := c.topics.RolloutState(c.inbox.name)
+	if best == nil {
+		if m := c.counters.Highest(c.key, seen.State); m > 0 {
+			return refuse("nothing is retained on %s, but this rollout's state was seen at counter %d (%s): the broker lost it or someone cleared it; "+
+				"not starting it over (a new name starts a new rollout)", topic, m, c.counters.Path())
+		}
+		return nil
+	}
+	if err := c.counters.Check(c.key, seen.State, topic, best.Counter()); err != nil {
+		return refuse("%w; not going on from it (docs/contract/rollouts.md, a signed control plane)", err)
+	}
+	return c.counters.Raise(c.key, seen.State, best.Counter(), best.Terminal())
 }
 
 // statePub publishes the state and records: through every broker node
-// when there are several, else through the primary session.
+// when there are several, else through pub once fenced (the primary
+// session before: the claim).
 func (c *controller) statePub() Publisher {
 	if len(c.replicas) == 0 {
+		if c.pub != nil {
+			return c.pub.sess
+		}
 		return c.primary
 	}
 	rs := Replicas{Log: c.log}
@@ -421,5 +582,25 @@ func (c *controller) close() {
 	for _, r := range c.replicas {
 		r.sess.Close()
 	}
+	if c.pub != nil {
+		c.pub.sess.Close()
+	}
 	c.primary.Close()
+}
+
+// preflight refuses, once the group has been seen and before the lease is
+// claimed, a plan whose unpaced waves draw more answers at once than the
+// broker queues for the controller (rollout.WavePreflight): nothing has
+// been published under the rollout's topics, so the broker is left as it
+// was and the plan may be mended under its name.
+func (c *controller) preflight(ctx context.Context, plan *rollout.Plan, queue int) error {
+	for !c.observer.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	_, in := c.tracker.Counts()
+	return rollout.WavePreflight(plan, in, queue)
 }
