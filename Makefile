@@ -93,9 +93,12 @@ bench: build
 # chunked payload with nothing to reuse against the stream. Needs root and scripts/deps/apt.txt's
 # bench-delta packages; the trees and images are cached in
 # ~/.cache/otad-bench-delta (-cache DIR, -rebuild). BENCH_DELTA_FLAGS='-size
-# 256MiB -rounds 1', '-ro erofs', '-readback', '-keep' and so on.
+# 256MiB -rounds 1', '-ro erofs', '-readback', '-keep' and so on. Two pairs:
+# the monthly update, then the release upgrade to BENCH_DELTA_TO (trixie; empty: none).
+BENCH_DELTA_TO ?= trixie
 bench-delta: build
 	$(GO) run ./bench/delta -otad $(BIN)/otad -otactl $(BIN)/otactl $(BENCH_DELTA_FLAGS)
+	$(if $(BENCH_DELTA_TO),$(GO) run ./bench/delta -otad $(BIN)/otad -otactl $(BIN)/otactl -to $(BENCH_DELTA_TO) $(BENCH_DELTA_FLAGS))
 
 # Offer-to-downloading latency of one agent, then group rollouts to N agents in
 # one process, all against one real mosquitto on 127.0.0.1 (issue 3; needs the

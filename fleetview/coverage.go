@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -130,8 +131,11 @@ type Coverage struct {
 	// presence went online live) or first spoke after the answers were
 	// due is not missed: it had no retained status to deliver yet.
 	Missed int
-	Window time.Duration // the report request's window; 0: none was sent
-	Group  string        // the request asked only this group
+	// Retained: of them, those whose retained status arrived (none on a
+	// broker that delivers no retained message to a wildcard: RabbitMQ).
+	Retained int
+	Window   time.Duration // the report request's window; 0: none was sent
+	Group    string        // the request asked only this group
 }
 
 // Coverage counts how the devices' statuses arrived.
@@ -148,6 +152,9 @@ func (v *View) Coverage() Coverage {
 			continue
 		}
 		c.Devices++
+		if d.retained {
+			c.Retained++
+		}
 		switch {
 		case d.status == nil:
 			c.NoStatus++
@@ -197,4 +204,35 @@ func (c Coverage) String() string {
 			"so it may not have delivered those of devices that are offline now", c.Missed, c.Live)
 	}
 	return s
+}
+
+// Overflow says, for a broker that queues queue messages for a client
+// before it drops (0: no limit), when the answers to the report request
+// came faster than half of it a second (what the rollout controller's
+// window allows: docs/brokers.md, a large fleet) and retained statuses did
+// not make up for those dropped (none arrived, or some were missed): the
+// setting that blocks the view and the window that would fit. "" when the
+// view is not blocked so.
+func (c Coverage) Overflow(queue int) string {
+	if queue <= 0 || c.Window <= 0 || c.Devices == 0 || (c.Retained > 0 && c.Missed == 0) {
+		return ""
+	}
+	perSecond := max(1, queue/2)
+	rate := float64(c.Devices) / c.Window.Seconds()
+	if rate <= float64(perSecond) {
+		return ""
+	}
+	need := time.Duration(math.Ceil(float64(c.Devices)/float64(perSecond))) * time.Second
+	return fmt.Sprintf("devices may be missing: %d answers within %v are about %.0f a second to this one connection, "+
+		"over the %d a second a broker queue of %d messages for a client takes (Mosquitto's max_queued_messages, "+
+		"EMQX's mqtt.max_mqueue_len: 1000 by default; docs/brokers.md, a large fleet), and retained statuses did not make up for those dropped: "+
+		"ask with --window %v or more, or raise the setting and say so with --broker-queue", c.Devices, c.Window, rate, perSecond, queue, need)
+}
+
+// Say is String and, when the broker's queue blocks the view, Overflow.
+func (c Coverage) Say(queue int) string {
+	if o := c.Overflow(queue); o != "" {
+		return c.String() + "; " + o
+	}
+	return c.String()
 }

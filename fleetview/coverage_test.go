@@ -30,11 +30,11 @@ func TestCoverage(t *testing.T) {
 		text   string
 	}{
 		{"no request", 0, "", []mqtt.Message{st("a", true), st("b", true)},
-			Coverage{Devices: 2, RetainedOnly: 2},
+			Coverage{Devices: 2, RetainedOnly: 2, Retained: 2},
 			"2 devices, from retained statuses only (no report request sent); offline devices may be missing: a broker may deliver only part of the saved statuses"},
 		{"every retained status arrived, some answered", 3 * time.Second, "", []mqtt.Message{
 			st("a", true), st("b", true), st("c", true), st("a", false), st("b", false),
-		}, Coverage{Devices: 3, Live: 2, RetainedOnly: 1, Window: 3 * time.Second},
+		}, Coverage{Devices: 3, Live: 2, RetainedOnly: 1, Retained: 3, Window: 3 * time.Second},
 			"3 devices (2 answered the report request within 3s, 1 from retained only)"},
 		{"no retained delivery to a wildcard (RabbitMQ)", 10 * time.Second, "", []mqtt.Message{
 			st("a", false), st("b", false),
@@ -43,17 +43,17 @@ func TestCoverage(t *testing.T) {
 				"the broker did not deliver the saved status of 2 of the 2 devices that answered, so it may not have delivered those of devices that are offline now"},
 		{"an answer before its retained copy is not a miss", 3 * time.Second, "", []mqtt.Message{
 			st("a", false), {Topic: "ota/devices/a/status", Payload: member("a", 0), Retained: true},
-		}, Coverage{Devices: 1, Live: 1, Window: 3 * time.Second}, ""},
+		}, Coverage{Devices: 1, Live: 1, Retained: 1, Window: 3 * time.Second}, ""},
 		{"a window below the devices' bound", 100 * time.Millisecond, "", nil,
 			Coverage{Window: mqtt.MinReportWindow}, "0 devices (0 answered the report request within 1s, 0 from retained only)"},
 		{"group request counts the group", 3 * time.Second, "eu", []mqtt.Message{
 			st("a", false, "eu"), st("b", true, "eu", "canary"), st("c", false, "us"),
 			{Topic: "ota/devices/d/online", Payload: []byte(`{"online":true}`), Retained: true},
-		}, Coverage{Devices: 2, Live: 1, RetainedOnly: 1, Missed: 1, Window: 3 * time.Second, Group: "eu"}, ""},
+		}, Coverage{Devices: 2, Live: 1, RetainedOnly: 1, Retained: 1, Missed: 1, Window: 3 * time.Second, Group: "eu"}, ""},
 		{"devices without a valid status", 3 * time.Second, "", []mqtt.Message{
 			st("a", true), {Topic: "ota/devices/b/status", Payload: []byte("{"), Retained: true},
 			{Topic: "ota/devices/c/online", Payload: []byte(`{"online":false}`), Retained: true},
-		}, Coverage{Devices: 3, RetainedOnly: 1, NoStatus: 2, Window: 3 * time.Second},
+		}, Coverage{Devices: 3, RetainedOnly: 1, Retained: 1, NoStatus: 2, Window: 3 * time.Second},
 			"3 devices (0 answered the report request within 3s, 1 from retained only, 2 without a valid status)"},
 	}
 	for _, tt := range tests {
@@ -107,7 +107,7 @@ func TestCoverageOfADeviceThatCameOnlineLater(t *testing.T) {
 	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/a/status", Payload: member("a", 1), Retained: true})
 	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/a/status", Payload: member("a", 2)})
 	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/new/status", Payload: member("new", 1)})
-	if c := v.Coverage(); c != (Coverage{Devices: 2, Live: 2, Window: 3 * time.Second}) || c.Incomplete() {
+	if c := v.Coverage(); c != (Coverage{Devices: 2, Live: 2, Retained: 1, Window: 3 * time.Second}) || c.Incomplete() {
 		t.Fatalf("coverage %+v (incomplete %v), want 2 live devices and none missed", c, c.Incomplete())
 	}
 }
@@ -129,7 +129,7 @@ func TestCoverageOfAFleetStartedWhileListening(t *testing.T) {
 		v.ObserveMessage(mqtt.Message{Topic: "ota/devices/" + id + "/status", Payload: member(id, 1)})
 	}
 	c := v.Coverage()
-	if c != (Coverage{Devices: 6, Live: 5, RetainedOnly: 1, Window: 3 * time.Second}) || c.Incomplete() {
+	if c != (Coverage{Devices: 6, Live: 5, RetainedOnly: 1, Retained: 1, Window: 3 * time.Second}) || c.Incomplete() {
 		t.Fatalf("coverage %+v (incomplete %v): %s", c, c.Incomplete(), c)
 	}
 	if s := c.String(); strings.Contains(s, "missing") {
@@ -141,5 +141,38 @@ func TestCoverageOfAFleetStartedWhileListening(t *testing.T) {
 	v.ObserveMessage(mqtt.Message{Topic: "ota/devices/old/status", Payload: member("old", 3)})
 	if c := v.Coverage(); c.Missed != 1 || !c.Incomplete() || !strings.Contains(c.String(), "offline devices may be missing: the broker did not deliver the saved status of 1 of the 6 devices") {
 		t.Errorf("a lost retained status: %+v %s", c, c)
+	}
+}
+
+// The answers to a report request that came faster than half a broker's
+// queue for a client a second, with retained statuses that do not make up
+// for the dropped ones, name the setting and the window that fits; a view
+// whose retained statuses all arrived, or a broker without a limit, says
+// nothing of it.
+func TestCoverageOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		c     Coverage
+		queue int
+		want  string // "" : nothing said
+	}{
+		{"RabbitMQ's answers only, too fast for a queue of 1,000", Coverage{Devices: 20000, Live: 20000, Missed: 20000, Window: 3 * time.Second}, 1000,
+			"20000 answers within 3s are about 6667 a second to this one connection, over the 500 a second a broker queue of 1000 messages"},
+		{"the window that fits", Coverage{Devices: 20000, Live: 20000, Window: 3 * time.Second}, 1000, "ask with --window 40s or more"},
+		{"retained statuses missed (EMQX)", Coverage{Devices: 5000, Live: 100, Retained: 4000, Missed: 10, Window: 5 * time.Second}, 1000, "max_queued_messages"},
+		{"every retained status arrived (Mosquitto)", Coverage{Devices: 100000, Live: 1000, Retained: 100000, Window: 3 * time.Second}, 1000, ""},
+		{"within the queue", Coverage{Devices: 1500, Live: 1500, Missed: 1500, Window: 3 * time.Second}, 1000, ""},
+		{"no limit stated", Coverage{Devices: 100000, Live: 100000, Missed: 100000, Window: 3 * time.Second}, 0, ""},
+		{"no request", Coverage{Devices: 100000, Retained: 0}, 1000, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.c.Overflow(tc.queue)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("Overflow(%d) = %q, want %q", tc.queue, got, tc.want)
+			}
+			if say := tc.c.Say(tc.queue); !strings.HasPrefix(say, tc.c.String()) || !strings.Contains(say, got) {
+				t.Errorf("Say = %q", say)
+			}
+		})
 	}
 }

@@ -37,8 +37,10 @@ func TestSignChunked(t *testing.T) {
 		chunkSize int64
 		comp      ota.Compression
 	}{
-		{"defaults", nil, 64 << 10, ota.CompressionZstd},
-		{"16KiB chunks", []string{"--chunk-size", "16KiB"}, 16 << 10, ota.CompressionZstd},
+		{"defaults", nil, 64 << 10, ota.CompressionZstdPrefix},
+		{"16KiB chunks", []string{"--chunk-size", "16KiB"}, 16 << 10, ota.CompressionZstdPrefix},
+		{"zstd for older devices", []string{"--compress", "zstd"}, 64 << 10, ota.CompressionZstd},
+		{"fixed chunks: zstd", []string{"--chunking", "fixed"}, 64 << 10, ota.CompressionZstd},
 		{"uncompressed store", []string{"--compress", "none", "--chunk-size", "4096"}, 4096, ota.CompressionNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +193,9 @@ func TestSignChunkedOptions(t *testing.T) {
 		{"chunk size too small", append(signArgs, "--out-payload", out, "--chunk-size", "2KiB"), "from 4KiB to 4MiB"},
 		{"chunk size too large", append(signArgs, "--out-payload", out, "--chunk-size", "8MiB"), "from 4KiB to 4MiB"},
 		{"chunk size unparsable", append(signArgs, "--out-payload", out, "--chunk-size", "64KB"), "--chunk-size"},
-		{"gzip store", append(signArgs, "--out-payload", out, "--compress", "gzip"), "want zstd or none"},
+		{"gzip store", append(signArgs, "--out-payload", out, "--compress", "gzip"), "want zstd-prefix, zstd or none"},
+		{"zstd-prefix of fixed chunks", append(signArgs, "--out-payload", out, "--compress", "zstd-prefix", "--chunking", "fixed"), "zstd-prefix needs --chunking cdc"},
+		{"zstd-prefix stream", append(signArgs[:len(signArgs)-1], "--out-payload", out, "--compress", "zstd-prefix"), "zstd-prefix needs --chunked"},
 		{"chunk size without chunked", append(signArgs[:len(signArgs)-1], "--chunk-size", "16KiB"), "--chunk-size needs --chunked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

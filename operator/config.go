@@ -34,6 +34,9 @@ type fileConfig struct {
 	Operator struct {
 		Key   string   `toml:"key"`
 		Trust []string `toml:"trust"`
+		// StateDir keeps the highest counters a controller or the
+		// dashboard has seen, across restarts (--state-dir).
+		StateDir string `toml:"state_dir"`
 	} `toml:"operator"`
 
 	path string
@@ -81,7 +84,7 @@ func loadConfig() (*fileConfig, error) {
 	c.path = path
 	// Files are relative to the config file's directory.
 	dir := filepath.Dir(path)
-	for _, p := range []*string{&c.TLS.CA, &c.TLS.Cert, &c.TLS.Key, &c.Operator.Key} {
+	for _, p := range []*string{&c.TLS.CA, &c.TLS.Cert, &c.TLS.Key, &c.Operator.Key, &c.Operator.StateDir} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

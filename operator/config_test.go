@@ -53,13 +53,14 @@ func TestConfigFile(t *testing.T) {
 	write := func(name, body string) string {
 		return testtool.WriteFile(t, filepath.Join(dir, name), []byte(body))
 	}
-	good := write("good.toml", "brokers = [\""+b.URL+"\"]\nprefix = \"elsewhere\"\nusername = \"ops\"\n[tls]\nca = \"ca.pem\"\n[operator]\nkey = \"op.key\"\ntrust = [\"operators.d\"]\n")
+	good := write("good.toml", "brokers = [\""+b.URL+"\"]\nprefix = \"elsewhere\"\nusername = \"ops\"\n[tls]\nca = \"ca.pem\"\n[operator]\nkey = \"op.key\"\ntrust = [\"operators.d\"]\nstate_dir = \"state\"\n")
 	t.Setenv(configEnv, good)
 	c, err := loadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TLS.CA != filepath.Join(dir, "ca.pem") || c.Operator.Key != filepath.Join(dir, "op.key") || c.Operator.Trust[0] != filepath.Join(dir, "operators.d") {
+	if c.TLS.CA != filepath.Join(dir, "ca.pem") || c.Operator.Key != filepath.Join(dir, "op.key") || c.Operator.Trust[0] != filepath.Join(dir, "operators.d") ||
+		c.Operator.StateDir != filepath.Join(dir, "state") {
 		t.Errorf("files not relative to the config's directory: %+v", c)
 	}
 	bf := addBrokerFlags(newFlagSet("x", "", os.Stderr))

@@ -100,13 +100,13 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 			fmt.Fprintf(stderr, "--delta-from %s: the image itself: no deltas\n", from)
 		case seen[r.From]:
 			fmt.Fprintf(stderr, "--delta-from %s: an image given before: no deltas\n", from)
-		case r.Count == 0 || fetch >= alone:
+		case r.Count == r.Copies || fetch >= alone:
 			why := "no chunk it lacks has a delta smaller than the chunk"
 			switch {
-			case r.Count == 0 && r.Full == 0:
+			case r.Count == r.Copies && r.Full == 0:
 				why = "it holds every chunk"
-			case r.Count > 0:
-				why = fmt.Sprintf("deltas of %d chunks would take %d bytes with their index, the chunks %d", r.Count, r.Size(), r.RebuiltStored)
+			case r.Count > r.Copies:
+				why = fmt.Sprintf("deltas of %d chunks would take %d bytes with their index, the chunks %d", r.Count-r.Copies, r.Size(), r.RebuiltStored)
 			}
 			fmt.Fprintf(stderr, "--delta-from %s: %s: none written; a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd) and %s of the chunked payload (%d bytes): %s\n",
 				from, why, alone, percent(alone, j.stream), j.stream, percent(alone, full), full, shares(r, x.ImageSize(), false))
@@ -118,8 +118,8 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 			// Before the store and the index: published first.
 			*files = append(pending{f}, *files...)
 			entries = append(entries, r.Entry(j.url+deltaName(r.From), x))
-			fmt.Fprintf(stderr, "%s: deltas of %d chunks%s from %s: a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd), %s of the chunked payload (%d bytes) and %s of the %d bytes it fetches without deltas: %s\n",
-				name, r.Count, byFile(r), from, fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full, percent(fetch, alone), alone, shares(r, x.ImageSize(), true))
+			fmt.Fprintf(stderr, "%s: deltas of %d chunks%s and %d copy records (where it holds chunks elsewhere) from %s: a device holding it fetches %d bytes, %s of the full stream (%d bytes, zstd), %s of the chunked payload (%d bytes) and %s of the %d bytes it fetches without deltas: %s\n",
+				name, r.Count-r.Copies, byFile(r), r.Copies, from, fetch, percent(fetch, j.stream), j.stream, percent(fetch, full), full, percent(fetch, alone), alone, shares(r, x.ImageSize(), true))
 		}
 		seen[r.From] = true
 		frames.Close()

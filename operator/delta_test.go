@@ -53,7 +53,10 @@ func TestSignDeltaFrom(t *testing.T) {
 	mustRun(t, "keygen", filepath.Join(dir, "k"))
 	out := filepath.Join(dir, "rel")
 	r := mustRun(t, "sign", "--key", filepath.Join(dir, "k.key"), "--image", newPath, "--version", "2", "--compatible", "c",
-		"--url", "https://updates.example.com/rel", "--chunked", "--delta-from", oldPath+","+other, "--delta-from", newPath, "--out-payload", out)
+		"--url", "https://updates.example.com/rel", "--chunked", "--delta-from", oldPath+","+other, "--delta-from", newPath, "--out-payload", out,
+		// zstd-prefix chunks are smaller: the 1 MiB other image then makes a
+		// delta file of one chunk, 4 bytes to the good. The deltas are tested here.
+		"--compress", "zstd")
 	m, _ := manifestOf(t, r.stdout)
 	c := m.Payload.Chunks
 	if c.Chunking != ota.ChunkingCDC || c.Deltas == nil || len(*c.Deltas) != 1 {

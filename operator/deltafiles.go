@@ -25,10 +25,14 @@ func fileMap(f *os.File, name string, stderr io.Writer) *payload.FileMap {
 	return m
 }
 
-// byFile says how many deltas read the old bytes of their own files.
+// byFile says how many deltas read the old bytes of their own files, and how
+// many are binary diffs.
 func byFile(r *payload.DeltaResult) string {
-	if r.ByFile == 0 {
+	switch {
+	case r.ByFile == 0:
 		return ""
+	case r.ByDiff == 0:
+		return fmt.Sprintf(" (%d against their files' old bytes)", r.ByFile)
 	}
-	return fmt.Sprintf(" (%d against their files' old bytes)", r.ByFile)
+	return fmt.Sprintf(" (%d against their files' old bytes; %d binary diffs)", r.ByFile, r.ByDiff)
 }

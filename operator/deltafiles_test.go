@@ -32,7 +32,7 @@ func TestSignDeltaFromExt4(t *testing.T) {
 	if c := mf.Payload.Chunks; c.Deltas == nil || len(*c.Deltas) != 1 {
 		t.Fatalf("chunks %+v, stderr %s", c, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "against their files' old bytes)") {
+	if !strings.Contains(r.stderr, "against their files' old bytes") {
 		t.Errorf("stderr does not say the deltas are file-aware: %s", r.stderr)
 	}
 	file := checkDeltaOf(t, &mf.Payload, 0, out, m.Old, m.New)

@@ -39,6 +39,8 @@ func program() cli.Program {
 				return ota.ExitRefused
 			case errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost):
 				return ota.ExitBusy
+			case errors.As(err, new(*rollout.BrokerQueueError)):
+				return ota.ExitUsage // the plan does not fit the broker's queue as stated
 			}
 			return ota.ExitFailure
 		},

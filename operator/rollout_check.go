@@ -25,6 +25,7 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	of := addOperatorFlags(fs, false)
 	settle := fs.Duration("settle", 3*time.Second, "with --broker: ask the group's devices to report within this long, as the controller does")
 	show := fs.Int("show", 5, "with --broker: how many of each wave's first members to name")
+	queue := fs.Int("broker-queue", rollout.DefaultBrokerQueue, "the messages the broker queues for one client before it drops (0: no limit): the plan's pace and, with --broker, its waves are checked against it as start checks them (docs/brokers.md)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -32,8 +33,8 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(pos) != 1 {
 		return usagef("want exactly one PLAN file, got %d arguments", len(pos))
 	}
-	if *settle < 0 || *show < 0 {
-		return usagef("--settle and --show must not be negative")
+	if *settle < 0 || *show < 0 || *queue < 0 {
+		return usagef("--settle, --show and --broker-queue must not be negative")
 	}
 	plan, err := rollout.LoadPlan(pos[0])
 	if err != nil {
@@ -44,6 +45,9 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("%s: %s:\n%w", pos[0], plural(n, "mistake"), err)
 	}
 	describePlan(stdout, plan)
+	if err := rollout.PacePreflight(plan, *queue); err != nil {
+		return err
+	}
 	if len(bf.brokers) == 0 {
 		fmt.Fprintln(stdout, "the plan is valid (give --broker to size its waves from the fleet)")
 		return nil
@@ -56,7 +60,7 @@ func rolloutCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return sizeWaves(ctx, cfg, trust, plan, *settle, *show, stdout)
+	return sizeWaves(ctx, cfg, trust, plan, *settle, *show, *queue, stdout)
 }
 
 func plural(n int, what string) string {
@@ -88,7 +92,7 @@ func describePlan(w io.Writer, p *rollout.Plan) {
 // sizeWaves follows the group as the controller would and prints the
 // members each wave would take if it started now, and whether the rollout
 // exists on the broker already.
-func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rollout.Plan, settle time.Duration, show int, w io.Writer) error {
+func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rollout.Plan, settle time.Duration, show, queue int, w io.Writer) error {
 	fv := fleetview.New(cfg.TopicPrefix)
 	stateTopic := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState(p.Name)
 	var (
@@ -143,6 +147,9 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 			line += fmt.Sprintf(" (no status heard from %s: named, they would time out)", strings.Join(unseen, ", "))
 		}
 		fmt.Fprintln(w, line)
+	}
+	if err := rollout.WavePreflight(p, len(group), queue); err != nil {
+		return err // start would refuse it
 	}
 	mu.Lock()
 	raw := retained

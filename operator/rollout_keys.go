@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 	"github.com/otad/otad/trust"
 	"github.com/otad/otad/verify"
 )
@@ -23,6 +24,33 @@ type operatorFlags struct {
 	key      string
 	trust    stringList
 	insecure bool
+	stateDir string
+}
+
+// addStateDir adds --state-dir, for the readers that keep what they saw
+// across restarts: a controller and the dashboard.
+func (o *operatorFlags) addStateDir() {
+	o.fs.StringVar(&o.stateDir, "state-dir", "", "keep the highest counters seen of the rollouts' states and commands in this directory (created 0700), so that an older signed message published again while this command was not running is refused after a restart (docs/contract/rollouts.md, a signed control plane); without it, within this run only")
+}
+
+// counters opens the counters of --state-dir, or of [operator] state_dir
+// in the config: nil when neither is given.
+func (o *operatorFlags) counters() (*seen.Store, error) {
+	if o.stateDir == "" {
+		set := false
+		o.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "state-dir" })
+		c, err := loadConfig()
+		if err != nil {
+			return nil, err
+		}
+		if c != nil && !set {
+			o.stateDir = c.Operator.StateDir
+		}
+	}
+	if o.stateDir == "" {
+		return nil, nil
+	}
+	return seen.Open(o.stateDir, nil)
 }
 
 func addOperatorFlags(fs *flag.FlagSet, signs bool) *operatorFlags {

@@ -16,21 +16,34 @@ import (
 
 // scaleFleet is n fake devices in group "g" on a stock Mosquitto: retained
 // statuses, answers to report requests, and each offer answered with
-// result(id).
+// result(id), taken on connections of 1,000 devices each.
 func scaleFleet(t *testing.T, n int, result func(id string) ota.Result) (*mosquittotest.Broker, *fakefleet.Fleet, []string) {
 	t.Helper()
 	// Mosquitto's stock limits (docs/brokers.md, a large fleet).
 	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
+	f, ids := fleetOn(t, b, n, result)
+	return b, f, ids
+}
+
+// fleetOn is scaleFleet's fleet on broker b.
+func fleetOn(t *testing.T, b *mosquittotest.Broker, n int, result func(id string) ota.Result) (*fakefleet.Fleet, []string) {
+	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%032x", i) // names as long as /etc/machine-id's
 	}
 	f := fakefleet.Connect(t, b.URL, "")
 	f.Groups = []string{"g"}
-	f.TakeOffers(result)
+	// Offers on connections of 1,000 devices each, as each real device
+	// reads its own: one connection for all is sent more of a wave than a
+	// stock Mosquitto queues for a client whenever the fleet reads slower
+	// than the pace (a loaded machine, -race).
+	if err := f.TakeOffersOf(ids, result); err != nil {
+		t.Fatal(err)
+	}
 	f.Publish(ids)
 	f.Answer(ids)
-	return b, f, ids
+	return f, ids
 }
 
 // scalePlan writes a plan of name releasing a signed offer to group "g".

@@ -94,7 +94,7 @@ func (o *signOptions) flags(stderr io.Writer) *flag.FlagSet {
 	fset.StringVar(&o.version, "version", "", "version for people, e.g. 4.2.0")
 	fset.Var(&o.compatible, "compatible", "compatible string a device must have; repeatable")
 	fset.StringVar(&o.url, "url", "", "where devices download the payload (with --chunked: URL.idx and URL.store)")
-	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd, the default, or none)")
+	fset.StringVar(&o.compress, "compress", string(ota.CompressionNone), "payload compression: none, gzip, zstd or xz (with --chunked: zstd-prefix, the default with --chunking cdc, zstd for devices older than zstd-prefix, or none)")
 	fset.StringVar(&o.outPayload, "out-payload", "", "write the payload to upload here (required with --compress and --chunked: PATH.idx and PATH.store)")
 	fset.BoolVar(&o.chunked, "chunked", false, "a chunked payload (manifest schema 2): devices check every chunk, resume, and fetch only what changed")
 	fset.StringVar(&o.chunkSize, "chunk-size", "64KiB", "with --chunked: chunk size, a power of two from 4KiB to 4MiB (with cdc chunking the nominal size: chunks of a quarter to twice it)")
@@ -230,6 +230,10 @@ func (o *signOptions) validate(now time.Time) (time.Time, int64, error) {
 	}
 	switch ota.Compression(o.compress) {
 	case ota.CompressionNone:
+	case ota.CompressionZstdPrefix:
+		if !o.chunked {
+			return time.Time{}, 0, usagef("--compress zstd-prefix needs --chunked: a stream is compressed whole")
+		}
 	case ota.CompressionGzip, ota.CompressionZstd, ota.CompressionXZ:
 		if o.outPayload == "" {
 			return time.Time{}, 0, usagef("--compress %s needs --out-payload (where to write the compressed payload)", o.compress)
@@ -304,10 +308,19 @@ func (o *signOptions) checkChunked() (int64, error) {
 		return 0, usagef("--chunked needs --out-payload PATH (where to write PATH.idx and PATH.store)")
 	}
 	if !o.set["compress"] {
-		o.compress = string(ota.CompressionZstd)
+		// Each chunk compressed with the bytes before it: as small as the stream
+		// (docs/contract/chunked.md); fixed chunks are for older devices, which
+		// know zstd only.
+		o.compress = string(ota.CompressionZstdPrefix)
+		if ota.Chunking(o.chunking) == ota.ChunkingFixed {
+			o.compress = string(ota.CompressionZstd)
+		}
 	}
-	if c := ota.Compression(o.compress); c != ota.CompressionZstd && c != ota.CompressionNone {
-		return 0, usagef("--chunked --compress %q: chunks are stored zstd-compressed or raw: want zstd or none", o.compress)
+	switch c := ota.Compression(o.compress); {
+	case c == ota.CompressionZstdPrefix && ota.Chunking(o.chunking) == ota.ChunkingFixed:
+		return 0, usagef("--chunked --compress zstd-prefix needs --chunking cdc")
+	case c != ota.CompressionZstd && c != ota.CompressionNone && c != ota.CompressionZstdPrefix:
+		return 0, usagef("--chunked --compress %q: chunks are stored zstd-compressed or raw: want zstd-prefix, zstd or none", o.compress)
 	}
 	n, err := cli.ParseBytes(o.chunkSize)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // status prints the fleet table (docs/contract/commands.md): the retained statuses, and the
@@ -24,6 +25,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asJSON := fset.Bool("json", false, "print one JSON object per device, a line each (docs/contract/commands.md), instead of the table")
 	summary := fset.Bool("summary", false, "print only the totals by state, running version, presence, failure code and refusal code")
 	window := fset.Duration("window", 3*time.Second, "ask the devices to report within this long (devices take 1s to 5m); 0: retained statuses only")
+	queue := fset.Int("broker-queue", rollout.DefaultBrokerQueue, "the messages the broker queues for one client before it drops (Mosquitto's max_queued_messages, EMQX's mqtt.max_mqueue_len; 0: no limit, as RabbitMQ): the view says when answers came faster than it lets through (docs/brokers.md)")
 	timeout := fset.Duration("timeout", 0, "without --watch: how long to collect statuses (default: --window plus 1s, longer while answers still arrive)")
 	var f fleetview.Filter
 	var devices stringList
@@ -42,8 +44,8 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if *window < 0 || *timeout < 0 {
-		return usagef("--window and --timeout must not be negative")
+	if *window < 0 || *timeout < 0 || *queue < 0 {
+		return usagef("--window, --timeout and --broker-queue must not be negative")
 	}
 	if n := countTrue(*watch, *asJSON, *summary); n > 1 {
 		return usagef("--watch, --json and --summary do not go together")
@@ -68,7 +70,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	v := fleetview.New(cfg.TopicPrefix)
 	if *watch {
-		return watchFleet(ctx, cfg, v, f, *window, stdout)
+		return watchFleet(ctx, cfg, v, f, *window, *queue, stdout)
 	}
 	wctx, cancel := context.WithTimeout(ctx, collect)
 	defer cancel()
@@ -88,7 +90,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if v.Len() == 0 {
 		fmt.Fprintf(stderr, "no device status under %s/devices/ within %v\n", cfg.TopicPrefix, collect)
 	}
-	fmt.Fprintln(stderr, v.Coverage())
+	fmt.Fprintln(stderr, v.Coverage().Say(*queue))
 	return nil
 }
 
@@ -162,7 +164,7 @@ func waitAnswers(ctx context.Context, v *fleetview.View, last *atomic.Int64, win
 
 // watchFleet redraws the table on every change (at most 10 times a second)
 // until ctx ends, with the view's coverage under it.
-func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleetview.Filter, window time.Duration, stdout io.Writer) error {
+func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleetview.Filter, window time.Duration, queue int, stdout io.Writer) error {
 	dirty := make(chan struct{}, 1)
 	sess, err := v.Follow(ctx, cfg, fleetview.FollowOptions{Window: window, Group: f.Group, Changed: func() {
 		select {
@@ -194,7 +196,7 @@ func watchFleet(ctx context.Context, cfg mqtt.Config, v *fleetview.View, f fleet
 		}
 		fmt.Fprintln(stdout)
 		v.Summary(f).Write(stdout)
-		fmt.Fprintln(stdout, v.Coverage())
+		fmt.Fprintln(stdout, v.Coverage().Say(queue))
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():

@@ -191,7 +191,7 @@ func TestBashCompletion(t *testing.T) {
 		{"otad help mark", []string{"mark-bad", "mark-good", "mark-active"}, true},
 		{"otactl ", []string{"completion", "dashboard", "keygen", "publish", "rollout", "sign", "status", "verify", "version"}, false},
 		{"otactl rollout ", []string{"abort", "check", "list", "pause", "resume", "start", "status"}, true},
-		{"otactl rollout start --bro", []string{"--broker"}, true},
+		{"otactl rollout start --bro", []string{"--broker", "--broker-queue"}, true},
 		{"otactl rollout abort --broker mqtt://b --w", []string{"--wait", "--window", "--withdraw"}, true},
 		{"otactl sign --ke", []string{"--key"}, true},
 		{"otactl status --json", []string{"--json"}, true},

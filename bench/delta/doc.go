@@ -4,7 +4,7 @@
 // --patch-from, and the installs' wall time and peak RSS against the stream
 // install's, all in one run.
 //
-//	go run ./bench/delta -otad bin/otad -otactl bin/otactl [-size 1GiB] [-rounds 3] [-ro squashfs|erofs] [-rebuild]
+//	go run ./bench/delta -otad bin/otad -otactl bin/otactl [-size 1GiB] [-rounds 3] [-ro squashfs|erofs] [-rebuild] [-to trixie]
 //
 // The pair is built once and cached (-cache, default ~/.cache/otad-bench-delta;
 // -rebuild builds it again):
@@ -16,6 +16,16 @@
 //   - new: a copy of old with those suites added and `apt-get upgrade` run
 //     in a chroot (no service started): the monthly update. The packages
 //     it upgraded are printed.
+//
+// -to RELEASE builds a second pair with a larger step, cached beside the first
+// (CACHE/SUITE-to-RELEASE): the same old tree, and new = old with its sources
+// naming RELEASE, RELEASE-updates and RELEASE-security and `apt-get
+// full-upgrade` run, the release upgrade Debian's release notes describe
+// (-to trixie: bookworm 12.15 to trixie 13.8, 169 of 189 packages upgraded,
+// 213 installed after). The machine's mirror lists one version of each
+// package per suite (apt-cache madison: bookworm, bookworm-updates,
+// bookworm-security), so no older point release can be rebuilt from it; a
+// release upgrade is the larger real step it offers.
 //
 // Each tree is rendered fresh on each side, as a real build does (files land
 // where this build puts them): an ext4 of -size bytes (mkfs.ext4 -d) and a

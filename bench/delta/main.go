@@ -21,6 +21,7 @@ type options struct {
 	size         int64
 	ro           string
 	suite        string
+	to           string
 	mirror       string
 	security     string
 	rounds       int
@@ -47,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	sizeFlag := fs.String("size", "1GiB", "the ext4 image size: bytes, or with KiB, MiB, GiB")
 	fs.StringVar(&o.ro, "ro", roSquashfs, "the compressed read-only file system: squashfs (mksquashfs -comp zstd) or erofs (mkfs.erofs -zlz4hc)")
 	fs.StringVar(&o.suite, "suite", "bookworm", "the Debian release of the pair")
+	fs.StringVar(&o.to, "to", "", "the larger step: new is old upgraded to this release (e.g. trixie, apt-get full-upgrade), cached in CACHE/SUITE-to-TO")
 	fs.StringVar(&o.mirror, "mirror", "", "the Debian mirror (default: the one the machine's apt sources name for the suite)")
 	fs.StringVar(&o.security, "security-mirror", "", "the Debian security mirror (default: the apt sources', else MIRROR/../debian-security)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of the timed installs, interleaved; wall times are medians, peak RSS the largest")
@@ -68,6 +70,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rounds: %d is not positive", o.rounds)
 	case o.ro != roSquashfs && o.ro != roErofs:
 		return o, fmt.Errorf("-ro: %q is not %s or %s", o.ro, roSquashfs, roErofs)
+	case o.to == o.suite:
+		return o, fmt.Errorf("-to: %q is the suite itself", o.to)
 	case o.zstdLevel < 1 || o.zstdLevel > 22:
 		return o, fmt.Errorf("-zstd-level: %d is not 1 to 22", o.zstdLevel)
 	}
@@ -86,6 +90,10 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.to != "" {
+		// A pair of its own: both steps stay cached side by side.
+		o.cache = filepath.Join(o.cache, o.suite+"-to-"+o.to)
 	}
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return fmt.Errorf("-cache: %w", err)
@@ -146,7 +154,7 @@ func ensurePair(ctx context.Context, o options, out io.Writer) (*pair, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	return buildPair(ctx, runner{log: logf}, o.cache, o.suite, m, out)
+	return buildPair(ctx, runner{log: logf}, o.cache, step{suite: o.suite, to: o.to}, m, out)
 }
 
 func (o options) findMirror() (mirror, error) {

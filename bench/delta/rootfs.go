@@ -30,6 +30,8 @@ var gatewayPackages = []string{
 // makes it, and the same after the security and stable updates.
 type pair struct {
 	Suite       string    `json:"suite"`
+	To          string    `json:"to,omitempty"` // a release upgrade's target
+	ToRel       string    `json:"to_release,omitempty"`
 	Mirror      string    `json:"mirror"`
 	Security    string    `json:"security_mirror"`
 	Base        string    `json:"base"`     // the suite's Release: codename, version, date
@@ -43,11 +45,28 @@ type pair struct {
 
 type upgrade struct{ Name, From, To string }
 
+// step is how far new is from old: the suite's monthly update (to empty),
+// or a release upgrade from suite to the release to, the larger step.
+type step struct{ suite, to string }
+
+// newSuite is the release new runs.
+func (s step) newSuite() string {
+	if s.to != "" {
+		return s.to
+	}
+	return s.suite
+}
+
 func (p *pair) describe(w io.Writer) {
 	fmt.Fprintf(w, "pair: old = %s from %s, debootstrap minbase + %d gateway packages: %d packages installed\n",
 		p.Base, p.Mirror, len(gatewayPackages), p.OldPackages)
-	fmt.Fprintf(w, "      new = old + %s-security (%s) and %s-updates (%s), apt-get upgrade: %d packages, %d upgraded\n",
-		p.Suite, p.SecurityRel, p.Suite, p.Updates, p.NewPackages, len(p.Upgraded))
+	if p.To != "" {
+		fmt.Fprintf(w, "      new = old upgraded to %s with %s-security (%s) and %s-updates (%s), apt-get full-upgrade: %d packages, %d upgraded\n",
+			p.ToRel, p.To, p.SecurityRel, p.To, p.Updates, p.NewPackages, len(p.Upgraded))
+	} else {
+		fmt.Fprintf(w, "      new = old + %s-security (%s) and %s-updates (%s), apt-get upgrade: %d packages, %d upgraded\n",
+			p.Suite, p.SecurityRel, p.Suite, p.Updates, p.NewPackages, len(p.Upgraded))
+	}
 	const max = 40
 	names := make([]string, 0, len(p.Upgraded))
 	for _, u := range p.Upgraded {
@@ -86,8 +105,9 @@ func loadPair(cache string) (*pair, error) {
 }
 
 // buildPair debootstraps the old tree from the mirror, copies it and runs
-// the monthly update in the copy, and records what the pair is.
-func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out io.Writer) (*pair, error) {
+// the step's update in the copy, and records what the pair is.
+func buildPair(ctx context.Context, r runner, cache string, st step, m mirror, out io.Writer) (*pair, error) {
+	suite, to := st.suite, st.newSuite()
 	oldDir, newDir, meta := rootfsDirs(cache)
 	unreachable := func(uri, from string, err error) error {
 		return fmt.Errorf("cannot reach the Debian mirror %s (%s): %w\nthe image pair is built with debootstrap from the machine's mirror: "+
@@ -97,11 +117,17 @@ func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out
 	if err != nil {
 		return nil, unreachable(m.main, m.from, err)
 	}
-	upd, err := fetchRelease(ctx, m.main, suite+"-updates")
+	toRel := base
+	if st.to != "" {
+		if toRel, err = fetchRelease(ctx, m.main, to); err != nil {
+			return nil, unreachable(m.main, m.from, err)
+		}
+	}
+	upd, err := fetchRelease(ctx, m.main, to+"-updates")
 	if err != nil {
 		return nil, unreachable(m.main, m.from, err)
 	}
-	sec, err := fetchRelease(ctx, m.security, suite+"-security")
+	sec, err := fetchRelease(ctx, m.security, to+"-security")
 	if err != nil {
 		return nil, unreachable(m.security, "the security suite's", err)
 	}
@@ -127,7 +153,7 @@ func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out
 	if err := r.run(ctx, 10*time.Minute, "cp", "-a", "--reflink=auto", oldDir, newDir); err != nil {
 		return nil, err
 	}
-	if err := upgradeRootfs(ctx, r, newDir, suite, m); err != nil {
+	if err := upgradeRootfs(ctx, r, newDir, st, m); err != nil {
 		return nil, fmt.Errorf("the update in %s (log: %s): %w", newDir, logPath(cache), err)
 	}
 	fmt.Fprintf(out, "  new tree updated in %v\n", time.Since(start).Round(time.Second))
@@ -139,7 +165,7 @@ func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out
 	if err != nil {
 		return nil, err
 	}
-	p := &pair{Suite: suite, Mirror: m.main, Security: m.security, Base: base.String(), Updates: upd.date, SecurityRel: sec.date,
+	p := &pair{Suite: suite, To: st.to, ToRel: toRel.String(), Mirror: m.main, Security: m.security, Base: base.String(), Updates: upd.date, SecurityRel: sec.date,
 		OldPackages: len(oldPkgs), NewPackages: len(newPkgs), Upgraded: diffPackages(oldPkgs, newPkgs), Built: time.Now().UTC()}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
@@ -148,9 +174,15 @@ func buildPair(ctx context.Context, r runner, cache, suite string, m mirror, out
 	return p, durable.WriteFile(meta, append(b, '\n'), 0o644)
 }
 
-// upgradeRootfs is the monthly update, in a chroot: the update suites
-// added to the sources, apt-get upgrade, no service started.
-func upgradeRootfs(ctx context.Context, r runner, root, suite string, m mirror) error {
+// upgradeRootfs is the step's update, in a chroot, no service started:
+// the monthly one (the update suites added to the sources, apt-get
+// upgrade), or the release upgrade (the sources naming the next release and
+// its update suites, apt-get full-upgrade, as Debian's release notes do it).
+func upgradeRootfs(ctx context.Context, r runner, root string, st step, m mirror) error {
+	suite, upgrade := st.newSuite(), "upgrade"
+	if st.to != "" {
+		upgrade = "full-upgrade"
+	}
 	sources := fmt.Sprintf("deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n",
 		m.main, suite, m.main, suite, m.security, suite)
 	if err := os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte(sources), 0o644); err != nil {
@@ -169,7 +201,7 @@ func upgradeRootfs(ctx context.Context, r runner, root, suite string, m mirror) 
 	env := []string{"env", "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C"}
 	for _, args := range [][]string{
 		{"apt-get", "update"},
-		{"apt-get", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold", "upgrade"},
+		{"apt-get", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold", upgrade},
 	} {
 		if err := r.run(ctx, 30*time.Minute, "chroot", append(append([]string{root}, env...), args...)...); err != nil {
 			return err

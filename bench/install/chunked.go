@@ -122,8 +122,8 @@ type chunkedDevice struct {
 
 // newChunkedDevice lays out a device under dir, installs booted there from
 // a chunked payload, boots it and commits it.
-func newChunkedDevice(ctx context.Context, otad, dir, base string, size int64, booted *chunkedFiles, rel *signer.Signer) (*chunkedDevice, error) {
-	dev, err := newTestDevice(dir, base+"/image.bin", size, "", rel)
+func newChunkedDevice(ctx context.Context, otad, dir, base, ca string, size int64, booted *chunkedFiles, rel *signer.Signer) (*chunkedDevice, error) {
+	dev, err := newTestDevice(dir, base+"/image.bin", size, "", rel, ca)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func (d *chunkedDevice) install(ctx context.Context, how installHow, env string,
 // chunked devices (one booted on the small image, one on the image itself)
 // and returns the chunked rows. stream is the stream install's row (readback
 // off), which the chunked install's throughput is held against.
-func chunkedPhases(ctx context.Context, o options, work string, srv *demo.FileServer, ideals map[idealKey]*phaseStats, rel *signer.Signer) ([]*phase, error) {
+func chunkedPhases(ctx context.Context, o options, work string, srv *demo.FileServer, base string, ideals map[idealKey]*phaseStats, rel *signer.Signer) ([]*phase, error) {
 	image := filepath.Join(work, "image.bin")
 	v1, err := buildChunked(ctx, image, "v1")
 	if err != nil {
@@ -262,19 +262,19 @@ func chunkedPhases(ctx context.Context, o options, work string, srv *demo.FileSe
 		return nil, err
 	}
 	// Short directory names: the control socket's path must fit sun_path.
-	fresh, err := newChunkedDevice(ctx, o.otad, filepath.Join(work, "c1"), srv.URL, o.size, other, rel)
+	fresh, err := newChunkedDevice(ctx, o.otad, filepath.Join(work, "c1"), base, o.caFile, o.size, other, rel)
 	if err != nil {
 		return nil, err
 	}
-	updated, err := newChunkedDevice(ctx, o.otad, filepath.Join(work, "c2"), srv.URL, o.size, v1, rel)
+	updated, err := newChunkedDevice(ctx, o.otad, filepath.Join(work, "c2"), base, o.caFile, o.size, v1, rel)
 	if err != nil {
 		return nil, err
 	}
-	envV1, err := fresh.offer(srv.URL, v1, 1)
+	envV1, err := fresh.offer(base, v1, 1)
 	if err != nil {
 		return nil, err
 	}
-	envV2, err := updated.offer(srv.URL, v2, 1)
+	envV2, err := updated.offer(base, v2, 1)
 	if err != nil {
 		return nil, err
 	}

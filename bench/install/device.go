@@ -29,16 +29,21 @@ type testDevice struct {
 
 const compatible = "otad,installbench"
 
-// newTestDevice lays the device out under dir, trusting rel, and signs an
+// newTestDevice lays the device out under dir, trusting rel (and the update
+// server's CA ca, with -https), and signs an
 // offer for the image at url (with sum; none without). Readback on is left
 // to the default, so the bench measures what a device gets without saying
 // anything. The reboot policy is manual:
 // `otad install` returns once the image is staged and the boot slot
 // flipped, without a (simulated) reboot in the timing.
-func newTestDevice(dir, url string, size int64, sum string, rel *signer.Signer) (*testDevice, error) {
+func newTestDevice(dir, url string, size int64, sum string, rel *signer.Signer, ca string) (*testDevice, error) {
 	spec := device.Spec{
 		ID: "bench-0001", Dir: dir, Compatible: compatible, SlotSize: size, TrustedKey: rel.PublicKeyPEM, RebootPolicy: "manual",
-		Download: config.Download{Retries: 1, Backoff: config.Duration{Duration: 100 * time.Millisecond}, MaxBackoff: config.Duration{Duration: time.Second}},
+		Download: config.Download{Retries: 1, Backoff: config.Duration{Duration: 100 * time.Millisecond}, MaxBackoff: config.Duration{Duration: time.Second},
+			CAFile: ca},
+	}
+	if ca != "" {
+		spec.Download.Schemes = []string{"https"}
 	}
 	p, _, err := device.Layout(spec)
 	if err != nil {

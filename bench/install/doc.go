@@ -2,7 +2,7 @@
 // image with the real otad binary and holds each install against the ideal
 // pipeline of the same payload, measured in the same run on the same machine.
 //
-//	go run ./bench/install -otad bin/otad -size 1GiB [-rounds 3] [-dir DIR] [-before OLD]
+//	go run ./bench/install -otad bin/otad -size 1GiB [-rounds 3] [-dir DIR] [-before OLD] [-rows REGEXP]
 //
 // It generates a deterministic pseudo-random image once, writes its zstd
 // payload (2 MiB window, as otactl) and a stored xz payload (LZMA2
@@ -27,6 +27,18 @@
 //     chunks (wall time and bytes fetched), and the first killed with
 //     SIGKILL at 50% of its download and started again (bytes fetched in
 //     all); the last two read-back off on every core.
+//
+// With -link-mbit, -link-delay, -link-loss and -link-reset the payloads are
+// served through an emulated slow, lossy link (internal/testkit/linktest: a
+// rate, latency each way, losses as the stalls TCP's retransmissions cost,
+// resets that make otad resume): issue 30's 10 Mbit/s, 100 ms, 1% loss is
+// -link-mbit 10 -link-delay 50ms -link-loss 1. Peak RSS is then the figure
+// that matters; throughput is the link's, and -rows picks the rows, as a
+// slow link makes every install long. -https serves the payloads over TLS
+// and HTTP/2, as an update server does.
+//
+// -rows 'stream zstd' runs only the rows whose name matches (and the
+// ideals they are held against): one question at a time.
 //
 // With -inprocess, two reference phases run slots.Write alone in this
 // process (readback off and on), to tell the agent's and the process's costs

@@ -2,16 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/internal/testkit/linktest"
 	"github.com/otad/otad/internal/testkit/signer"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/sim/demo"
@@ -40,6 +47,10 @@ type options struct {
 	inProcess  bool
 	cpuProfile string
 	keep       bool
+	link       linktest.Shape // the link between the server and otad; zero: none
+	https      bool           // serve over TLS (HTTP/2), as an update server does
+	caFile     string         // its certificate, for the devices' [download] ca_file
+	rows       *regexp.Regexp // nil: every row
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -55,10 +66,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.inProcess, "inprocess", false, "also run slots.Write alone in this process (readback off, on) as reference phases")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the in-process phases to this directory (implies -inprocess)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	linkMbit := fs.Float64("link-mbit", 0, "serve the payloads through an emulated link of this many Mbit/s (internal/testkit/linktest; 0: none)")
+	fs.DurationVar(&o.link.Delay, "link-delay", 0, "the emulated link's one-way latency (a round trip is twice it)")
+	linkLoss := fs.Float64("link-loss", 0, "the emulated link's loss, in percent of 1448-byte segments: each lost one stalls the stream for what TCP's retransmission costs")
+	fs.BoolVar(&o.https, "https", false, "serve the payloads over HTTPS (HTTP/2, a throwaway certificate the devices trust), as an update server does")
+	fs.Int64Var(&o.link.ResetEvery, "link-reset", 0, "the emulated link resets a connection after about this many bytes (0: never)")
+	rowsFlag := fs.String("rows", "", "only the rows whose name matches this regular expression (with the ideals they are held against), e.g. 'stream zstd'")
 	if err := cli.ParseNone(fs, args); err != nil {
 		return o, err
 	}
 	var err error
+	if *rowsFlag != "" {
+		if o.rows, err = regexp.Compile(*rowsFlag); err != nil {
+			return o, fmt.Errorf("-rows: %w", err)
+		}
+	}
 	if o.size, err = parseSize(*sizeFlag); err != nil {
 		return o, fmt.Errorf("-size: %w", err)
 	}
@@ -87,6 +109,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	o.inProcess = o.inProcess || o.cpuProfile != ""
+	if *linkMbit < 0 || *linkLoss < 0 || *linkLoss > 100 || o.link.Delay < 0 || o.link.ResetEvery < 0 {
+		return o, errors.New("-link-*: negative, or a loss over 100%")
+	}
+	o.link.Rate, o.link.Loss = int64(*linkMbit*1e6/8), *linkLoss/100
+	if o.link != (linktest.Shape{}) {
+		o.link.Seed = 1 // the same losses in every run
+	}
 	return o, nil
 }
 
@@ -114,26 +143,28 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 
 	image := filepath.Join(work, "image.bin")
-	t0 := time.Now()
-	sum, err := generate(image, o.size)
+	sum, err := generateSaying(image, o.size, out)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "image: %.0f MiB, sha256 %s, generated in %v\n", mib(o.size), sum, time.Since(t0).Round(time.Millisecond))
 
 	// The image is served from its directory at full speed, as the demo serves its images.
 	srv, err := demo.StartFileServer(work, 0)
 	if err != nil {
 		return err
 	}
-	defer srv.Close(context.Background())
-	url := srv.URL + "/" + filepath.Base(image)
+	base, stop, err := front(&o, srv.URL, work, out)
+	defer func() { stop(); srv.Close(context.Background()) }()
+	if err != nil {
+		return err
+	}
+	url := base + "/" + filepath.Base(image)
 
 	rel, err := signer.New()
 	if err != nil {
 		return err
 	}
-	dev, err := newTestDevice(work, url, o.size, sum, rel)
+	dev, err := newTestDevice(work, url, o.size, sum, rel, o.caFile)
 	if err != nil {
 		return err
 	}
@@ -144,13 +175,13 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 	fmt.Fprintf(out, "otad: %s; source %s; slot B %s; dir %s\n", o.otad, o.source, o.slot, work)
 
-	t0 = time.Now()
+	t0 := time.Now()
 	kinds, err := makeKinds(image)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "zstd and xz payloads ready in %v\n", time.Since(t0).Round(time.Millisecond))
-	phases, ideals, err := streamRows(o, dev, kinds, servedURL(srv.URL))
+	phases, ideals, err := streamRows(o, dev, kinds, servedURL(base))
 	if err != nil {
 		return err
 	}
@@ -159,12 +190,15 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 
 	t0 = time.Now()
-	chunked, err := chunkedPhases(ctx, o, work, srv, ideals, rel)
+	chunked, err := chunkedPhases(ctx, o, work, srv, base, ideals, rel)
 	if err != nil {
 		return err
 	}
 	phases = append(phases, chunked...)
 	fmt.Fprintf(out, "chunked payloads and devices ready in %v\n", time.Since(t0).Round(time.Millisecond))
+	if phases = selectRows(phases, o.rows); len(phases) < 2 {
+		return fmt.Errorf("-rows: %q matches no row", o.rows)
+	}
 
 	stats, err := rounds(ctx, out, o, dev, image, sum, phases, srv.Sent)
 	if err != nil {
@@ -172,6 +206,94 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 	}
 	printTable(out, stats, o.size)
 	return nil
+}
+
+// generateSaying generates the image (generate) and says so.
+func generateSaying(image string, size int64, out io.Writer) (string, error) {
+	t0 := time.Now()
+	sum, err := generate(image, size)
+	if err == nil {
+		fmt.Fprintf(out, "image: %.0f MiB, sha256 %s, generated in %v\n", mib(size), sum, time.Since(t0).Round(time.Millisecond))
+	}
+	return sum, err
+}
+
+// front is what stands between the file server at url and the devices: with
+// -https a TLS front (o.caFile its certificate), with -link-* an emulated
+// link; the base URL they fetch from, and what stops them.
+func front(o *options, url, work string, out io.Writer) (base string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	base = url
+	if o.https {
+		ts, err := startTLSFront(url, work)
+		if err != nil {
+			return "", stop, err
+		}
+		stops = append(stops, ts.Close)
+		base, o.caFile = ts.URL, filepath.Join(work, "server-ca.pem")
+	}
+	if o.link != (linktest.Shape{}) {
+		scheme, host, _ := strings.Cut(base, "://")
+		l, err := linktest.Start(host)
+		if err != nil {
+			return "", stop, err
+		}
+		stops = append([]func(){l.Close}, stops...)
+		sh := o.link
+		l.SetShape(&sh)
+		base = scheme + "://" + l.Addr
+		fmt.Fprintf(out, "link: %.1f Mbit/s, %v each way, %.2f%% of segments lost, a reset every %d bytes (0: none)\n",
+			float64(sh.Rate)*8/1e6, sh.Delay, sh.Loss*100, sh.ResetEvery)
+	}
+	return base, stop, nil
+}
+
+// startTLSFront serves the file server at target over HTTPS with HTTP/2, its
+// certificate written to work/server-ca.pem for the devices to trust.
+func startTLSFront(target, work string) (*httptest.Server, error) {
+	u, err := neturl.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	ts := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(u))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(work, "server-ca.pem"), ca, 0o644); err != nil {
+		ts.Close()
+		return nil, err
+	}
+	return ts, nil
+}
+
+// selectRows keeps the phases whose name matches re, the ideals they are
+// held against, and the first phase (the rounds' warm-up and the table's
+// base); a nil re keeps all.
+func selectRows(phases []*phase, re *regexp.Regexp) []*phase {
+	if re == nil {
+		return phases
+	}
+	keep := map[*phaseStats]bool{phases[0].stats: true}
+	for _, p := range phases {
+		if re.MatchString(p.stats.name) {
+			keep[p.stats] = true
+			if p.stats.ref != nil {
+				keep[p.stats.ref] = true
+			}
+		}
+	}
+	var kept []*phase
+	for _, p := range phases {
+		if keep[p.stats] {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // inProcessPhases write the raw image with slots.Write in this process,

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,5 +279,40 @@ func TestRunEndToEnd(t *testing.T) {
 	profiles, _ := filepath.Glob(filepath.Join(prof, "*.pprof"))
 	if len(profiles) != 4 { // 2 in-process phases x 2 rounds
 		t.Errorf("CPU profiles %v, want 4", profiles)
+	}
+}
+
+func TestSelectRows(t *testing.T) {
+	base := &phaseStats{name: "ideal raw, readback off"}
+	idealZstd := &phaseStats{name: "ideal zstd, readback on"}
+	all := []*phase{
+		{stats: base},
+		{stats: idealZstd},
+		{stats: &phaseStats{name: "ideal xz, readback on"}},
+		{stats: &phaseStats{name: "otad stream zstd, readback on", ref: idealZstd}},
+		{stats: &phaseStats{name: "otad stream raw, readback off", ref: base}},
+	}
+	names := func(ps []*phase) (n []string) {
+		for _, p := range ps {
+			n = append(n, p.stats.name)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		re   string
+		want []string
+	}{
+		{"", names(all)},
+		{"stream zstd", []string{"ideal raw, readback off", "ideal zstd, readback on", "otad stream zstd, readback on"}},
+		{"stream raw", []string{"ideal raw, readback off", "otad stream raw, readback off"}},
+		{"nothing like it", []string{"ideal raw, readback off"}},
+	} {
+		var re *regexp.Regexp
+		if tc.re != "" {
+			re = regexp.MustCompile(tc.re)
+		}
+		if got := names(selectRows(all, re)); !slices.Equal(got, tc.want) {
+			t.Errorf("-rows %q: %q, want %q", tc.re, got, tc.want)
+		}
 	}
 }

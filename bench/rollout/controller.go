@@ -25,6 +25,7 @@ type controllerRun struct {
 	bin, broker, dir string
 	settle, lease    time.Duration
 	op               operatorKey
+	queue            int // --broker-queue: the broker's limit for a client, as the controller is told
 }
 
 // operatorKey is the key the controllers sign the control plane with
@@ -71,7 +72,7 @@ func (c controllerRun) start(ctx context.Context, plan, tag string) (*proc, erro
 		return nil, err
 	}
 	p.cmd = exec.CommandContext(ctx, c.bin, "rollout", "start", "--broker", c.broker, "--operator-key", c.op.key, "--trust", c.op.pub, "--settle", c.settle.String(),
-		"--tick", "1s", "--lease", c.lease.String(), plan)
+		"--tick", "1s", "--lease", c.lease.String(), "--broker-queue", strconv.Itoa(c.queue), plan)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

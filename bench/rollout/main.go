@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/internal/cli"
+	"github.com/otad/otad/internal/testkit/fakefleet"
 	"github.com/otad/otad/rollout"
 )
 
@@ -104,18 +105,23 @@ const (
 	targetsUpTo      = 1_000_000
 )
 
+// onTarget: on a broker with a queue limit, a restarted controller's view
+// is ready once the answers to its report request are due, and their
+// window grows with the fleet (500 answers a second at a stock
+// Mosquitto's 1,000): the rebuild's target is a minute beyond it.
 func (r row) onTarget() bool {
-	return r.n > targetsUpTo || (max(r.ctlRSS, r.rebuiltRSS) <= maxControllerRSS && r.rebuild <= maxRebuild)
+	return r.n > targetsUpTo || (max(r.ctlRSS, r.rebuiltRSS) <= maxControllerRSS && r.rebuild <= maxRebuild+r.window)
 }
 
 func printRows(out io.Writer, rows []row) bool {
-	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one mosquitto (its limits: the broker column)")
+	fmt.Fprintln(out, "Rollout controller (otactl rollout start) against N fake devices on one mosquitto (its limits: the broker column);")
+	fmt.Fprintf(out, "the fake fleet takes its offers on connections of %d devices each; on a stock broker the first wave is paced at what its queue takes (the controller refuses it unpaced)\n", fakefleet.OfferShard)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tstate bytes\tunpaced: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\tbroker dropped for\tbroker\t")
+	fmt.Fprintln(tw, "N\tstate bytes\twave 1 pace\twave 1: offers out\tcontroller peak RSS\trebuild after kill -9\trebuilt peak RSS\tpaced: offers out\tpaced ahead\tmosquitto peak RSS\tbroker dropped for\tbroker\t")
 	ok := true
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%d\tFAILED\t\t\t\t\t\t\t\t%s\t%s\t\n", r.n, r.drops, r.broker)
+			fmt.Fprintf(tw, "%d\tFAILED\t%s\t\t\t\t\t\t\t\t%s\t%s\t\n", r.n, r.first, r.drops, r.broker)
 			ok = false
 			continue
 		}
@@ -126,7 +132,7 @@ func printRows(out io.Writer, rows []row) bool {
 		if r.stateMax > rollout.MaxStateSize || !r.onTarget() {
 			ok = false
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t%s\t%s\t\n", r.n, r.stateMax, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%v\t%s\t%v\t%s\t%v\t%s\t%s\t%s\t%s\t\n", r.n, r.stateMax, r.first, r.unpaced.Round(time.Millisecond), mib(r.ctlRSS),
 			r.rebuild.Round(time.Millisecond), mib(r.rebuiltRSS), r.paced.Round(time.Millisecond), ahead, mib(r.brokerRSS), r.drops, r.broker)
 	}
 	tw.Flush()
@@ -135,6 +141,10 @@ func printRows(out io.Writer, rows []row) bool {
 			fmt.Fprintf(out, "N=%d failed: %v\n", r.n, r.err)
 		} else {
 			fmt.Fprintf(out, "N=%d: paced at %s; fleet ready %v after the controller started; statuses published in %v\n", r.n, r.pace, r.ready.Round(time.Millisecond), r.published.Round(time.Millisecond))
+			if len(r.unseen) > 0 {
+				ok = false
+				fmt.Fprintf(out, "N=%d: FAIL: devices whose status the controller never saw, so never offered (%s)\n", r.n, strings.Join(r.unseen, ", "))
+			}
 		}
 	}
 	return ok

@@ -14,6 +14,7 @@ import (
 	"github.com/otad/otad/internal/testkit/fakefleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
+	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
 )
@@ -26,12 +27,15 @@ type row struct {
 	n                             int
 	stateMax                      int           // bytes
 	unpaced, rebuild, paced       time.Duration // see doc.go
+	first                         string        // the first wave's pace: "unpaced" (tuned), or the stock queue's ceiling
+	window                        time.Duration // the report request's window the controller takes beyond its settle
 	ready, published              time.Duration // the first controller's fleet view; the fleet's statuses
 	ctlRSS, rebuiltRSS, brokerRSS int64         // KiB
 	pacedAhead                    int           // offers ahead of the pace at worst; 0: never
 	pace                          string
-	broker                        string // its limits: stock, or what was tuned
-	drops                         string // the clients the broker dropped messages for
+	broker                        string   // its limits: stock, or what was tuned
+	drops                         string   // the clients the broker dropped messages for
+	unseen                        []string // devices a wave's controller never saw, by wave: "paced: 37"
 	err                           error
 }
 
@@ -48,7 +52,11 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if err := os.MkdirAll(filepath.Join(dir, "broker"), 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if o.dir == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		defer os.RemoveAll(filepath.Join(dir, "broker")) // -dir keeps the controllers' logs
+	}
 	// Stock limits unless tuned; notices show its dropping of messages.
 	extra := []string{"log_type notice"}
 	if tuned(o, n) {
@@ -60,26 +68,11 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	}
 	defer b.Stop()
 	defer func() { r.drops = dropsIn(b.Log()) }()
-	var fleetErr atomic.Pointer[error]
-	fl, err := fakefleet.Dial(b.URL, "", 4, func(err error) { fleetErr.CompareAndSwap(nil, &err) })
+	fl, fleetErr, err := r.fleet(b.URL, n, progress)
 	if err != nil {
 		return err
 	}
 	defer fl.Close()
-	fl.Groups = []string{group}
-	fl.TakeOffers(func(string) ota.Result { return ota.ResultSuccess })
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%032x", i) // as long as /etc/machine-id names
-	}
-	start := time.Now()
-	fl.Publish(ids)
-	r.published = time.Since(start)
-	fl.Answer(ids)
-	progress(fmt.Sprintf("%d devices: statuses published in %v", n, r.published.Round(time.Millisecond)))
-	if e := fleetErr.Load(); e != nil {
-		return *e
-	}
 	op, err := newOperatorKey(dir)
 	if err != nil {
 		return err
@@ -97,7 +90,14 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if settle == 0 {
 		settle = 3*time.Second + time.Duration(n/40000)*time.Second
 	}
-	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir, op: op}
+	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir, op: op, queue: rollout.DefaultBrokerQueue}
+	if tuned(o, n) {
+		c.queue = 0 // max_queued_messages 0: no limit, as the controller is told
+	} else {
+		// The controller's report window: 500 answers a second at most
+		// (rollout/controller, reportWindow).
+		r.window = min(mqtt.MaxReportWindow, time.Duration(n)*time.Second/time.Duration(c.queue/2))
+	}
 
 	if err := r.unpacedAndRestart(ctx, dir, c, w, fl, sg, n, o, progress); err != nil {
 		return err
@@ -109,18 +109,62 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 	if m, err := procStatus(b.PID(), "VmHWM"); err == nil {
 		r.brokerRSS = m["VmHWM"]
 	}
-	if e := fleetErr.Load(); e != nil {
-		return *e
+	return fleetErr()
+}
+
+// fleet starts n fake devices on broker: their retained statuses
+// published, their answers to report requests and offers ready; fleetErr
+// is what made it fail since.
+func (r *row) fleet(broker string, n int, progress func(string)) (fl *fakefleet.Fleet, fleetErr func() error, err error) {
+	var failed atomic.Pointer[error]
+	fleetErr = func() error {
+		if e := failed.Load(); e != nil {
+			return *e
+		}
+		return nil
 	}
-	return nil
+	if fl, err = fakefleet.Dial(broker, "", 4, func(err error) { failed.CompareAndSwap(nil, &err) }); err != nil {
+		return nil, nil, err
+	}
+	fl.Groups = []string{group}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%032x", i) // as long as /etc/machine-id names
+	}
+	// Offers on connections of 1,000 devices each: a real device reads its
+	// own, and one connection for all would be the broker's queue's limit,
+	// not the controller's.
+	if err := fl.TakeOffersOf(ids, func(string) ota.Result { return ota.ResultSuccess }); err != nil {
+		fl.Close()
+		return nil, nil, err
+	}
+	start := time.Now()
+	fl.Publish(ids)
+	r.published = time.Since(start)
+	fl.Answer(ids)
+	progress(fmt.Sprintf("%d devices: statuses published in %v", n, r.published.Round(time.Millisecond)))
+	if err := fleetErr(); err != nil {
+		fl.Close()
+		return nil, nil, err
+	}
+	return fl, fleetErr, nil
 }
 
 // unpacedAndRestart: every device offered at once, then the controller
 // killed with -9 while soaking and started again at once, which takes over
 // and rebuilds its view.
 func (r *row) unpacedAndRestart(ctx context.Context, dir string, c controllerRun, w *watcher, fl *fakefleet.Fleet, sg *signer.Signer, n int, o options, progress func(string)) error {
-	// The unpaced wave, then a kill -9 while soaking and a restart.
-	plan, err := writePlan(dir, sg, "bench-unpaced", "[[wave]]\npercent = 100\nsoak = \"1h\"\n[[wave]]\ndevices = [\"bench-nobody\"]\n")
+	// The first wave, then a kill -9 while soaking and a restart. Unpaced
+	// on a broker without a queue limit; on the stock one at the fastest
+	// pace its queue takes (rollout.PacePreflight), as a controller refuses
+	// an unpaced wave larger than the queue.
+	waves := "[[wave]]\npercent = 100\nsoak = \"1h\"\n[[wave]]\ndevices = [\"bench-nobody\"]\n"
+	r.first = "unpaced"
+	if c.queue > 0 {
+		waves += fmt.Sprintf("[rate]\noffers_per_minute = %d\n", 60*c.queue)
+		r.first = fmt.Sprintf("%d/min (queue %d)", 60*c.queue, c.queue)
+	}
+	plan, err := writePlan(dir, sg, "bench-unpaced", waves)
 	if err != nil {
 		return err
 	}
@@ -134,7 +178,11 @@ func (r *row) unpacedAndRestart(ctx context.Context, dir string, c controllerRun
 	}
 	waveStart := s.Waves[0].Started
 	r.ready = waveStart.Sub(first.started)
-	if err := waitCount(ctx, first, func() int64 { return fl.Offered.Load() }, int64(n), 30*time.Minute); err != nil {
+	k, err := r.offeredBy(ctx, w, first, "bench-unpaced", n)
+	if err != nil {
+		return first.fail(err)
+	}
+	if err := waitCount(ctx, first, func() int64 { return fl.Offered.Load() }, int64(k), 30*time.Minute); err != nil {
 		return first.fail(fmt.Errorf("unpaced offers: %w", err))
 	}
 	at := fl.Arrivals()
@@ -177,6 +225,10 @@ func (r *row) unpacedAndRestart(ctx context.Context, dir string, c controllerRun
 func (r *row) pacedWave(ctx context.Context, dir string, c controllerRun, w *watcher, fl *fakefleet.Fleet, sg *signer.Signer, n int, progress func(string)) error {
 	// The paced wave: a new offer, so every device takes it.
 	rate := rollout.Rate{Start: float64(n) / 4, Increase: 2, Max: float64(n)}
+	if c.queue > 0 { // the fastest pace the broker's queue takes
+		rate.Max = min(rate.Max, float64(60*c.queue))
+		rate.Start = min(rate.Start, rate.Max)
+	}
 	r.pace = fmt.Sprintf("%.0f offers a minute, doubling every minute up to %.0f", rate.Start, rate.Max)
 	paced, err := writePlan(dir, sg, "bench-paced", fmt.Sprintf("[[wave]]\npercent = 100\n[rate]\noffers_per_minute = %g\nincrease = %g\nmax_per_minute = %g\n",
 		rate.Start, rate.Increase, rate.Max))
@@ -193,7 +245,11 @@ func (r *row) pacedWave(ctx context.Context, dir string, c controllerRun, w *wat
 		return third.fail(err)
 	}
 	pacedStart := s.Waves[0].Started
-	if err := waitCount(ctx, third, func() int64 { return fl.Offered.Load() }, int64(2*n), 30*time.Minute); err != nil {
+	k, err := r.offeredBy(ctx, w, third, "bench-paced", n)
+	if err != nil {
+		return third.fail(err)
+	}
+	if err := waitCount(ctx, third, func() int64 { return fl.Offered.Load() }, int64(before+k), 30*time.Minute); err != nil {
 		return third.fail(fmt.Errorf("paced offers: %w", err))
 	}
 	at := fl.Arrivals()[before:]
@@ -206,6 +262,21 @@ func (r *row) pacedWave(ctx context.Context, dir string, c controllerRun, w *wat
 	}
 	_, err = third.wait(30 * time.Minute)
 	return err
+}
+
+// offeredBy waits until rollout name's first wave has every offer out,
+// as its state says, and returns to how many devices: the devices its
+// controller saw, which the row counts against n.
+func (r *row) offeredBy(ctx context.Context, w *watcher, p *proc, name string, n int) (int, error) {
+	s, err := w.wait(ctx, p, name, 30*time.Minute, func(s rollout.State) bool { return len(s.Waves) > 0 && !s.Waves[0].Offered.IsZero() })
+	if err != nil {
+		return 0, err
+	}
+	k := s.Waves[0].Counts.Devices
+	if k < n {
+		r.unseen = append(r.unseen, fmt.Sprintf("%s: %d", strings.TrimPrefix(name, "bench-"), n-k))
+	}
+	return k, nil
 }
 
 // writePlan writes rollout name's plan (waves, a halt rule) and a signed

@@ -33,8 +33,12 @@ func (s *Server) actionsOn() bool { return s.Command != nil && s.Access.token !=
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	name, op := r.PathValue("name"), rollout.Op(r.PathValue("op"))
 	switch {
-	case !s.actionsOn():
+	case s.Access.token == nil:
 		http.Error(w, "pause, resume and abort need the dashboard's --token-file", http.StatusForbidden)
+		return
+	case s.Command == nil:
+		// Nothing unsigned is published: the controllers would ignore it.
+		http.Error(w, "pause, resume and abort need an operator key to sign them: start the dashboard with --operator-key (or [operator] key in the otactl config)", http.StatusForbidden)
 		return
 	case r.Header.Get(actionHeader) == "":
 		http.Error(w, "an action needs the "+actionHeader+" header", http.StatusForbidden)

@@ -25,7 +25,7 @@ func TestActions(t *testing.T) {
 		calls = append(calls, call{name, op, reason})
 		return nil
 	}
-	server := func(token bool) http.Handler {
+	server := func(token bool, command Commander) http.Handler {
 		acc := &Access{Listen: "127.0.0.1:0"}
 		if token {
 			acc.TokenFile = tokenFile(t, testToken)
@@ -54,7 +54,7 @@ func TestActions(t *testing.T) {
 		h.ServeHTTP(w, req)
 		return w.Code, w.Body.String()
 	}
-	withToken, without := server(true), server(false)
+	withToken, without, noKey := server(true, command), server(false, command), server(true, nil)
 	for _, c := range []struct {
 		what   string
 		h      http.Handler
@@ -64,6 +64,7 @@ func TestActions(t *testing.T) {
 		says   string
 	}{
 		{"no token set", without, "/api/rollouts/run/pause", true, http.StatusForbidden, "need the dashboard's --token-file"},
+		{"no operator key", noKey, "/api/rollouts/run/pause", true, http.StatusForbidden, "need an operator key to sign them: start the dashboard with --operator-key"},
 		{"a forged form", withToken, "/api/rollouts/run/pause", false, http.StatusForbidden, "X-Otad-Action"},
 		{"an unknown op", withToken, "/api/rollouts/run/explode", true, http.StatusNotFound, "unknown action"},
 		{"an unknown rollout", withToken, "/api/rollouts/nope/pause", true, http.StatusNotFound, "no rollout"},

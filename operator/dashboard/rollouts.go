@@ -13,6 +13,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // Rollouts holds every rollout's retained state seen on the broker
@@ -24,6 +25,22 @@ type Rollouts struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	states map[string]entry
+
+	// counters keep the highest state counters shown, across restarts
+	// (Remember); nil: within this process only.
+	counters *seen.Store
+	brokers  []string
+}
+
+// Remember keeps the highest counter of each rollout's state shown in
+// counters, and refuses older states from there: an older signed state
+// published again while the dashboard was down is refused after its
+// restart too (docs/contract/rollouts.md, a signed control plane). brokers
+// are the dashboard's (seen.Key).
+func (r *Rollouts) Remember(counters *seen.Store, brokers []string) {
+	r.mu.Lock()
+	r.counters, r.brokers = counters, brokers
+	r.mu.Unlock()
 }
 
 type entry struct {
@@ -77,6 +94,14 @@ func (r *Rollouts) Observe(m mqtt.Message) bool {
 	if old, ok := r.states[name]; ok && old.err == "" && old.state.Newer(s) {
 		r.log.Warn("dashboard: replayed state on " + m.Topic + " refused: older than the one shown")
 		return false
+	}
+	key := seen.Key(r.brokers, r.prefix, name)
+	if err := r.counters.Check(key, seen.State, m.Topic, s.Counter()); err != nil {
+		r.log.Warn("dashboard: " + err.Error())
+		return false
+	}
+	if err := r.counters.Raise(key, seen.State, s.Counter(), s.Terminal()); err != nil {
+		r.log.Error("dashboard: the state's counter is not kept: a restart may show an older state", "err", err)
 	}
 	r.states[name] = entry{state: s}
 	return true

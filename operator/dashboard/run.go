@@ -10,6 +10,7 @@ import (
 	"github.com/otad/otad/fleetview"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/seen"
 )
 
 // Options shape Run.
@@ -18,13 +19,20 @@ type Options struct {
 	Access *Access // checked (Access.Check)
 	// Window is the report request's (fleetview.FollowOptions.Window).
 	Window time.Duration
-	Log    *slog.Logger
+	// BrokerQueue is the broker's queue for a client (0: no limit): the
+	// page says when the answers came faster than it lets through
+	// (fleetview.Coverage.Overflow).
+	BrokerQueue int
+	Log         *slog.Logger
 	// Trust verifies the rollouts' states shown (docs/contract/rollouts.md).
 	Trust rollout.Trust
 	// Command publishes a rollout's operator commands through the
 	// dashboard's session (otactl's rollout pause/resume/abort code); nil:
 	// the page offers none.
 	Command func(ctx context.Context, sess *mqtt.Session, name string, op rollout.Op, reason string) error
+	// Counters keep the highest state counters shown across restarts
+	// (--state-dir); nil: within this run only.
+	Counters *seen.Store
 }
 
 // Run follows the fleet and the rollouts on the broker and serves the page
@@ -39,7 +47,8 @@ func Run(ctx context.Context, o Options, ready func(url string)) error {
 	prefix := o.Broker.TopicPrefix
 	fv := fleetview.New(prefix)
 	s := &Server{Fleet: fv, Rollouts: NewRollouts(prefix, o.Trust, o.Log), Access: o.Access, Log: o.Log,
-		Coverage: func() string { return fv.Coverage().String() }}
+		Coverage: func() string { return fv.Coverage().Say(o.BrokerQueue) }}
+	s.Rollouts.Remember(o.Counters, o.Broker.BrokerList())
 	sess, err := fv.Follow(ctx, o.Broker, fleetview.FollowOptions{
 		Window: o.Window, Events: true, Changed: s.Changed,
 		Extra: map[string]byte{s.Rollouts.Filter(): 1},

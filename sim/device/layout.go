@@ -69,6 +69,11 @@ func (s Spec) Config() ([]byte, error) {
 	if dl.Retries == 0 && dl.Backoff.Duration == 0 && dl.MaxBackoff.Duration == 0 {
 		dl.Retries, dl.Backoff.Duration, dl.MaxBackoff.Duration = 3, 200*time.Millisecond, 2*time.Second
 	}
+	download := map[string]any{"schemes": dl.Schemes, "retries": dl.Retries,
+		"backoff": dl.Backoff.String(), "max_backoff": dl.MaxBackoff.String()}
+	if dl.CAFile != "" {
+		download["ca_file"] = dl.CAFile
+	}
 	policy := s.RebootPolicy
 	if policy == "" {
 		policy = "immediate"
@@ -89,10 +94,9 @@ func (s Spec) Config() ([]byte, error) {
 		"trust":      map[string]any{"keys_dir": p.KeysDir},
 		"slots":      slots,
 		"bootloader": map[string]any{"type": "sim", "env_file": p.EnvFile, "attempts": Attempts},
-		"download": map[string]any{"schemes": dl.Schemes, "retries": dl.Retries,
-			"backoff": dl.Backoff.String(), "max_backoff": dl.MaxBackoff.String()},
-		"commit": commit,
-		"reboot": map[string]any{"policy": policy},
+		"download":   download,
+		"commit":     commit,
+		"reboot":     map[string]any{"policy": policy},
 	}
 	if s.Broker != "" || len(s.Brokers) > 0 {
 		groups := s.Groups

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,18 +20,15 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/verify"
 )
 
 // BrokerLines are the mosquitto.conf lines of bench/rollout's tuned rows
-// (-tuned): no per-client queue limit. The fake fleet takes every device's
-// offer through one connection, as no real fleet does, and with a million
-// devices an unpaced wave's offers outrun it past mosquitto's 1,000 unsent
-// messages a client (it logs "Outgoing messages are being dropped"). Tests
-// run the broker at its stock limits (docs/brokers.md).
+// (-tuned-from): no per-client queue limit, so the controller may offer a
+// wave unpaced (--broker-queue 0) and be sent every answer at once. Tests
+// and the other rows run the broker at its stock limits (docs/brokers.md).
 func BrokerLines() []string { return []string{"max_queued_messages 0"} }
 
 // IDs names n devices: gw-00000, gw-00001, …
@@ -55,11 +53,14 @@ func encode(st ota.Status) []byte {
 
 // Fleet is a few clients speaking for many devices.
 type Fleet struct {
-	fatal    func(error)   // t.Fatal in a test
-	c        paho.Client   // subscribes (report requests, offers)
-	cs       []paho.Client // publish, each a share of the devices
-	senders  []*sender     // one per client in cs, for the answers
-	done     chan struct{} // stops the senders
+	fatal    func(error)         // t.Fatal in a test
+	c        paho.Client         // subscribes (report requests, offers)
+	cs       []paho.Client       // publish, each a share of the devices
+	senders  []*sender           // one per client in cs, for the answers
+	done     chan struct{}       // stops the senders
+	broker   string              // for the offer shards' connections (TakeOffersOf)
+	shards   []paho.Client       // TakeOffersOf's connections
+	subs     []func(paho.Client) // the first client's subscriptions, made again on a reconnect
 	topics   mqtt.Topics
 	Groups   []string     // the groups every device's status lists
 	Answered atomic.Int64 // answers to report requests published
@@ -73,13 +74,24 @@ type Fleet struct {
 }
 
 // Connect connects a client for the fleet under prefix ("" is "ota") to any
-// broker and disconnects it at the end of the test.
+// broker and disconnects it at the end of the test; it subscribes again
+// when paho reconnects it (Dial).
 func Connect(t testing.TB, broker, prefix string) *Fleet {
 	t.Helper()
-	c := mosquittotest.Client(t, broker, fmt.Sprintf("fakefleet-%d", rand.Int64()))
+	var fleet atomic.Pointer[Fleet]
+	c, err := dial(broker, func(c paho.Client) { subscribeAgain(&fleet, c) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newFleet(c, prefix, func(err error) { t.Helper(); t.Fatal(err) })
+	f.broker = broker
 	f.startSenders()
-	t.Cleanup(func() { close(f.done) })
+	fleet.Store(f)
+	t.Cleanup(func() {
+		close(f.done)
+		c.Disconnect(100)
+		f.closeShards()
+	})
 	return f
 }
 
@@ -87,23 +99,77 @@ func Connect(t testing.TB, broker, prefix string) *Fleet {
 // (bench/rollout); fatal is told of an error the fleet cannot go on from.
 // Close disconnects it.
 func Dial(broker, prefix string, clients int, fatal func(error)) (*Fleet, error) {
+	// The first client subscribes (report requests, offers): again on a
+	// reconnect, which forgets its subscriptions.
+	var fleet atomic.Pointer[Fleet]
+	again := func(c paho.Client) { subscribeAgain(&fleet, c) }
 	var cs []paho.Client
-	for range max(1, clients) {
-		o := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).
-			SetClientID(fmt.Sprintf("fakefleet-%d", rand.Int64())).SetWriteTimeout(time.Minute)
-		c := paho.NewClient(o)
-		if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+	for k := range max(1, clients) {
+		var onReconnect func(paho.Client)
+		if k == 0 {
+			onReconnect = again
+		}
+		c, err := dial(broker, onReconnect)
+		if err != nil {
 			for _, c := range cs {
 				c.Disconnect(0)
 			}
-			return nil, fmt.Errorf("fakefleet: connect to %s: %v", broker, tok.Error())
+			return nil, err
 		}
 		cs = append(cs, c)
 	}
 	f := newFleet(cs[0], prefix, fatal)
-	f.cs = cs
+	f.cs, f.broker = cs, broker
 	f.startSenders()
+	fleet.Store(f)
 	return f, nil
+}
+
+// subscribe subscribes the fleet's first client and remembers it, to
+// subscribe again on a reconnect (Dial).
+func (f *Fleet) subscribe(what string, filters map[string]byte, handle paho.MessageHandler) {
+	f.mu.Lock()
+	f.subs = append(f.subs, func(c paho.Client) { c.SubscribeMultiple(filters, handle) })
+	f.mu.Unlock()
+	f.wait(what, f.c.SubscribeMultiple(filters, handle))
+}
+
+// subscribeAgain makes the fleet's subscriptions again on its first
+// client c, reconnected (nil before the fleet is made: none yet).
+func subscribeAgain(fleet *atomic.Pointer[Fleet], c paho.Client) {
+	f := fleet.Load()
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	subs := slices.Clone(f.subs)
+	f.mu.Unlock()
+	for _, s := range subs {
+		s(c)
+	}
+}
+
+// dial connects one of the fleet's clients; onConnect, if set, runs on
+// every connection after the first (paho reconnects with a clean session:
+// the broker has forgotten the client's subscriptions). The keepalive is
+// long: on a machine at a load of 20 to 50 a fleet client missed its ping
+// and paho reconnected it, and a subscription lost so lost a shard's
+// offers (bench-rollout at 100,000 devices).
+func dial(broker string, onReconnect func(paho.Client)) (paho.Client, error) {
+	var connected atomic.Bool
+	o := paho.NewClientOptions().AddBroker(strings.Replace(broker, "mqtt://", "tcp://", 1)).
+		SetClientID(fmt.Sprintf("fakefleet-%d", rand.Int64())).SetWriteTimeout(time.Minute).
+		SetKeepAlive(5 * time.Minute).SetPingTimeout(time.Minute).
+		SetOnConnectHandler(func(c paho.Client) {
+			if connected.Swap(true) && onReconnect != nil {
+				onReconnect(c)
+			}
+		})
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		return nil, fmt.Errorf("fakefleet: connect to %s: %v", broker, tok.Error())
+	}
+	return c, nil
 }
 
 func newFleet(c paho.Client, prefix string, fatal func(error)) *Fleet {
@@ -122,6 +188,17 @@ func (f *Fleet) startSenders() {
 func (f *Fleet) Close() {
 	close(f.done)
 	for _, c := range f.cs {
+		c.Disconnect(250)
+	}
+	f.closeShards()
+}
+
+func (f *Fleet) closeShards() {
+	f.mu.Lock()
+	shards := f.shards
+	f.shards = nil
+	f.mu.Unlock()
+	for _, c := range shards {
 		c.Disconnect(250)
 	}
 }
@@ -191,7 +268,7 @@ func (f *Fleet) Answer(ids []string) {
 	for _, g := range f.Groups {
 		filters[f.topics.GroupReport(g)] = 0
 	}
-	f.wait("subscribe", f.c.SubscribeMultiple(filters, func(_ paho.Client, m paho.Message) {
+	f.subscribe("subscribe", filters, func(_ paho.Client, m paho.Message) {
 		r, err := mqtt.ParseReportRequest(m.Payload())
 		if err != nil || m.Retained() {
 			return
@@ -202,20 +279,65 @@ func (f *Fleet) Answer(ids []string) {
 				f.Answered.Add(1)
 			})
 		}
-	}))
+	})
 }
 
 // TakeOffers makes every device answer an offer on its desired topic as an
 // agent would once it is done: a status whose last_result names the offer
 // with result(id) (success, rolled_back, …; "" leaves the device silent).
 // A device answers each offer (by manifest ID) once; every offer is counted.
+// Every device's offer comes through the fleet's one subscribing
+// connection: a wave offered faster than it reads them overflows a stock
+// broker's queue for it (TakeOffersOf does not).
 func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
 	t := f.topics
 	t.Device = "+"
-	f.wait("subscribe", f.c.Subscribe(t.Desired(), 0, func(_ paho.Client, m paho.Message) {
+	f.subscribe("subscribe", map[string]byte{t.Desired(): 0}, f.taking(result))
+}
+
+// OfferShard is how many devices' offers one of TakeOffersOf's connections
+// takes: a stock Mosquitto queues 1,000 messages for a client before it
+// drops (max_queued_messages), so one wave's offers fit in a shard's queue
+// however slowly the fake fleet reads them.
+const OfferShard = 1000
+
+// TakeOffersOf is TakeOffers for the devices ids, their desired topics
+// shared out over connections of their own, OfferShard devices each,
+// subscribed by exact topic: as each real device reads its offers on its
+// own connection, no connection of the fake fleet is sent more of a wave's
+// offers than a stock broker queues for a client.
+func (f *Fleet) TakeOffersOf(ids []string, result func(id string) ota.Result) error {
+	handle := f.taking(result)
+	for start := 0; start < len(ids); start += OfferShard {
+		topics := map[string]byte{}
+		for _, id := range ids[start:min(start+OfferShard, len(ids))] {
+			t := f.topics
+			t.Device = id
+			topics[t.Desired()] = 0
+		}
+		// Subscribed again on a reconnect: the retained offers sent
+		// meanwhile arrive then, as they do to a device that was away.
+		c, err := dial(f.broker, func(c paho.Client) { c.SubscribeMultiple(topics, handle) })
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.shards = append(f.shards, c)
+		f.mu.Unlock()
+		if tok := c.SubscribeMultiple(topics, handle); !tok.WaitTimeout(time.Minute) || tok.Error() != nil {
+			return fmt.Errorf("fakefleet: subscribe to %d offers: %v", len(topics), tok.Error())
+		}
+	}
+	return nil
+}
+
+// taking is the handler of the offers: each counted, and answered once per
+// manifest ID with result(id).
+func (f *Fleet) taking(result func(id string) ota.Result) paho.MessageHandler {
+	return func(_ paho.Client, m paho.Message) {
 		id, _, ok := mqtt.DeviceOf(f.topics.Prefix, m.Topic())
-		if !ok || len(m.Payload()) == 0 {
-			return
+		if !ok || len(m.Payload()) == 0 || (m.Retained() && f.tookAlready(id, m.Payload())) {
+			return // a retained offer delivered again on a new subscription is not a new offer
 		}
 		f.Offered.Add(1)
 		f.mu.Lock()
@@ -243,7 +365,22 @@ func (f *Fleet) TakeOffers(result func(id string) ota.Result) {
 		f.outcome[id] = &ota.Outcome{ID: man.ID, SHA256: man.Payload.SHA256, Result: r}
 		f.mu.Unlock()
 		f.answer(id)
-	}))
+	}
+}
+
+// tookAlready: device id has answered the offer payload is already.
+func (f *Fleet) tookAlready(id string, payload []byte) bool {
+	env, err := verify.ParseEnvelope(payload)
+	if err != nil {
+		return false
+	}
+	man, err := verify.ParseManifest(env.Manifest)
+	if err != nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.answered[id+"\x00"+man.ID]
 }
 
 // Offers are the offers each device received.

@@ -36,21 +36,24 @@ func MovedPair(t testing.TB, seed uint64, size int64) Moved {
 	files := Files(16, seed)
 	m := Moved{OldPath: "/d1/lib/moved.bin", NewPath: "/opt/pkg/moved.bin"}
 	oldDir, newDir := Tree(t, files, nil), Tree(t, Updated(files, seed), nil)
-	put := func(dir, p string, b []byte) {
-		p = filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, fixed, fixed); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(oldDir, "/d0/aaa-gone", bytes.Repeat([]byte("a file the newer image drops\n"), 20000))
-	put(oldDir, m.OldPath, moved)
-	put(newDir, m.NewPath, changed)
+	put(t, oldDir, "/d0/aaa-gone", bytes.Repeat([]byte("a file the newer image drops\n"), 20000))
+	put(t, oldDir, m.OldPath, moved)
+	put(t, newDir, m.NewPath, changed)
 	m.Old, m.New = Ext4(t, oldDir, size), Ext4(t, newDir, size)
 	return m
+}
+
+// put writes b as the file p (a path from the root) of the tree dir.
+func put(t testing.TB, dir, p string, b []byte) {
+	t.Helper()
+	p = filepath.Join(dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fixed, fixed); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,12 +1,19 @@
 // Package linktest emulates, in user space, a network link in front of a
-// server for tests: a TCP proxy that counts the bytes it carries to the
-// client, can be limited to a rate, and can go down as a mobile link does,
-// refusing connections (connection refused or reset) or blackholing them
-// (connections open and nothing comes through: stalls, timeouts), until it
-// comes back up.
+// server for tests and benchmarks: a TCP proxy that counts the bytes it
+// carries to the client, can be limited to a rate, delayed (latency each
+// way), made lossy (Shape: stalls where TCP would retransmit, connections
+// reset now and then) and can go down as a mobile link does, refusing
+// connections (connection refused or reset) or blackholing them (connections
+// open and nothing comes through: stalls, timeouts), until it comes back up.
+//
+// It works where tc's netem does not (a container whose kernel has no
+// sch_netem: `tc qdisc add dev lo root netem` says "Specified qdisc kind is
+// unknown"). Being above TCP, it cannot drop a segment: a loss is the stall
+// the sender's retransmission costs (shape.go).
 package linktest
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -35,6 +42,7 @@ type Link struct {
 	ln     net.Listener
 	served atomic.Int64 // bytes carried to the client
 	rate   atomic.Int64 // bytes per second towards the client; 0: unlimited
+	shape  atomic.Pointer[Shape]
 
 	mu    sync.Mutex
 	down  Mode
@@ -51,17 +59,30 @@ type pair struct {
 // (host:port), until the test ends.
 func New(t testing.TB, target string) *Link {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := Start(target)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Start listens on a free loopback port for the server at target
+// (host:port), until Close: for a benchmark.
+func Start(target string) (*Link, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("link: %w", err)
+	}
 	l := &Link{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[*pair]bool{}}
 	go l.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		l.Down(Refuse)
-	})
-	return l
+	return l, nil
+}
+
+// Close stops listening and closes every connection.
+func (l *Link) Close() {
+	l.ln.Close()
+	l.Down(Refuse)
 }
 
 // Served is how many bytes the link carried from the server to the client.
@@ -127,8 +148,14 @@ func (l *Link) serve() {
 		l.mu.Lock()
 		l.conns[p] = true
 		l.mu.Unlock()
-		go l.pipe(p, c, s, true)
-		go l.pipe(p, s, c, false)
+		sh := l.shape.Load()
+		if sh == nil {
+			go l.pipe(p, c, s, true)
+			go l.pipe(p, s, c, false)
+			continue
+		}
+		go l.shaped(p, c, s, *sh, true)
+		go l.shaped(p, s, c, *sh, false)
 	}
 }
 
