@@ -80,6 +80,10 @@ type Driver struct {
 	// OnState is called with every state published (a live table).
 	OnState func(rollout.State)
 	Log     *slog.Logger
+
+	// sent is the newest state handed to the broker, acknowledged or not:
+	// a publish cut short by the controller's end may still have arrived.
+	sent rollout.State
 }
 
 // Run drives the rollout from s until it finishes (nil), halts (ErrHalted),
@@ -218,6 +222,13 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s rollout.State, r
 func (d *Driver) release(ctx context.Context, s rollout.State) rollout.State {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	// A state whose publish was not confirmed may have reached the broker:
+	// released from the state before it, the rollout would go back (a soak
+	// retained as running, with the same counter). Its records went out
+	// before it, so it is a state to go on from either way.
+	if d.sent.Name == s.Name && d.sent.Counter() > s.Counter() {
+		s = d.sent
+	}
 	next, err := d.step(ctx, s, rollout.Release{})
 	if err != nil || next.Lease == nil || next.Lease.Released.IsZero() {
 		d.Log.Warn("rollout: lease not released; the next controller waits for it to expire", "rollout", s.Name, "err", err)
@@ -394,6 +405,7 @@ func (d *Driver) publishState(ctx context.Context, s rollout.State) error {
 	if b, err = rollout.Seal(d.Key, topic, s.Counter(), b); err != nil {
 		return err
 	}
+	d.sent = s
 	if err := d.Pub.PublishRetained(ctx, b, topic); err != nil {
 		return err
 	}

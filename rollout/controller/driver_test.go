@@ -22,6 +22,9 @@ type broker struct {
 	fleet    *simFleet
 	now      func() time.Time
 	failNext int // publishes to refuse (a broker gone away)
+	// unacked, if set, is asked of each state taken: true keeps the state
+	// but fails the publish, as a PUBACK lost to the controller's end.
+	unacked func(rollout.State) bool
 	// state: the retained state; an offer to a device whose place no
 	// started wave's cursor (or batch in flight) covers is one the state
 	// does not know of.
@@ -60,6 +63,10 @@ func (b *broker) PublishRetained(_ context.Context, payload []byte, topics ...st
 				return err
 			}
 			b.state = &s
+			if b.unacked != nil && b.unacked(s) {
+				b.retained[t] = payload
+				return context.Canceled
+			}
 		}
 		if dev, leaf, ok := mqtt.DeviceOf("ota", t); ok && leaf == "desired" {
 			if !b.covers(driverPlan, dev) {
@@ -213,5 +220,38 @@ func TestDriverStateFirst(t *testing.T) {
 		if len(b.unrecorded) > 0 || len(b.fleet.Offered) == 0 {
 			t.Errorf("%d devices offered, %d of them before the retained state named them", len(b.fleet.Offered), len(b.unrecorded))
 		}
+	}
+}
+
+// A state the broker took whose acknowledgement the controller did not wait
+// for (stopped meanwhile) is what the release goes on from: releasing the
+// state before it would take the rollout back (TestRolloutKilledAndRestartedFinishes
+// once found "running, wave 1" retained after its soak had been published).
+func TestDriverReleasesFromTheStateSent(t *testing.T) {
+	b, clk := newWorld(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	once := false
+	b.unacked = func(s rollout.State) bool {
+		if s.Phase != rollout.PhaseSoaking || once {
+			return false
+		}
+		once = true
+		cancel()
+		return true
+	}
+	d := driver(driverPlan, b, clk, nil)
+	d.TTL = time.Hour
+	s, _, err := d.Start(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Run(ctx, s)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	got := b.retainedState(t, "r1")
+	if got.Phase != rollout.PhaseSoaking || got.Lease == nil || got.Lease.Released.IsZero() {
+		t.Fatalf("retained %s (lease %+v), want soaking and released", got.Phase, got.Lease)
 	}
 }
