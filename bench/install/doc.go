@@ -20,8 +20,9 @@
 //     process;
 //   - `otad install -c CFG OFFER` of the raw, zstd and xz stream payloads as
 //     a subprocess, [slots] readback false and true;
-//   - with -before OLD, the same stream installs by another otad binary (an
-//     older build), for a before/after comparison in the same rounds;
+//   - with -before OLD, the same stream and chunked installs by another otad
+//     binary (an older build), for a before/after comparison in the same
+//     rounds;
 //   - chunked payloads (issue 10, chunked.go): the same image with nothing to
 //     reuse (held against the raw ideal), an update changing 1% of its
 //     chunks (wall time and bytes fetched), and the first killed with

@@ -57,7 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := cli.NewFlagSet("installbench", "-otad BIN [-size 1GiB] [flags]", stderr)
 	fs.StringVar(&o.otad, "otad", "", "the otad binary to benchmark (required; `make build` puts it in bin/otad)")
-	fs.StringVar(&o.before, "before", "", "another otad binary (an older build) whose stream installs run in the same rounds, for a before/after comparison")
+	fs.StringVar(&o.before, "before", "", "another otad binary (an older build) whose stream and chunked installs run in the same rounds, for a before/after comparison")
 	sizeFlag := fs.String("size", "1GiB", "image size: bytes, or with KiB, MiB, GiB")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of all phases, interleaved; medians are reported")
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the image, the slots and the baseline's copy (the storage under test)")
