@@ -174,6 +174,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "otad: %s; source %s; slot B %s; dir %s\n", o.otad, o.source, o.slot, work)
+	warnDynamic(out, binaries(o))
 
 	t0 := time.Now()
 	kinds, err := makeKinds(image)

@@ -194,13 +194,19 @@ func TestParseFlags(t *testing.T) {
 // buildOtad builds the real agent for the end-to-end test.
 func buildOtad(t *testing.T) string {
 	t.Helper()
+	return buildOtadCgo(t, "0")
+}
+
+// buildOtadCgo builds otad with CGO_ENABLED=cgo.
+func buildOtadCgo(t *testing.T, cgo string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "otad")
 	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/otad/otad/cmd/otad")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/otad: %v\n%s", err, out)
 	}
@@ -315,5 +321,35 @@ func TestSelectRows(t *testing.T) {
 		if got := names(selectRows(all, re)); !slices.Equal(got, tc.want) {
 			t.Errorf("-rows %q: %q, want %q", tc.re, got, tc.want)
 		}
+	}
+}
+
+// A binary built with cgo maps the C library, which counts in its peak RSS:
+// the bench says so, as the shipped build is static.
+func TestDynamicallyLinked(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no C compiler: cgo cannot link otad dynamically here")
+	}
+	static, dynamic := buildOtad(t), buildOtadCgo(t, "1")
+	tests := []struct {
+		name string
+		bin  string
+		want bool
+	}{
+		{"CGO_ENABLED=0", static, false},
+		{"CGO_ENABLED=1", dynamic, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := dynamicallyLinked(tt.bin)
+			if err != nil || got != tt.want {
+				t.Fatalf("dynamicallyLinked(%s) = %v, %v; want %v", tt.bin, got, err, tt.want)
+			}
+			var out strings.Builder
+			warnDynamic(&out, []labelledBinary{{"otad", tt.bin}})
+			if strings.Contains(out.String(), "dynamically linked") != tt.want {
+				t.Errorf("warnDynamic said %q", out.String())
+			}
+		})
 	}
 }
