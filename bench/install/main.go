@@ -48,7 +48,7 @@ type options struct {
 	cpuProfile string
 	keep       bool
 	link       linktest.Shape // the link between the server and otad; zero: none
-	https      bool           // serve over TLS (HTTP/2), as an update server does
+	https      bool           // serve over TLS, offering HTTP/2, as an update server does
 	caFile     string         // its certificate, for the devices' [download] ca_file
 	rows       *regexp.Regexp // nil: every row
 }
@@ -69,7 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	linkMbit := fs.Float64("link-mbit", 0, "serve the payloads through an emulated link of this many Mbit/s (internal/testkit/linktest; 0: none)")
 	fs.DurationVar(&o.link.Delay, "link-delay", 0, "the emulated link's one-way latency (a round trip is twice it)")
 	linkLoss := fs.Float64("link-loss", 0, "the emulated link's loss, in percent of 1448-byte segments: each lost one stalls the stream for what TCP's retransmission costs")
-	fs.BoolVar(&o.https, "https", false, "serve the payloads over HTTPS (HTTP/2, a throwaway certificate the devices trust), as an update server does")
+	fs.BoolVar(&o.https, "https", false, "serve the payloads over HTTPS (offering HTTP/2, which otad declines; a throwaway certificate the devices trust), as an update server does")
 	fs.Int64Var(&o.link.ResetEvery, "link-reset", 0, "the emulated link resets a connection after about this many bytes (0: never)")
 	rowsFlag := fs.String("rows", "", "only the rows whose name matches this regular expression (with the ideals they are held against), e.g. 'stream zstd'")
 	if err := cli.ParseNone(fs, args); err != nil {
@@ -254,7 +254,7 @@ func front(o *options, url, work string, out io.Writer) (base string, stop func(
 	return base, stop, nil
 }
 
-// startTLSFront serves the file server at target over HTTPS with HTTP/2, its
+// startTLSFront serves the file server at target over HTTPS, offering HTTP/2, its
 // certificate written to work/server-ca.pem for the devices to trust.
 func startTLSFront(target, work string) (*httptest.Server, error) {
 	u, err := neturl.Parse(target)
