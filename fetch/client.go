@@ -77,28 +77,25 @@ func skipBody(body io.Reader, n int64, timer *time.Timer, stall time.Duration) e
 	return nil
 }
 
-// Payload fetches speak HTTP/1.1 only, even to a server that offers HTTP/2
-// (issue 30 item 4, docs/contract/chunked.md). Over HTTP/1.1 what the server
-// sent and otad has not read yet waits in the kernel's socket buffer, and
-// TCP's flow control holds the server back when the decoder or the slot lags
-// the link; over HTTP/2 Go's transport reads it into otad's heap, up to the
-// flow-control window. A window small enough for the device's memory budget
-// caps the link instead: 256 KiB a request is 21 Mbit/s on a link of 100 ms,
-// and 1 MiB a request (3 MiB a connection) still took otad past 16 MiB of
-// RSS when decoding lagged. HTTP/1.1 gives each request in flight its own
-// connection, so a chunked install's three lanes need three kept open to the
-// host: without them every range would pay a TCP and TLS handshake and TCP's
-// slow start again.
-const (
-	// maxConnsPerHost is the range requests a chunked install has in flight
-	// (slots: its lanes), each on its own connection.
-	maxConnsPerHost = 3
-	// maxIdleConns keeps those of two hosts: a delta file may be served
-	// apart from the store.
-	maxIdleConns = 2 * maxConnsPerHost
-)
+// ConnsKeptPerHost is how many idle connections the download client keeps
+// open to a host: a chunked install's range requests in flight (slots: its
+// lanes), each on its own HTTP/1.1 connection, must not outnumber them, or
+// every range past them pays a TCP and TLS handshake and TCP's slow start.
+const ConnsKeptPerHost = 3
 
-// payloadProtocols is HTTP/1.1 alone (above).
+// maxIdleConns keeps those of two hosts: a delta file may be served apart
+// from the store.
+const maxIdleConns = 2 * ConnsKeptPerHost
+
+// payloadProtocols is HTTP/1.1 alone, even to a server that offers HTTP/2
+// (issue 30 item 4, docs/contract/installing.md). Over HTTP/1.1 what the
+// server sent and otad has not read yet waits in the kernel's socket buffer,
+// and TCP's flow control holds the server back when the decoder or the slot
+// lags the link; over HTTP/2 Go's transport reads it into otad's heap, up to
+// the flow-control window. A window small enough for the device's memory
+// budget caps the link instead: 256 KiB a request is 21 Mbit/s on a link of
+// 100 ms; 1 MiB a request (3 MiB a connection) still took HTTPS installs
+// past 16 MiB of RSS (docs/design.md).
 func payloadProtocols() *http.Protocols {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -118,6 +115,6 @@ func newDefaultClient() *http.Client {
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConns:          maxIdleConns,
-		MaxIdleConnsPerHost:   maxConnsPerHost,
+		MaxIdleConnsPerHost:   ConnsKeptPerHost,
 	}}
 }

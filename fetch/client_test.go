@@ -176,7 +176,7 @@ func TestRangesInFlightKeepTheirConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	const lanes, rounds, span = maxConnsPerHost, 10, 16 << 10
+	const lanes, rounds, span = ConnsKeptPerHost, 10, 16 << 10
 	for k := range rounds {
 		var bodies []io.ReadCloser
 		for l := range lanes {
