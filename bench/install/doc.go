@@ -43,7 +43,7 @@
 //
 // An otad binary linked dynamically (built with cgo, as `go build` does where
 // a C compiler is found) maps the C library, about 1.3 MiB more peak RSS than
-// the static binary `make build` ships: the bench warns of it.
+// the static binary `make build` ships: the bench warns of it on stderr.
 //
 // -rows 'stream zstd' runs only the rows whose name matches (and the
 // ideals they are held against): one question at a time.

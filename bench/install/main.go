@@ -108,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-before: %s is not an executable file", o.before)
 		}
 	}
+	warnDynamic(stderr, binaries(o))
 	o.inProcess = o.inProcess || o.cpuProfile != ""
 	if *linkMbit < 0 || *linkLoss < 0 || *linkLoss > 100 || o.link.Delay < 0 || o.link.ResetEvery < 0 {
 		return o, errors.New("-link-*: negative, or a loss over 100%")
@@ -174,7 +175,6 @@ func run(ctx context.Context, args []string, out, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "otad: %s; source %s; slot B %s; dir %s\n", o.otad, o.source, o.slot, work)
-	warnDynamic(out, binaries(o))
 
 	t0 := time.Now()
 	kinds, err := makeKinds(image)
