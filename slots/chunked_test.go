@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otad/otad/fetch"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -295,5 +296,14 @@ func TestChunkedStagesIndex(t *testing.T) {
 				t.Fatalf("warned %v, want %v; log:\n%s", warned, tc.refuse, logs.String())
 			}
 		})
+	}
+}
+
+// Each of a chunked install's range requests in flight has its own HTTP/1.1
+// connection (fetch/client.go): the download client must keep as many open
+// between ranges, or every range past them pays a TCP and TLS handshake.
+func TestLanesFitTheConnectionsKept(t *testing.T) {
+	if l := defaultChunkTuning().lanes; l > fetch.ConnsKeptPerHost {
+		t.Errorf("%d lanes, but the download client keeps %d connections a host", l, fetch.ConnsKeptPerHost)
 	}
 }

@@ -116,7 +116,6 @@ func copyFile(src, dst string) error {
 // then, to start every phase from.
 type chunkedDevice struct {
 	*testDevice
-	otad  string
 	saved map[string][]byte // state dir files (relative path) and the sim env
 }
 
@@ -127,7 +126,7 @@ func newChunkedDevice(ctx context.Context, otad, dir, base, ca string, size int6
 	if err != nil {
 		return nil, err
 	}
-	d := &chunkedDevice{testDevice: dev, otad: otad}
+	d := &chunkedDevice{testDevice: dev}
 	env, err := d.offer(base, booted, 0)
 	if err != nil {
 		return nil, err
@@ -198,10 +197,10 @@ func (d *chunkedDevice) restore() error {
 	return nil
 }
 
-// install runs a timed chunked install of env into slot A; with killAt > 0
-// otad is killed (SIGKILL) once the server has sent that many bytes, and
-// started again: the sample covers both runs.
-func (d *chunkedDevice) install(ctx context.Context, how installHow, env string, sent *atomic.Int64, killAt int64, size int64, want string) (sample, error) {
+// install runs a timed chunked install of env into slot A by the otad
+// binary bin; with killAt > 0 otad is killed (SIGKILL) once the server has
+// sent that many bytes, and started again: the sample covers both runs.
+func (d *chunkedDevice) install(ctx context.Context, bin string, how installHow, env string, sent *atomic.Int64, killAt int64, size int64, want string) (sample, error) {
 	if err := d.restore(); err != nil {
 		return sample{}, err
 	}
@@ -212,13 +211,13 @@ func (d *chunkedDevice) install(ctx context.Context, how installHow, env string,
 	var s sample
 	if killAt > 0 {
 		at := sent.Load() + killAt
-		k, err := runOtad(ctx, how.cpus, d.otad, d.cfg[how.readback], env, func() bool { return sent.Load() >= at })
+		k, err := runOtad(ctx, how.cpus, bin, d.cfg[how.readback], env, func() bool { return sent.Load() >= at })
 		if err != nil {
 			return sample{}, err
 		}
 		s = k
 	}
-	r, err := runOtad(ctx, how.cpus, d.otad, d.cfg[how.readback], env, nil)
+	r, err := runOtad(ctx, how.cpus, bin, d.cfg[how.readback], env, nil)
 	if err != nil {
 		return sample{}, err
 	}
@@ -278,20 +277,38 @@ func chunkedPhases(ctx context.Context, o options, work string, srv *demo.FileSe
 	if err != nil {
 		return nil, err
 	}
+	var rows []*phase
+	for _, b := range binaries(o) {
+		rows = append(rows, chunkedRows(b.label, b.bin, o, srv, ideals, fresh, updated, envV1, envV2, v1, v2)...)
+	}
+	return rows, nil
+}
+
+// chunkedRows are the chunked rows of the otad binary bin, labelled label:
+// the targets are -otad's, as for the stream rows.
+func chunkedRows(label, bin string, o options, srv *demo.FileServer, ideals map[idealKey]*phaseStats,
+	fresh, updated *chunkedDevice, envV1, envV2 string, v1, v2 *chunkedFiles) []*phase {
 	row := func(name string, how installHow, d *chunkedDevice, env string, killAt int64, want string) *phase {
-		return &phase{stats: &phaseStats{name: name, maxRSS: maxChunkedRSS}, run: func(ctx context.Context, _ int) (sample, error) {
-			return d.install(ctx, how, env, srv.Sent, killAt, o.size, want)
+		st := &phaseStats{name: label + " chunked, " + name}
+		if bin == o.otad {
+			st.maxRSS = maxChunkedRSS
+		}
+		return &phase{stats: st, run: func(ctx context.Context, _ int) (sample, error) {
+			return d.install(ctx, bin, how, env, srv.Sent, killAt, o.size, want)
 		}}
 	}
 	var rows []*phase
 	for _, h := range hows {
-		r := row("otad chunked, nothing to reuse, "+h.String(), h, fresh, envV1, 0, v1.sum)
-		r.stats.minRatio, r.stats.ref = h.target(), ideals[idealKey{"raw", h}]
+		r := row("nothing to reuse, "+h.String(), h, fresh, envV1, 0, v1.sum)
+		r.stats.ref = ideals[idealKey{"raw", h}]
+		if bin == o.otad {
+			r.stats.minRatio = h.target()
+		}
 		rows = append(rows, r)
 	}
 	off := installHow{}
 	return append(rows,
-		row("otad chunked, 1% changed", off, updated, envV2, 0, v2.sum),
-		row("otad chunked, kill at 50%+resume", off, fresh, envV1, v1.chunks.StoreSize/2, v1.sum),
-	), nil
+		row("1% changed", off, updated, envV2, 0, v2.sum),
+		row("kill at 50%+resume", off, fresh, envV1, v1.chunks.StoreSize/2, v1.sum),
+	)
 }

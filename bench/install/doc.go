@@ -20,8 +20,9 @@
 //     process;
 //   - `otad install -c CFG OFFER` of the raw, zstd and xz stream payloads as
 //     a subprocess, [slots] readback false and true;
-//   - with -before OLD, the same stream installs by another otad binary (an
-//     older build), for a before/after comparison in the same rounds;
+//   - with -before OLD, the same stream and chunked installs by another otad
+//     binary (an older build), for a before/after comparison in the same
+//     rounds;
 //   - chunked payloads (issue 10, chunked.go): the same image with nothing to
 //     reuse (held against the raw ideal), an update changing 1% of its
 //     chunks (wall time and bytes fetched), and the first killed with
@@ -34,8 +35,15 @@
 // resets that make otad resume): issue 30's 10 Mbit/s, 100 ms, 1% loss is
 // -link-mbit 10 -link-delay 50ms -link-loss 1. Peak RSS is then the figure
 // that matters; throughput is the link's, and -rows picks the rows, as a
-// slow link makes every install long. -https serves the payloads over TLS
-// and HTTP/2, as an update server does.
+// slow link makes every install long. The rate is each connection's
+// (linktest.Shape): a chunked install's three range requests in flight, each
+// on its own HTTP/1.1 connection, get three times it. -https serves the
+// payloads over TLS, offering HTTP/2 as an update server does (otad fetches
+// over HTTP/1.1 all the same: fetch/client.go says why).
+//
+// An otad binary linked dynamically (built with cgo, as `go build` does where
+// a C compiler is found) maps the C library, about 1.3 MiB more peak RSS than
+// the static binary `make build` ships: the bench warns of it on stderr.
 //
 // -rows 'stream zstd' runs only the rows whose name matches (and the
 // ideals they are held against): one question at a time.

@@ -48,7 +48,7 @@ type options struct {
 	cpuProfile string
 	keep       bool
 	link       linktest.Shape // the link between the server and otad; zero: none
-	https      bool           // serve over TLS (HTTP/2), as an update server does
+	https      bool           // serve over TLS, offering HTTP/2, as an update server does
 	caFile     string         // its certificate, for the devices' [download] ca_file
 	rows       *regexp.Regexp // nil: every row
 }
@@ -57,7 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := cli.NewFlagSet("installbench", "-otad BIN [-size 1GiB] [flags]", stderr)
 	fs.StringVar(&o.otad, "otad", "", "the otad binary to benchmark (required; `make build` puts it in bin/otad)")
-	fs.StringVar(&o.before, "before", "", "another otad binary (an older build) whose stream installs run in the same rounds, for a before/after comparison")
+	fs.StringVar(&o.before, "before", "", "another otad binary (an older build) whose stream and chunked installs run in the same rounds, for a before/after comparison")
 	sizeFlag := fs.String("size", "1GiB", "image size: bytes, or with KiB, MiB, GiB")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of all phases, interleaved; medians are reported")
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the image, the slots and the baseline's copy (the storage under test)")
@@ -69,7 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	linkMbit := fs.Float64("link-mbit", 0, "serve the payloads through an emulated link of this many Mbit/s (internal/testkit/linktest; 0: none)")
 	fs.DurationVar(&o.link.Delay, "link-delay", 0, "the emulated link's one-way latency (a round trip is twice it)")
 	linkLoss := fs.Float64("link-loss", 0, "the emulated link's loss, in percent of 1448-byte segments: each lost one stalls the stream for what TCP's retransmission costs")
-	fs.BoolVar(&o.https, "https", false, "serve the payloads over HTTPS (HTTP/2, a throwaway certificate the devices trust), as an update server does")
+	fs.BoolVar(&o.https, "https", false, "serve the payloads over HTTPS (offering HTTP/2, which otad declines; a throwaway certificate the devices trust), as an update server does")
 	fs.Int64Var(&o.link.ResetEvery, "link-reset", 0, "the emulated link resets a connection after about this many bytes (0: never)")
 	rowsFlag := fs.String("rows", "", "only the rows whose name matches this regular expression (with the ideals they are held against), e.g. 'stream zstd'")
 	if err := cli.ParseNone(fs, args); err != nil {
@@ -108,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-before: %s is not an executable file", o.before)
 		}
 	}
+	warnDynamic(stderr, binaries(o))
 	o.inProcess = o.inProcess || o.cpuProfile != ""
 	if *linkMbit < 0 || *linkLoss < 0 || *linkLoss > 100 || o.link.Delay < 0 || o.link.ResetEvery < 0 {
 		return o, errors.New("-link-*: negative, or a loss over 100%")
@@ -253,7 +254,7 @@ func front(o *options, url, work string, out io.Writer) (base string, stop func(
 	return base, stop, nil
 }
 
-// startTLSFront serves the file server at target over HTTPS with HTTP/2, its
+// startTLSFront serves the file server at target over HTTPS, offering HTTP/2, its
 // certificate written to work/server-ca.pem for the devices to trust.
 func startTLSFront(target, work string) (*httptest.Server, error) {
 	u, err := neturl.Parse(target)

@@ -194,13 +194,19 @@ func TestParseFlags(t *testing.T) {
 // buildOtad builds the real agent for the end-to-end test.
 func buildOtad(t *testing.T) string {
 	t.Helper()
+	return buildOtadCgo(t, "0")
+}
+
+// buildOtadCgo builds otad with CGO_ENABLED=cgo.
+func buildOtadCgo(t *testing.T, cgo string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "otad")
 	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/otad/otad/cmd/otad")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/otad: %v\n%s", err, out)
 	}
@@ -243,7 +249,8 @@ func TestRunEndToEnd(t *testing.T) {
 			"ideal raw, readback off ", "ideal xz, readback on, 1 core ",
 			"otad stream raw, readback off ", "otad stream zstd, readback on ", "otad stream xz, readback off, 1 core ",
 			"before stream xz, readback on, 1 core ", "slots.Write, readback on",
-			"otad chunked, nothing to reuse, readback on, 1 core ", "otad chunked, 1% changed", "otad chunked, kill at 50%+resume", "RESULT:",
+			"otad chunked, nothing to reuse, readback on, 1 core ", "otad chunked, 1% changed", "otad chunked, kill at 50%+resume",
+			"before chunked, nothing to reuse, readback off ", "before chunked, kill at 50%+resume", "RESULT:",
 		}},
 		{"real otad, cold source, zeroed slot", otad, []string{"-source", "cold", "-slot", "zeros"}, "", []string{"source cold; slot B zeros", "RESULT:"}},
 		{"failing otad", script("fail", "echo 'otad: offer refused' >&2; exit 3"), nil, "exit status 3", nil},
@@ -314,5 +321,35 @@ func TestSelectRows(t *testing.T) {
 		if got := names(selectRows(all, re)); !slices.Equal(got, tc.want) {
 			t.Errorf("-rows %q: %q, want %q", tc.re, got, tc.want)
 		}
+	}
+}
+
+// A binary built with cgo maps the C library, which counts in its peak RSS:
+// the bench says so, as the shipped build is static.
+func TestDynamicallyLinked(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no C compiler: cgo cannot link otad dynamically here")
+	}
+	static, dynamic := buildOtad(t), buildOtadCgo(t, "1")
+	tests := []struct {
+		name string
+		bin  string
+		want bool
+	}{
+		{"CGO_ENABLED=0", static, false},
+		{"CGO_ENABLED=1", dynamic, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := dynamicallyLinked(tt.bin)
+			if err != nil || got != tt.want {
+				t.Fatalf("dynamicallyLinked(%s) = %v, %v; want %v", tt.bin, got, err, tt.want)
+			}
+			var out strings.Builder
+			warnDynamic(&out, []labelledBinary{{"otad", tt.bin}})
+			if strings.Contains(out.String(), "dynamically linked") != tt.want {
+				t.Errorf("warnDynamic said %q", out.String())
+			}
+		})
 	}
 }

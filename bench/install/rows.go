@@ -66,11 +66,7 @@ func streamRows(o options, dev *testDevice, kinds []kind, url func(kind) string)
 			}})
 		}
 	}
-	bins := []struct{ label, bin string }{{"otad", o.otad}}
-	if o.before != "" {
-		bins = append(bins, struct{ label, bin string }{"before", o.before})
-	}
-	for _, b := range bins {
+	for _, b := range binaries(o) {
 		for _, k := range kinds {
 			for _, h := range hows {
 				st := &phaseStats{name: fmt.Sprintf("%s stream %s, %s", b.label, k.name, h), ref: ideals[idealKey{k.name, h}]}
@@ -87,6 +83,19 @@ func streamRows(o options, dev *testDevice, kinds []kind, url func(kind) string)
 		}
 	}
 	return rows, ideals, nil
+}
+
+// labelledBinary is an otad binary and its rows' label.
+type labelledBinary struct{ label, bin string }
+
+// binaries are the otad binaries whose installs the rows run: -otad, and
+// -before when given.
+func binaries(o options) []labelledBinary {
+	bins := []labelledBinary{{"otad", o.otad}}
+	if o.before != "" {
+		bins = append(bins, labelledBinary{"before", o.before})
+	}
+	return bins
 }
 
 // servedURL is the URL the bench's file server gives a file of the work

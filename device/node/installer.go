@@ -78,7 +78,7 @@ func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress
 // afterFirstResponse calls drop once, when the first answer of the install's
 // requests starts to arrive: by then the connection is up, and the pages its
 // set-up touched (TLS's handshake: certificates parsed and checked, the key
-// exchange; HTTP/2's) are done with. Dropped, they do not count in the
+// exchange) are done with. Dropped, they do not count in the
 // install's peak RSS; what the download goes on using maps back at once
 // (issue 30 item 4: an HTTPS install held them to its end, 17.7 MiB for a
 // chunked one).
