@@ -201,7 +201,7 @@ func (d *chunkedDevice) restore() error {
 // install runs a timed chunked install of env into slot A; with killAt > 0
 // otad is killed (SIGKILL) once the server has sent that many bytes, and
 // started again: the sample covers both runs.
-func (d *chunkedDevice) install(ctx context.Context, how installHow, env string, sent *atomic.Int64, killAt int64, size int64, want string) (sample, error) {
+func (d *chunkedDevice) install(ctx context.Context, bin string, how installHow, env string, sent *atomic.Int64, killAt int64, size int64, want string) (sample, error) {
 	if err := d.restore(); err != nil {
 		return sample{}, err
 	}
@@ -212,13 +212,13 @@ func (d *chunkedDevice) install(ctx context.Context, how installHow, env string,
 	var s sample
 	if killAt > 0 {
 		at := sent.Load() + killAt
-		k, err := runOtad(ctx, how.cpus, d.otad, d.cfg[how.readback], env, func() bool { return sent.Load() >= at })
+		k, err := runOtad(ctx, how.cpus, bin, d.cfg[how.readback], env, func() bool { return sent.Load() >= at })
 		if err != nil {
 			return sample{}, err
 		}
 		s = k
 	}
-	r, err := runOtad(ctx, how.cpus, d.otad, d.cfg[how.readback], env, nil)
+	r, err := runOtad(ctx, how.cpus, bin, d.cfg[how.readback], env, nil)
 	if err != nil {
 		return sample{}, err
 	}
@@ -278,20 +278,32 @@ func chunkedPhases(ctx context.Context, o options, work string, srv *demo.FileSe
 	if err != nil {
 		return nil, err
 	}
-	row := func(name string, how installHow, d *chunkedDevice, env string, killAt int64, want string) *phase {
-		return &phase{stats: &phaseStats{name: name, maxRSS: maxChunkedRSS}, run: func(ctx context.Context, _ int) (sample, error) {
-			return d.install(ctx, how, env, srv.Sent, killAt, o.size, want)
+	row := func(bin, name string, how installHow, d *chunkedDevice, env string, killAt int64, want string) *phase {
+		st := &phaseStats{name: name}
+		if bin == o.otad {
+			st.maxRSS = maxChunkedRSS
+		}
+		return &phase{stats: st, run: func(ctx context.Context, _ int) (sample, error) {
+			return d.install(ctx, bin, how, env, srv.Sent, killAt, o.size, want)
 		}}
 	}
-	var rows []*phase
-	for _, h := range hows {
-		r := row("otad chunked, nothing to reuse, "+h.String(), h, fresh, envV1, 0, v1.sum)
-		r.stats.minRatio, r.stats.ref = h.target(), ideals[idealKey{"raw", h}]
-		rows = append(rows, r)
+	// With -before, the older build's chunked installs (but the kill)
+	// run in the same rounds, for a before/after comparison.
+	bins := []struct{ label, bin string }{{"otad", o.otad}}
+	if o.before != "" {
+		bins = append(bins, struct{ label, bin string }{"before", o.before})
 	}
-	off := installHow{}
-	return append(rows,
-		row("otad chunked, 1% changed", off, updated, envV2, 0, v2.sum),
-		row("otad chunked, kill at 50%+resume", off, fresh, envV1, v1.chunks.StoreSize/2, v1.sum),
-	), nil
+	var rows []*phase
+	for _, b := range bins {
+		for _, h := range hows {
+			r := row(b.bin, b.label+" chunked, nothing to reuse, "+h.String(), h, fresh, envV1, 0, v1.sum)
+			r.stats.ref = ideals[idealKey{"raw", h}]
+			if b.bin == o.otad {
+				r.stats.minRatio = h.target()
+			}
+			rows = append(rows, r)
+		}
+		rows = append(rows, row(b.bin, b.label+" chunked, 1% changed", installHow{}, updated, envV2, 0, v2.sum))
+	}
+	return append(rows, row(o.otad, "otad chunked, kill at 50%+resume", installHow{}, fresh, envV1, v1.chunks.StoreSize/2, v1.sum)), nil
 }
