@@ -87,7 +87,7 @@ func defaultChunkTuning() chunkTuning {
 		laneBytes:       384 << 10,
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
-		stageBytes:      512 << 10,
+		stageBytes:      256 << 10,
 		stageBufs:       2,
 		maxSpan:         1 << 20,
 		checkpointBytes: 8 << 20,
