@@ -58,7 +58,9 @@ type chunkTuning struct {
 	decoders   int   // chunks decompressed at once, by the lanes' one decoder
 	laneBytes  int   // decoded chunks buffered per lane
 	localBytes int   // buffers for chunks read from the slots
-	batchBytes int   // bytes per vectored write
+	batchBytes int   // bytes per vectored write through the page cache
+	stageBytes int   // bytes per O_DIRECT write (a staging buffer, chunkstage.go)
+	stageBufs  int   // staging buffers: one filling while the others are written
 	maxSpan    int64 // bytes per range request
 	// A checkpoint is due after checkpointBytes of image once checkpointGap
 	// has passed since the last, and after checkpointEvery in any case: on a
@@ -85,6 +87,8 @@ func defaultChunkTuning() chunkTuning {
 		laneBytes:       384 << 10,
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
+		stageBytes:      256 << 10,
+		stageBufs:       2,
 		maxSpan:         1 << 20,
 		checkpointBytes: 8 << 20,
 		checkpointGap:   250 * time.Millisecond,
@@ -226,7 +230,7 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	// reuse rather than a heap that grows under it.
 	in.plan = nil
 	if job.Readback {
-		if err := in.readBack(ctx, bufs.block, in.counts); err != nil {
+		if err := in.readBack(ctx, bufs.readback, in.counts); err != nil {
 			return err
 		}
 	} else if err := in.written.check(); err != nil {

@@ -56,12 +56,17 @@ func bufSize(x *payload.Index) int {
 // arrivals, the chunks read from the slots, one scratch buffer, and a
 // buffer of zeros that is never written, so it costs no memory.
 type chunkBufs struct {
-	lanes   [][][]byte
-	stored  [][]byte
-	local   [][]byte
-	block   []byte // local, as one block for the read-back
-	scratch []byte
-	zeros   []byte
+	lanes  [][][]byte
+	stored [][]byte
+	local  [][]byte
+	block  []byte   // local, as one block
+	stage  [][]byte // the writer's staging buffers (chunkstage.go)
+	// readback is the read-back's: the staging buffers as one block, idle
+	// once the image is written, where an install that reuses nothing never
+	// touched local.
+	readback []byte
+	scratch  []byte
+	zeros    []byte
 }
 
 func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
@@ -78,7 +83,15 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 		release()
 		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
-	b := &chunkBufs{block: block[0]}
+	// Mapped whatever the slot: a slot written without them never touches
+	// their pages, which then cost no memory.
+	stage, releaseStage, err := mapBuffers(1, ct.stageBufs*ct.stageBytes)
+	if err != nil {
+		releaseBlock()
+		release()
+		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	b := &chunkBufs{block: block[0], stage: split(stage[0], ct.stageBufs, ct.stageBytes), readback: stage[0]}
 	for range ct.lanes {
 		b.lanes, all = append(b.lanes, all[:perLane]), all[perLane:]
 	}
@@ -87,7 +100,7 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 	for i := range local {
 		b.local = append(b.local, b.block[i*cs:(i+1)*cs:(i+1)*cs])
 	}
-	return b, func() { releaseBlock(); release() }, nil
+	return b, func() { releaseStage(); releaseBlock(); release() }, nil
 }
 
 // write runs the install from the checkpoint on:
@@ -138,7 +151,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, toWrite, due))
+		fail(in.writeLoop(ctx, toWrite, due, bufs.stage))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -231,21 +244,95 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 }
 
 // writeLoop writes pieces in order, as many neighbours as are waiting in
-// one vectored write, gives their buffers back, reports progress and hands
-// the committer a checkpoint when one is due (chunkTuning); at most one
-// waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint) error {
-	s := in.tgt.flusher(in.tun.syncLag)
+// one vectored write (through aligned staging buffers with O_DIRECT where
+// the slot takes it: chunkstage.go), gives their buffers back, reports
+// progress and hands the committer a checkpoint when one is due
+// (chunkTuning); at most one waits while another is written.
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte) error {
+	w := &chunkWriter{in: in, due: due, cp: checkpoint{Key: in.key, Offer: in.job.Offer}}
+	if r := in.resumed; r != nil {
+		w.cp = *r
+	}
+	w.lastAt, w.lastDone, w.done = time.Now(), w.cp.Done, w.cp.Done
+	var s flusher
+	var err error
+	if d := in.tgt.directSlot(); d != nil {
+		s = d.flusher(in.tun.syncLag, func(int64) {})
+		err = w.staged(ctx, pieces, newStager(d, s, stage))
+	} else {
+		s = in.tgt.flusher(in.tun.syncLag)
+		err = w.batched(ctx, pieces, s)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.finish(in.job.Size); err != nil {
+		return err
+	}
+	w.cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+	in.counts = w.cp
+	in.progress.report(ota.Downloading, w.cp.Done, w.cp, true)
+	return nil
+}
+
+// chunkWriter is writeLoop's count of what is written.
+type chunkWriter struct {
+	in       *chunkInstall
+	due      chan<- checkpoint
+	cp       checkpoint
+	done     int64 // image bytes written, zero runs' parts included
+	lastAt   time.Time
+	lastDone int64
+}
+
+// staged writes the pieces through st: each is accounted for once the write
+// of its last byte returned.
+func (w *chunkWriter) staged(ctx context.Context, pieces <-chan piece, st *stager) error {
+	var wg sync.WaitGroup
+	wg.Go(st.run)
+	defer wg.Wait()
+	defer st.close()
+	for p := range pieces {
+		// Nothing more is written once the install has failed.
+		if ctx.Err() != nil {
+			p.release()
+			return context.Cause(ctx)
+		}
+		var err error
+		if p.write {
+			err = st.add(ctx, p, w.piece)
+		} else if err = st.drain(ctx, w.piece); err == nil {
+			// The target holds it: its place in the order is all it needs.
+			p.release()
+			err = w.piece(p)
+		}
+		if err == nil {
+			err = st.poll(ctx, w.piece)
+		}
+		if err == nil {
+			err = w.progress(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err := st.drain(ctx, w.piece); err != nil {
+		return err
+	}
+	return w.progress(ctx)
+}
+
+// batched writes the pieces with vectored writes through the page cache,
+// starting writeback as it goes.
+func (w *chunkWriter) batched(ctx context.Context, pieces <-chan piece, s flusher) error {
+	in := w.in
 	maxBatch := max(1, in.ct.batchBytes/int(in.x.MaxChunk()))
 	batch := make([]piece, 0, maxBatch)
 	iov := make([][]byte, 0, maxBatch)
-	cp := checkpoint{Key: in.key, Offer: in.job.Offer}
-	if r := in.resumed; r != nil {
-		cp = *r
-	}
-	lastAt, lastDone := time.Now(), cp.Done
 	var started int64 // writeback started up to here
-	done := cp.Done   // image bytes written, zero runs' parts included
 	for open := true; open; {
 		var err error
 		if batch, open, err = nextBatch(ctx, pieces, batch[:0], maxBatch); err != nil {
@@ -270,27 +357,53 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 			}
 			started = end
 		}
-		if err := in.account(batch, &cp, &done); err != nil {
+		for _, p := range batch {
+			p.release()
+			if err := w.piece(p); err != nil {
+				return err
+			}
+		}
+		if err := w.progress(ctx); err != nil {
 			return err
 		}
-		cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-		in.progress.report(ota.Downloading, done, cp, false)
-		since := time.Since(lastAt)
-		if (cp.Done-lastDone >= in.ct.checkpointBytes && since >= in.ct.checkpointGap) || since >= in.ct.checkpointEvery {
-			select {
-			case due <- cp:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-			lastAt, lastDone = time.Now(), cp.Done
+	}
+	return nil
+}
+
+// piece moves the checkpoint past p, written (or held), once it completes
+// its chunk.
+func (w *chunkWriter) piece(p piece) error {
+	if p.more {
+		w.done += int64(len(p.buf))
+		return nil
+	}
+	c := w.in.x.Chunk(p.chunk)
+	n := int64(c.Length)
+	w.cp.Next, w.cp.Done, w.done = p.chunk+1, c.Offset+n, c.Offset+n
+	switch {
+	case p.reused:
+		w.cp.Reused += n
+	case p.rebuilt:
+		w.cp.Delta += n
+	}
+	return nil
+}
+
+// progress reports progress and hands the committer a checkpoint when one
+// is due.
+func (w *chunkWriter) progress(ctx context.Context) error {
+	in := w.in
+	w.cp.Fetched = in.progress.fetched0 + in.fetched.Load()
+	in.progress.report(ota.Downloading, w.done, w.cp, false)
+	since := time.Since(w.lastAt)
+	if (w.cp.Done-w.lastDone >= in.ct.checkpointBytes && since >= in.ct.checkpointGap) || since >= in.ct.checkpointEvery {
+		select {
+		case w.due <- w.cp:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
+		w.lastAt, w.lastDone = time.Now(), w.cp.Done
 	}
-	if err := s.finish(in.job.Size); err != nil {
-		return err
-	}
-	cp.Fetched = in.progress.fetched0 + in.fetched.Load()
-	in.counts = cp
-	in.progress.report(ota.Downloading, cp.Done, cp, true)
 	return nil
 }
 
@@ -318,28 +431,6 @@ func nextBatch(ctx context.Context, pieces <-chan piece, batch []piece, limit in
 		}
 	}
 	return batch, true, nil
-}
-
-// account releases the written pieces' buffers and moves the checkpoint
-// past every chunk they complete.
-func (in *chunkInstall) account(batch []piece, cp *checkpoint, done *int64) error {
-	for _, p := range batch {
-		p.release()
-		if p.more {
-			*done += int64(len(p.buf))
-			continue
-		}
-		c := in.x.Chunk(p.chunk)
-		n := int64(c.Length)
-		cp.Next, cp.Done, *done = p.chunk+1, c.Offset+n, c.Offset+n
-		switch {
-		case p.reused:
-			cp.Reused += n
-		case p.rebuilt:
-			cp.Delta += n
-		}
-	}
-	return nil
 }
 
 // writeBatch writes the runs of consecutive pieces that need writing.

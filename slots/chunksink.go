@@ -24,6 +24,9 @@ type chunkSink interface {
 	name() string // what the checkpoint is keyed by
 	size() int64
 	writev(iov [][]byte, off int64) error
+	// directSlot is the slot to write through staging buffers with O_DIRECT
+	// (chunkstage.go); nil: writev and flusher.
+	directSlot() *directTarget
 	flusher(lag int64) flusher
 	sync() error
 	// read reads n bytes at off into buf (readChunk's rules); readRegion
@@ -47,7 +50,7 @@ func openChunkSink(job *ChunkedJob, tun *tuning, probe []byte) (chunkSink, error
 			t.close()
 			return nil, err
 		}
-		return &fileSink{t: t, rd: rd, direct: direct, slot: job.targetName()}, nil
+		return &fileSink{t: t, d: openDirect(t, tun.bufferedWrite), rd: rd, direct: direct, slot: job.targetName()}, nil
 	}
 	capacity, err := job.Target.Capacity()
 	if err != nil {
@@ -72,6 +75,7 @@ func openChunkSink(job *ChunkedJob, tun *tuning, probe []byte) (chunkSink, error
 // reading (O_DIRECT where it works).
 type fileSink struct {
 	t      *target
+	d      *directTarget // t, and t opened again with O_DIRECT where it may be
 	rd     *os.File
 	direct bool
 	slot   string
@@ -81,6 +85,10 @@ func (s *fileSink) name() string { return s.t.f.Name() }
 func (s *fileSink) size() int64  { return s.t.size }
 
 func (s *fileSink) writev(iov [][]byte, off int64) error { return pwritev(s.t.f, iov, off) }
+
+// directSlot is the slot for the stager: directTarget writes through the page
+// cache where O_DIRECT is refused, and its flusher steers writeback then.
+func (s *fileSink) directSlot() *directTarget { return s.d }
 
 func (s *fileSink) flusher(lag int64) flusher {
 	return &syncer{fd: int(s.t.f.Fd()), name: s.slot, lag: lag, rangeOK: true, publish: func(int64) {}}
@@ -97,7 +105,7 @@ func (s *fileSink) done(string) error     { return nil }
 
 func (s *fileSink) close() error {
 	s.rd.Close()
-	return s.t.close()
+	return s.d.close()
 }
 
 // syncSink is another Target's Writer that can sync.
@@ -112,8 +120,9 @@ func (s *syncSink) size() int64  { return s.capacity }
 
 func (s *syncSink) writev(iov [][]byte, off int64) error { return writeEach(s.w, iov, off) }
 
-func (s *syncSink) flusher(int64) flusher { return syncFlusher{s} }
-func (s *syncSink) sync() error           { return s.w.Sync() }
+func (s *syncSink) directSlot() *directTarget { return nil }
+func (s *syncSink) flusher(int64) flusher     { return syncFlusher{s} }
+func (s *syncSink) sync() error               { return s.w.Sync() }
 
 func (s *syncSink) read(off int64, n int, buf []byte) ([]byte, error) {
 	if _, err := s.w.ReadAt(buf[:n], off); err != nil {
