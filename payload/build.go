@@ -25,6 +25,11 @@ type Options struct {
 	Compression ota.Compression
 	// Level is a zstd level as the zstd tool counts (1-22); 0 means 3.
 	Level int
+	// PrefixSize is, with zstd-prefix, the most bytes of the image before a chunk that
+	// its dictionary holds: 0 means DefaultPrefixSize, or 2 × the largest chunk when
+	// that is more; else 2 × the largest chunk or a power of two from there to
+	// MaxPrefixSize (docs/contract/chunked.md, prefix_size).
+	PrefixSize int64
 	// Workers compress the chunks of content-defined chunking at once, each with its
 	// own encoder (buildpool.go); 0 means one per CPU, up to 4. The store is the same
 	// whatever their number.
@@ -133,6 +138,10 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 	default:
 		return nil, fmt.Errorf("build payload: compression %q: want zstd, zstd-prefix or none", opts.Compression)
 	}
+	var err error
+	if opts.PrefixSize, err = prefixOption(opts, maxChunk); err != nil {
+		return nil, err
+	}
 	if opts.Chunking == ota.ChunkingCDC {
 		if err := b.run2(ctx, image, enc, opts); err != nil {
 			return nil, err
@@ -140,7 +149,6 @@ func Build(ctx context.Context, image io.Reader, store io.Writer, opts Options) 
 		return &b.res, nil
 	}
 	if enc != nil {
-		var err error
 		if b.enc, err = enc(); err != nil {
 			return nil, err
 		}
@@ -171,7 +179,7 @@ func newChunkEncoder(opts Options, maxChunk int64) (*zstd.Encoder, error) {
 		if opts.Chunking != ota.ChunkingCDC {
 			return nil, errors.New("build payload: compression zstd-prefix needs chunking cdc")
 		}
-		eo = append(eo, zstd.WithWindowSize(prefixWindow(maxChunk)))
+		eo = append(eo, zstd.WithWindowSize(prefixWindow(opts.PrefixSize, maxChunk)))
 	} else {
 		eo = append(eo, zstd.WithSingleSegment(true))
 	}
@@ -323,12 +331,11 @@ func AllZero(b []byte) bool {
 // dictionary is the image's PrefixSize bytes before it.
 func (b *builder) run2(ctx context.Context, image io.Reader, enc func() (*zstd.Encoder, error), opts Options) error {
 	p := CDCFor(b.res.ChunkSize)
-	prefixed := opts.Compression == ota.CompressionZstdPrefix
 	var hist *History
-	if prefixed {
-		hist = NewHistory(2 * p.Max) // PrefixSize
+	if opts.PrefixSize > 0 {
+		hist = NewHistory(opts.PrefixSize)
 	}
-	pool, err := newChunkPool(opts.Workers, enc, prefixed, p.Max)
+	pool, err := newChunkPool(opts.Workers, enc, opts.PrefixSize, p.Max)
 	if err != nil {
 		return err
 	}
@@ -363,7 +370,7 @@ func (b *builder) run2(ctx context.Context, image io.Reader, enc func() (*zstd.E
 	if err := pool.drain(b.finish); err != nil {
 		return err
 	}
-	return b.seal2(p, prefixed, enc != nil)
+	return b.seal2(p, opts.PrefixSize, enc != nil)
 }
 
 // finish writes a job's chunk to the store, in image order, and appends its record.
@@ -391,7 +398,7 @@ func (b *builder) finish(j *chunkJob) error {
 }
 
 // seal2 puts the version 2 header and compresses the index.
-func (b *builder) seal2(p CDC, prefixed, compressed bool) error {
+func (b *builder) seal2(p CDC, prefix int64, compressed bool) error {
 	if b.res.ImageSize == 0 {
 		return errors.New("build payload: the image is empty")
 	}
@@ -404,8 +411,8 @@ func (b *builder) seal2(p CDC, prefixed, compressed bool) error {
 		pol:       p.Pol,
 	}
 	switch {
-	case prefixed:
-		h.compression = compZstdPrefix
+	case prefix > 0:
+		h.compression, h.prefix = compZstdPrefix, prefixField(prefix, p.Max)
 	case compressed:
 		h.compression = compZstd
 	}

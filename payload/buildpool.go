@@ -47,22 +47,19 @@ type chunkPool struct {
 	jobs     chan *chunkJob
 	free     chan *chunkJob
 	pending  []*chunkJob
-	prefixed bool
+	prefixed bool // zstd-prefix: each job holds its chunk's dictionary
 	wg       sync.WaitGroup
 }
 
 // newChunkPool starts n workers (0: one per CPU, up to maxWorkers), with an encoder
 // each made by enc (nil: chunks stored raw), for chunks of up to maxChunk bytes and,
-// when prefixed, prefixes of up to 2 × maxChunk (PrefixSize).
-func newChunkPool(n int, enc func() (*zstd.Encoder, error), prefixed bool, maxChunk int64) (*chunkPool, error) {
+// with zstd-prefix, prefixes of up to prefix bytes (0: none).
+func newChunkPool(n int, enc func() (*zstd.Encoder, error), prefix, maxChunk int64) (*chunkPool, error) {
 	if n <= 0 {
 		n = min(runtime.GOMAXPROCS(0), maxWorkers)
 	}
-	p := &chunkPool{jobs: make(chan *chunkJob, 2*n), free: make(chan *chunkJob, 2*n), prefixed: prefixed}
-	size := maxChunk
-	if prefixed {
-		size += 2 * maxChunk
-	}
+	p := &chunkPool{jobs: make(chan *chunkJob, 2*n), free: make(chan *chunkJob, 2*n), prefixed: prefix > 0}
+	size := maxChunk + prefix
 	for range 2 * n {
 		p.free <- &chunkJob{buf: make([]byte, 0, size), done: make(chan struct{}, 1)}
 	}

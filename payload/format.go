@@ -181,6 +181,7 @@ type header2 struct {
 	imageSize   uint64
 	min, max    uint32
 	pol         uint64
+	prefix      uint32 // zstd-prefix: the dictionary's bound; 0 is 2 × max (PrefixSize)
 }
 
 func (h header2) put(b []byte) {
@@ -194,7 +195,8 @@ func (h header2) put(b []byte) {
 	binary.LittleEndian.PutUint32(b[32:36], h.min)
 	binary.LittleEndian.PutUint32(b[36:40], h.max)
 	binary.LittleEndian.PutUint64(b[40:48], h.pol)
-	clear(b[48:64])
+	binary.LittleEndian.PutUint32(b[48:52], h.prefix)
+	clear(b[52:64])
 }
 
 func getHeader2(b []byte) header2 {
@@ -206,6 +208,7 @@ func getHeader2(b []byte) header2 {
 		min:         binary.LittleEndian.Uint32(b[32:36]),
 		max:         binary.LittleEndian.Uint32(b[36:40]),
 		pol:         binary.LittleEndian.Uint64(b[40:48]),
+		prefix:      binary.LittleEndian.Uint32(b[48:52]),
 	}
 }
 

@@ -153,6 +153,8 @@ func FuzzParseIndex2(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd}, int64(0), int64(4096), int64(1), int64(1))
 	pb := build(f, layout2Example(), Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix})
 	f.Add(pb.res.Index, pb.res.StoreSize, int64(4096), pb.res.ImageSize, pb.res.ChunkCount)
+	lb := build(f, layout2Example(), Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix, PrefixSize: 16 << 10})
+	f.Add(lb.res.Index, lb.res.StoreSize, int64(4096), lb.res.ImageSize, lb.res.ChunkCount)
 	f.Fuzz(func(t *testing.T, data []byte, storeSize, chunkSize, imageSize, count int64) {
 		want := Expect{ChunkSize: chunkSize, ChunkCount: count, ImageSize: imageSize, StoreSize: storeSize,
 			Compression: ota.CompressionZstd, Chunking: ota.ChunkingCDC}
@@ -177,10 +179,14 @@ func FuzzParseIndex2(f *testing.F) {
 }
 
 // checkIndex2 asserts what an accepted version 2 index promises: chunks that tile the
-// image and the store in order, each within its kind's bounds.
+// image and the store in order, each within its kind's bounds, and with zstd-prefix a
+// dictionary bound of 2 × max_size or a power of two from there to MaxPrefixSize.
 func checkIndex2(t *testing.T, x *Index) {
 	t.Helper()
 	maxLen := CDCFor(x.ChunkSize()).Max
+	if n := PrefixSize(x); x.Prefixed() && n != 2*maxLen && (n&(n-1) != 0 || n < 2*maxLen || n > MaxPrefixSize) || !x.Prefixed() && n != 0 {
+		t.Fatalf("prefix size %d for chunks of at most %d, compression %s", n, maxLen, x.Compression())
+	}
 	var off, image int64
 	for i := range x.Count() {
 		c := x.Chunk(i)

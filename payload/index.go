@@ -17,6 +17,7 @@ type Index struct {
 	imageSize   int64
 	storeSize   int64
 	compression ota.Compression
+	prefixSize  int64             // zstd-prefix: the most bytes of each chunk's dictionary
 	data        []byte            // the whole index file; nil once released (ReleaseBytes)
 	sum         [sha256.Size]byte // its SHA-256
 	records     []byte            // the index after its header (decompressed with cdc)
@@ -178,6 +179,9 @@ func parseIndex2(data []byte, want Expect) (*Index, error) {
 		return nil, err
 	}
 	x := newIndex(version2, want, data, raw[HeaderSize2:])
+	if x.prefixed() {
+		x.prefixSize = prefixFor(getHeader2(raw).prefix, x.MaxChunk())
+	}
 	if err := x.checkRecords2(); err != nil {
 		return nil, err
 	}

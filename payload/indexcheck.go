@@ -63,8 +63,12 @@ func checkHeader2(b []byte, w Expect) error {
 		return indexErr("index.header."+field, format, args...)
 	}
 	switch {
-	case !bytes.Equal(b[48:64], make([]byte, 16)):
-		return bad("reserved", "bytes 48-63 are % x, want zeros", b[48:64])
+	case !bytes.Equal(b[52:64], make([]byte, 12)):
+		return bad("reserved", "bytes 52-63 are % x, want zeros", b[52:64])
+	case w.Compression != ota.CompressionZstdPrefix && h.prefix != 0:
+		return bad("prefix_size", "%d in a store of compression %s, want 0", h.prefix, w.Compression)
+	case w.Compression == ota.CompressionZstdPrefix && prefixFor(h.prefix, p.Max) < 0:
+		return bad("prefix_size", "%d, want 0 or a power of two from %d to %d", h.prefix, 2*p.Max, int64(MaxPrefixSize))
 	case int64(h.min) != p.Min || int64(h.max) != p.Max:
 		return bad("min_size", "chunks of %d to %d bytes, want %d to %d for an average of %d", h.min, h.max, p.Min, p.Max, p.Avg)
 	case h.pol != p.Pol:

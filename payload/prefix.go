@@ -15,22 +15,77 @@ import (
 // stream on an ext4 of a Debian /usr/lib, 3% with the prefix). A device still fetches
 // and checks each chunk alone: it writes the image in order, so it holds the bytes
 // before every chunk it decodes. Signing costs more: at the best level the encoder
-// sets up tables for each frame's dictionary (about 4x the CPU of a zstd store; the
-// workers of buildpool.go spread it over the CPUs).
+// sets up tables for each frame's dictionary, in proportion to its length (1 MiB:
+// about 11x the CPU of a zstd store, 256 KiB 4x; the workers of buildpool.go spread
+// it over the CPUs).
 
 // PrefixSize is the most bytes of the image before a chunk that its dictionary holds
-// in a store of compression zstd-prefix: MaxDict, the delta dictionary's bound, so a
-// device's decoder has one bound for both.
-func PrefixSize(x *Index) int64 { return MaxDict(x) }
+// in a store of compression zstd-prefix, as its index's header says (prefix_size);
+// 0 for any other store.
+func PrefixSize(x *Index) int64 { return x.prefixSize }
+
+// DefaultPrefixSize is the dictionary Build gives each chunk of a zstd-prefix store
+// unless told otherwise. On the 1 GiB Debian ext4 of make bench-delta 2 × max_size
+// (256 KiB, the rule before prefix_size) left index and store 1.097x the zstd stream;
+// 1 MiB brings them within 1.05x (docs/contract/chunked.md has the figures). 2 MiB,
+// the stream's window, saves a little more, but a device keeps the prefix half as
+// large again (History): 3 MiB would take a chunked install of that image past 16 MiB.
+const DefaultPrefixSize = 1 << 20
+
+// MaxPrefixSize bounds the prefix_size an index may ask for: a device keeps twice that
+// many bytes of the image (History), within its 16 MiB.
+const MaxPrefixSize = 4 << 20
+
+// prefixFor is the dictionary bound of a zstd-prefix index of chunks of at most
+// maxChunk bytes whose header says field, or -1 when field is not one: 0 is
+// 2 × maxChunk (the rule before the field, which an older device still reads),
+// else a power of two from 2 × maxChunk to MaxPrefixSize.
+func prefixFor(field uint32, maxChunk int64) int64 {
+	n := int64(field)
+	switch {
+	case n == 0:
+		return 2 * maxChunk
+	case n&(n-1) != 0 || n < 2*maxChunk || n > MaxPrefixSize:
+		return -1
+	}
+	return n
+}
+
+// prefixOption is the prefix Build gives the chunks of a zstd-prefix store of chunks
+// of at most maxChunk bytes (Options.PrefixSize); 0 for any other store.
+func prefixOption(opts Options, maxChunk int64) (int64, error) {
+	n := opts.PrefixSize
+	switch {
+	case opts.Compression != ota.CompressionZstdPrefix && n != 0:
+		return 0, fmt.Errorf("build payload: a prefix size with compression %s", opts.Compression)
+	case opts.Compression != ota.CompressionZstdPrefix:
+		return 0, nil
+	case n == 0:
+		return max(DefaultPrefixSize, 2*maxChunk), nil
+	}
+	if n == 2*maxChunk || prefixFor(uint32(min(n, 1<<32-1)), maxChunk) == n {
+		return n, nil
+	}
+	return 0, fmt.Errorf("build payload: prefix size %d: want %d or a power of two from there to %d", n, 2*maxChunk, int64(MaxPrefixSize))
+}
+
+// prefixField is what a header says of prefix, prefixFor's inverse.
+func prefixField(prefix, maxChunk int64) uint32 {
+	if prefix == 2*maxChunk {
+		return 0
+	}
+	return uint32(prefix)
+}
 
 // prefixWindow is the zstd window of a zstd-prefix frame: its dictionary and its chunk.
-func prefixWindow(maxChunk int64) int {
-	return 1 << bits.Len64(uint64(3*maxChunk-1))
+func prefixWindow(prefix, maxChunk int64) int {
+	return 1 << bits.Len64(uint64(prefix+maxChunk-1))
 }
 
 // History keeps the last bytes of an image written in order: the dictionary of the
-// next chunk of a zstd-prefix store. Its buffer is twice the bytes kept, so that what
-// it keeps is one slice and is moved once for every size bytes added.
+// next chunk of a zstd-prefix store. What it keeps is one slice, in a buffer half as
+// large again (a device's memory: 1.5 MiB for the 1 MiB of DefaultPrefixSize), so that
+// the bytes kept move once for every half of them added.
 type History struct {
 	buf  []byte
 	size int
@@ -38,7 +93,7 @@ type History struct {
 
 // NewHistory returns a History keeping the last size bytes.
 func NewHistory(size int64) *History {
-	return &History{buf: make([]byte, 0, 2*size), size: int(size)}
+	return &History{buf: make([]byte, 0, size+size/2), size: int(size)}
 }
 
 // Bytes is the last bytes added, at most the size kept; valid until the next Add.
@@ -49,15 +104,22 @@ func (h *History) Bytes() []byte {
 	return h.buf
 }
 
+// room makes room for n more bytes, n less than the size kept: when the buffer is
+// full, the bytes still kept after those n move to its start.
+func (h *History) room(n int) {
+	if len(h.buf)+n > cap(h.buf) {
+		keep := h.size - n
+		h.buf = h.buf[:copy(h.buf, h.buf[len(h.buf)-keep:])]
+	}
+}
+
 // Add appends b, the image's next bytes.
 func (h *History) Add(b []byte) {
 	if len(b) >= h.size {
 		h.buf = append(h.buf[:0], b[len(b)-h.size:]...)
 		return
 	}
-	if len(h.buf)+len(b) > cap(h.buf) {
-		h.buf = h.buf[:copy(h.buf, h.Bytes())]
-	}
+	h.room(len(b))
 	h.buf = append(h.buf, b...)
 }
 
@@ -68,9 +130,7 @@ func (h *History) AddZeros(n int64) {
 		clear(h.buf)
 		return
 	}
-	if len(h.buf)+int(n) > cap(h.buf) {
-		h.buf = h.buf[:copy(h.buf, h.Bytes())]
-	}
+	h.room(int(n))
 	k := len(h.buf)
 	h.buf = h.buf[:k+int(n)]
 	clear(h.buf[k:])
@@ -90,7 +150,7 @@ type PrefixDecoder struct {
 
 // NewPrefixDecoder returns a PrefixDecoder for x's chunks. Close it when done.
 func NewPrefixDecoder(x *Index) (*PrefixDecoder, error) {
-	w := uint64(prefixWindow(x.MaxChunk()))
+	w := uint64(prefixWindow(PrefixSize(x), x.MaxChunk()))
 	zd, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),

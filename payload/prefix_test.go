@@ -2,7 +2,10 @@ package payload
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/otad/otad/ota"
@@ -12,7 +15,8 @@ import (
 // (as a file's copy does) is much smaller than the zstd store of the same chunks,
 // decodes back to the image in order, and each chunk decodes only with the exact
 // bytes before it: another prefix, a prefix of another length, or a decoder without
-// one is a chunk_mismatch.
+// one is a chunk_mismatch. So for a prefix of 2 × max_size (the header says 0, as
+// older devices read it) and a longer one (the header says it).
 func TestPrefixStore(t *testing.T) {
 	block := testImage(160<<10, 160<<10, 9) // incompressible alone
 	var img []byte
@@ -21,15 +25,38 @@ func TestPrefixStore(t *testing.T) {
 		img = append(img, block...)
 	}
 	alone := build(t, img, Options{Chunking: ota.ChunkingCDC, Level: 19})
-	b := build(t, img, Options{Chunking: ota.ChunkingCDC, Level: 19, Compression: ota.CompressionZstdPrefix})
-	t.Logf("%d bytes: zstd store %d, zstd-prefix store %d", len(img), alone.res.StoreSize, b.res.StoreSize)
-	if b.res.StoreSize >= alone.res.StoreSize/4 {
-		t.Errorf("zstd-prefix store %d bytes, not a quarter of the zstd store's %d", b.res.StoreSize, alone.res.StoreSize)
+	legacy := 2 * CDCFor(DefaultChunkSize).Max
+	for _, tc := range []struct {
+		prefix, field int64
+	}{
+		{legacy, 0},
+		{512 << 10, 512 << 10},
+	} {
+		t.Run(fmt.Sprint(tc.prefix), func(t *testing.T) {
+			b := build(t, img, Options{Chunking: ota.ChunkingCDC, Level: 19, Compression: ota.CompressionZstdPrefix, PrefixSize: tc.prefix})
+			t.Logf("%d bytes: zstd store %d, zstd-prefix store %d", len(img), alone.res.StoreSize, b.res.StoreSize)
+			if b.res.StoreSize >= alone.res.StoreSize/4 {
+				t.Errorf("zstd-prefix store %d bytes, not a quarter of the zstd store's %d", b.res.StoreSize, alone.res.StoreSize)
+			}
+			x := b.parse(t)
+			raw, err := decompressExact(b.res.Index, IndexSize2(int64(x.Count())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := getHeader2(raw).prefix; int64(f) != tc.field || PrefixSize(x) != tc.prefix {
+				t.Fatalf("header prefix_size %d, PrefixSize %d; want %d, %d", f, PrefixSize(x), tc.field, tc.prefix)
+			}
+			checkPrefixStore(t, img, b, x)
+		})
 	}
+}
+
+// checkPrefixStore: b, the zstd-prefix store of img whose index is x, decodes to img
+// in order, and a chunk decodes only with the exact bytes before it.
+func checkPrefixStore(t *testing.T, img []byte, b built, x *Index) {
 	if b.res.Compression != ota.CompressionZstdPrefix || b.res.Chunks("u").Compression != ota.CompressionZstdPrefix {
 		t.Fatalf("result says compression %q", b.res.Compression)
 	}
-	x := b.parse(t)
 	if !x.Prefixed() || x.Compression() != ota.CompressionZstdPrefix {
 		t.Fatalf("index compression %q", x.Compression())
 	}
@@ -41,10 +68,13 @@ func TestPrefixStore(t *testing.T) {
 		t.Fatal("decoded chunks differ from the image")
 	}
 	kept, err := ParseKept(b.res.Index)
-	if err != nil || !kept.Prefixed() {
+	if err != nil || !kept.Prefixed() || PrefixSize(kept) != PrefixSize(x) {
 		t.Fatalf("kept index: %v, prefixed %v", err, err == nil && kept.Prefixed())
 	}
+	checkPrefixChunk(t, img, b, x)
+}
 
+func checkPrefixChunk(t *testing.T, img []byte, b built, x *Index) {
 	pd, err := NewPrefixDecoder(x)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +170,15 @@ func TestHistory(t *testing.T) {
 	check("a zero run longer than kept")
 	add([]byte("xy"))
 	check("2 bytes")
+	for i := range 40 { // sizes that fill the buffer at every offset
+		n := []int{9, 1, 4, 7, 3}[i%5]
+		if i%3 == 0 {
+			zeros(n)
+		} else {
+			add(bytes.Repeat([]byte{byte('a' + i%26)}, n))
+		}
+		check(fmt.Sprintf("%d bytes", n))
+	}
 	h.Reset()
 	all = nil
 	check("reset")
@@ -168,6 +207,56 @@ func TestBuildWorkers(t *testing.T) {
 			x := one.parse(t)
 			if err := CheckStore(t.Context(), x, bytes.NewReader(one.store), hex.EncodeToString(one.res.ImageSHA256[:]), &out); err != nil || !bytes.Equal(out.Bytes(), img) {
 				t.Fatalf("the store does not decode to the image: %v", err)
+			}
+		})
+	}
+}
+
+// TestPrefixSizeField: the header's prefix_size of a zstd-prefix index is 0 (2 ×
+// max_size, as signed before the field) or a power of two from 2 × max_size to
+// MaxPrefixSize; anything else, or a prefix_size in a zstd store, is refused as
+// index_mismatch naming it. Build refuses to write what a device would refuse.
+func TestPrefixSizeField(t *testing.T) {
+	img := layout2Example()
+	legacy := 2 * CDCFor(4096).Max // 16 KiB
+	for _, tc := range []struct {
+		name  string
+		comp  ota.Compression
+		field uint32
+		want  int64 // PrefixSize, or -1: refused
+	}{
+		{"zero: 2 × max_size", ota.CompressionZstdPrefix, 0, legacy},
+		{"2 × max_size", ota.CompressionZstdPrefix, uint32(legacy), legacy},
+		{"twice that", ota.CompressionZstdPrefix, uint32(2 * legacy), 2 * legacy},
+		{"the most", ota.CompressionZstdPrefix, MaxPrefixSize, MaxPrefixSize},
+		{"past the most", ota.CompressionZstdPrefix, 2 * MaxPrefixSize, -1},
+		{"below 2 × max_size", ota.CompressionZstdPrefix, uint32(legacy / 2), -1},
+		{"not a power of two", ota.CompressionZstdPrefix, uint32(3 * legacy), -1},
+		{"in a zstd store", ota.CompressionZstd, uint32(2 * legacy), -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := build(t, img, Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: tc.comp})
+			want := b.res.Expect()
+			raw, err := decompressExact(b.res.Index, IndexSize2(want.ChunkCount))
+			if err != nil {
+				t.Fatal(err)
+			}
+			binary.LittleEndian.PutUint32(raw[48:52], tc.field)
+			file, err := compressIndex(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := ParseIndex(file, expectFor(file, want))
+			if tc.want < 0 {
+				wantErr(t, err, ota.CodeIndexMismatch, "index.header.prefix_size")
+				_, err = Build(t.Context(), bytes.NewReader(img), io.Discard, Options{ChunkSize: 4096, Chunking: ota.ChunkingCDC, Compression: tc.comp, PrefixSize: int64(tc.field)})
+				if err == nil {
+					t.Fatalf("Build wrote a prefix size of %d", tc.field)
+				}
+				return
+			}
+			if err != nil || PrefixSize(x) != tc.want {
+				t.Fatalf("PrefixSize %d, want %d: %v", PrefixSize(x), tc.want, err)
 			}
 		})
 	}

@@ -36,18 +36,23 @@ func prefixImage(n, fresh int, seed uint64) []byte {
 }
 
 // makePrefixChunked is makeChunked as otactl sign --chunked cuts by default: content-
-// defined chunks, compression zstd-prefix.
+// defined chunks, compression zstd-prefix, with a prefix_size in the header (256 KiB,
+// 4 × the 2 × max_size of an older index: as long, against these chunks, as the
+// default against 64 KiB chunks, and signed in seconds).
 func makePrefixChunked(t testing.TB, img []byte) *chunked {
 	t.Helper()
 	var store bytes.Buffer
 	res, err := payload.Build(t.Context(), bytes.NewReader(img), &store, payload.Options{ChunkSize: testChunk, Level: 1,
-		Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix})
+		Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix, PrefixSize: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	x, err := payload.ParseIndex(res.Index, res.Expect())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if payload.PrefixSize(x) != 256<<10 {
+		t.Fatalf("prefix size %d", payload.PrefixSize(x))
 	}
 	if res.Zstd < res.ChunkCount/2 || res.StoreSize > int64(len(img))/3 {
 		t.Fatalf("test image: %d of %d chunks zstd, store %d of %d bytes: the prefixes are not used", res.Zstd, res.ChunkCount, res.StoreSize, len(img))
