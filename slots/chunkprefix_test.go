@@ -2,7 +2,6 @@ package slots
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -180,19 +179,7 @@ func TestPrefixResumes(t *testing.T) {
 		ct := resumeTuning()
 		ct.checkpointBytes = 256 << 10
 		for _, pct := range []int64{10, 50, 90} {
-			ctx, cancel := context.WithCancel(t.Context())
-			at := int64(len(c.store)) * pct / 100
-			s.setHandler(func(w http.ResponseWriter, r *http.Request, data []byte) {
-				if s.served.Load() >= at {
-					cancel()
-					<-r.Context().Done()
-					return
-				}
-				http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
-			})
-			err := writeChunked(ctx, job, testTuning(), ct)
-			cancel()
-			wantCode(t, err, "cancelled")
+			stopAt(t, c, s, job, ct, pct)
 		}
 		cp := readCheckpoint(t, d)
 		if cp.Next == 0 {

@@ -82,20 +82,7 @@ func TestChunkedCrashResumes(t *testing.T) {
 	c, s, d, job := rig(t, img)
 	ct := resumeTuning()
 	for _, pct := range []int64{10, 50, 90} {
-		ctx, cancel := context.WithCancel(t.Context())
-		at := int64(len(c.store)) * pct / 100
-		// The server stops answering at the mark: the crash comes there.
-		s.setHandler(func(w http.ResponseWriter, r *http.Request, data []byte) {
-			if s.served.Load() >= at {
-				cancel()
-				<-r.Context().Done()
-				return
-			}
-			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
-		})
-		err := writeChunked(ctx, job, testTuning(), ct)
-		cancel()
-		wantCode(t, err, "cancelled")
+		stopAt(t, c, s, job, ct, pct)
 		t.Logf("stopped at %d%%: checkpoint at chunk %d, %d store bytes served so far", pct, readCheckpoint(t, d).Next, s.served.Load())
 	}
 	s.setHandler(nil)
@@ -231,4 +218,22 @@ func TestChunkedResumeDistrustsCheckpoint(t *testing.T) {
 			})
 		}
 	}
+}
+
+// stopAt runs the install until the server has sent pct% of the store, and
+// stops it there (the server stops answering: the crash comes at that mark).
+func stopAt(t *testing.T, c *chunked, s *storeServer, job ChunkedJob, ct chunkTuning, pct int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	at := int64(len(c.store)) * pct / 100
+	s.setHandler(func(w http.ResponseWriter, r *http.Request, data []byte) {
+		if s.served.Load() >= at {
+			cancel()
+			<-r.Context().Done()
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	})
+	wantCode(t, writeChunked(ctx, job, testTuning(), ct), "cancelled")
 }
