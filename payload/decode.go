@@ -108,9 +108,15 @@ func (d *Decoder) DecodeInto(i int, stored, dst []byte) ([]byte, error) {
 		if err != nil {
 			return nil, chunkErr(i, "decompress: %w", err)
 		}
-		if len(out) != c.Length {
-			return nil, chunkErr(i, "decompresses to %d bytes, want %d", len(out), c.Length)
-		}
+	}
+	return checked(i, c, out)
+}
+
+// checked returns out if it is chunk i as the index records it: its length
+// (a raw chunk's always is, its store length being its length) and SHA-256.
+func checked(i int, c Chunk, out []byte) ([]byte, error) {
+	if len(out) != c.Length {
+		return nil, chunkErr(i, "decompresses to %d bytes, want %d", len(out), c.Length)
 	}
 	if sum := sha256.Sum256(out); sum != c.SHA256 {
 		return nil, chunkErr(i, "sha256 %x, index says %x", sum, c.SHA256)

@@ -1,7 +1,6 @@
 package payload
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"math/bits"
 
@@ -194,13 +193,7 @@ func (d *PrefixDecoder) Decode(i int, stored, prefix []byte) ([]byte, error) {
 	if err != nil {
 		return nil, chunkErr(i, "decompress: %w", err)
 	}
-	if len(out) != c.Length {
-		return nil, chunkErr(i, "decompresses to %d bytes, want %d", len(out), c.Length)
-	}
-	if sum := sha256.Sum256(out); sum != c.SHA256 {
-		return nil, chunkErr(i, "sha256 %x, index says %x", sum, c.SHA256)
-	}
-	return out, nil
+	return checked(i, c, out)
 }
 
 // prefixed reports whether x's zstd chunks are decoded with the bytes before them.
