@@ -14,9 +14,9 @@ import (
 	"github.com/otad/otad/internal/testkit/fakefleet"
 	"github.com/otad/otad/internal/testkit/mosquittotest"
 	"github.com/otad/otad/internal/testkit/signer"
-	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 )
 
 // group is the bench devices' group.
@@ -91,13 +91,15 @@ func (r *row) measure(ctx context.Context, dir string, n int, o options, progres
 		settle = 3*time.Second + time.Duration(n/40000)*time.Second
 	}
 	c := controllerRun{bin: o.otactl, broker: b.URL, settle: settle, lease: o.lease, dir: dir, op: op, queue: rollout.DefaultBrokerQueue}
+	// The controller's report window: 500 answers a second at most at a
+	// stock queue of 1,000, 10,000 with none (rollout/controller,
+	// reportWindow).
+	perSecond := c.queue / 2
 	if tuned(o, n) {
 		c.queue = 0 // max_queued_messages 0: no limit, as the controller is told
-	} else {
-		// The controller's report window: 500 answers a second at most
-		// (rollout/controller, reportWindow).
-		r.window = min(mqtt.MaxReportWindow, time.Duration(n)*time.Second/time.Duration(c.queue/2))
+		perSecond = controller.UnqueuedAnswersPerSecond
 	}
+	r.window = controller.AnswerWindow(0, n, perSecond)
 
 	if err := r.unpacedAndRestart(ctx, dir, c, w, fl, sg, n, o, progress); err != nil {
 		return err

@@ -216,3 +216,65 @@ func TestObserverReady(t *testing.T) {
 		})
 	}
 }
+
+// With a Probe, a quiet spell makes the view ready only once a round trip
+// through the broker begun in it comes back with no device heard of
+// meanwhile: a broker stalled by a million answers falls silent for
+// seconds, and the answers it still holds come after.
+func TestObserverProbe(t *testing.T) {
+	const settle = 3 * time.Second
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(settle)
+	f := &fakeFleet{n: 10}
+	o := NewObserver(f, settle, func() time.Time { return now })
+	started, answer := make(chan struct{}), make(chan error)
+	probes := 0
+	o.Probe = func() error {
+		probes++
+		started <- struct{}{}
+		return <-answer
+	}
+	ready := 0
+	o.OnReady = func() { ready++ }
+	probe := func(err error) {
+		t.Helper()
+		if o.Ready() {
+			t.Fatal("ready before its probe came back")
+		}
+		<-started
+		if o.Ready() {
+			t.Fatal("ready while its probe is out")
+		}
+		answer <- err
+		for {
+			o.mu.Lock()
+			out := o.probing
+			o.mu.Unlock()
+			if !out {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	o.Ready()             // 10 devices heard of at the start
+	now = now.Add(settle) // and none since
+	probe(nil)
+	f.n += 5 // heard of once the broker sent on
+	if o.Ready() {
+		t.Fatal("ready although devices were heard of during the probe")
+	}
+	now = now.Add(settle / 3)
+	probe(errors.New("sync: nothing arrived for 10s"))
+	if o.Ready() {
+		t.Fatal("ready after a failed probe")
+	}
+	probe(nil)
+	if !o.Ready() || ready != 1 || probes != 3 {
+		t.Fatalf("ready %d times after %d probes, want once after 3", ready, probes)
+	}
+	f.n++
+	if !o.Ready() || probes != 3 {
+		t.Fatal("a ready view went back or probed again")
+	}
+}

@@ -17,7 +17,8 @@ type Fleet interface {
 // once the answers to the report request are due and the statuses have
 // had settle to arrive and have stopped arriving for a third of it
 // (docs/contract/rollouts.md, the fleet view): before that, a device not
-// heard of yet would look absent. Once ready it stays ready.
+// heard of yet would look absent. With a Probe, the quiet must also
+// survive a round trip through the broker. Once ready it stays ready.
 type Observer struct {
 	fleet  Fleet
 	settle time.Duration
@@ -25,12 +26,28 @@ type Observer struct {
 	// OnReady, if set, is called once, when the fleet is first ready (to
 	// log how it was filled).
 	OnReady func()
+	// Probe, if set, is a round trip through the broker that returns once
+	// everything the broker sent before it has been counted (the session's
+	// Sync). A broker busy with a million answers stops sending for
+	// seconds at a time, and its silence looks like the end of them: the
+	// fleet is ready only when a probe begun in a quiet spell comes back
+	// with no device heard of meanwhile.
+	Probe func() error
 
 	mu         sync.Mutex
 	begun      time.Time
 	lastLen    int
 	lastChange time.Time
 	ready      bool
+	probing    bool
+	probed     *probeResult // the last probe's, until Ready reads it
+}
+
+// probeResult is how a probe ended: the devices heard of when it began, and
+// its error.
+type probeResult struct {
+	len int
+	err error
 }
 
 // NewObserver starts observing f now (now nil: the wall clock).
@@ -46,10 +63,27 @@ func NewObserver(f Fleet, settle time.Duration, now func() time.Time) *Observer 
 func (o *Observer) Ready() bool {
 	o.mu.Lock()
 	now := o.now()
-	if n := o.fleet.Len(); n != o.lastLen {
+	n := o.fleet.Len()
+	if n != o.lastLen {
 		o.lastLen, o.lastChange = n, now
 	}
-	became := !o.ready && now.Sub(o.begun) >= o.settle && now.Sub(o.lastChange) >= o.settle/3 && !now.Before(o.fleet.AnswersDue())
+	quiet := now.Sub(o.begun) >= o.settle && now.Sub(o.lastChange) >= o.settle/3 && !now.Before(o.fleet.AnswersDue())
+	became := false
+	switch {
+	case o.ready:
+	case !quiet:
+		o.probed = nil // its spell has ended
+	case o.Probe == nil:
+		became = true
+	case o.probed != nil:
+		// A failed probe, or devices heard of while it ran: the quiet
+		// spell was the broker's, so a new one is waited for.
+		became = o.probed.err == nil && o.probed.len == n
+		o.probed = nil
+	case !o.probing:
+		o.probing = true
+		go o.probe(n)
+	}
 	if became {
 		o.ready = true
 	}
@@ -59,4 +93,12 @@ func (o *Observer) Ready() bool {
 		o.OnReady()
 	}
 	return ready
+}
+
+// probe runs Probe and keeps its result for Ready.
+func (o *Observer) probe(n int) {
+	err := o.Probe()
+	o.mu.Lock()
+	o.probing, o.probed = false, &probeResult{len: n, err: err}
+	o.mu.Unlock()
 }

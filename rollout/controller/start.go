@@ -248,6 +248,14 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 		n, in := c.tracker.Counts()
 		log.Info("rollout: fleet view ready", "devices", n, "in_group", in, "group", plan.Group)
 	}
+	// A quiet spell counts once a round trip through the broker confirms
+	// it (Observer.Probe): everything sent before the sync has been counted.
+	c.observer.Probe = func() error {
+		if c.primary == nil {
+			return errors.New("not connected yet")
+		}
+		return c.primary.Sync(ctx)
+	}
 	c.inbox = NewInbox(c.topics, plan.Name, trust, log)
 	c.inbox.Remember(counters, c.key)
 	// The rollout's own topics only: the state is read and the lease
@@ -393,17 +401,18 @@ func (c *controller) follow(ctx context.Context, group string, settle, lease tim
 
 // reportWindow is the window a report request gives the devices to answer
 // in: settle, or longer for a fleet whose answers would come faster than
-// half the broker's queue for a client a second (queue messages; 0: no
-// limit): the answers reach the controller's one connection, and a stock
-// Mosquitto drops what is sent to a client with 1,000 messages waiting
-// (max_queued_messages; docs/brokers.md, a large fleet), so 500 a second.
-// The fleet's size is the retained statuses seen, once they stop arriving
-// (they follow the SUBACK; at most settle).
+// the controller's one connection takes them: half the broker's queue for
+// a client a second (queue messages), as a stock Mosquitto drops what is
+// sent to a client with 1,000 messages waiting (max_queued_messages;
+// docs/brokers.md, a large fleet), so 500 a second; with no queue limit
+// (0), UnqueuedAnswersPerSecond, as a broker answering a million devices
+// at once stalls for seconds. The fleet's size is the retained statuses
+// seen, once they stop arriving (they follow the SUBACK; at most settle).
 func (c *controller) reportWindow(ctx context.Context, settle time.Duration, queue int) time.Duration {
-	if queue <= 0 {
-		return settle
+	perSecond := UnqueuedAnswersPerSecond
+	if queue > 0 {
+		perSecond = max(1, queue/2)
 	}
-	perSecond := max(1, queue/2)
 	last := -1
 	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
 		n, _ := c.tracker.Counts()
@@ -418,6 +427,17 @@ func (c *controller) reportWindow(ctx context.Context, settle time.Duration, que
 		}
 	}
 	n, _ := c.tracker.Counts()
+	return AnswerWindow(settle, n, perSecond)
+}
+
+// UnqueuedAnswersPerSecond is the rate of answers a report request asks
+// for from a fleet on a broker with no queue limit: a million devices'
+// answers in 100 s.
+const UnqueuedAnswersPerSecond = 10_000
+
+// AnswerWindow is a report request's window for n devices answering at
+// most perSecond a second: at least settle, at most mqtt.MaxReportWindow.
+func AnswerWindow(settle time.Duration, n, perSecond int) time.Duration {
 	return min(max(settle, time.Duration(n)*time.Second/time.Duration(perSecond)), mqtt.MaxReportWindow)
 }
 
