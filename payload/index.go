@@ -175,6 +175,12 @@ func parseIndex2(data []byte, want Expect) (*Index, error) {
 	if err != nil {
 		return nil, indexErr("index", "%v", err)
 	}
+	return index2From(data, raw, want)
+}
+
+// index2From checks the header and records of raw, the version 2 index data
+// decompressed to exactly IndexSize2(want.ChunkCount) bytes.
+func index2From(data, raw []byte, want Expect) (*Index, error) {
 	if err := checkHeader2(raw[:HeaderSize2], want); err != nil {
 		return nil, err
 	}

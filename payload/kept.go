@@ -80,7 +80,21 @@ func parseKept2(data []byte) (*Index, error) {
 	for r := raw[HeaderSize2:]; len(r) >= RecordSize2; r = r[RecordSize2:] {
 		w.StoreSize += int64(getRecord2(r).stored)
 	}
-	return ParseIndex(data, w)
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	if n := IndexSize2(w.ChunkCount); int64(len(raw)) != n {
+		return nil, indexErr("index", "decompresses to %d bytes, %d chunks take %d", len(raw), w.ChunkCount, n)
+	}
+	// Checked as decompressed, not decompressed again (ParseIndex): a
+	// device reads its kept index before an install, and a second copy
+	// of it would stand beside the install's buffers.
+	x, err := index2From(data, raw, w)
+	if err != nil {
+		return nil, err
+	}
+	x.sum = sum
+	return x, nil
 }
 
 // keptSize bounds what a kept version 2 index decompresses to: the size its frame

@@ -324,12 +324,19 @@ func readSmall(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > limit {
+	size := st.Size()
+	if size > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	// One buffer of the file's size, not ReadAll's doublings: a kept index
+	// is read just before an install's buffers fill.
+	b := make([]byte, size)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return b, nil
 }
