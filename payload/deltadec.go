@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/otad/otad/ota"
@@ -22,6 +21,28 @@ type DeltaDecoder struct {
 	// pd and patch decode binary diffs (method 1): made at the first one.
 	pd    *zstd.Decoder
 	patch []byte
+	// shared: zd and buf are a PrefixDecoder's (Share), which closes zd.
+	shared bool
+}
+
+// Share makes d decode with p's zstd decoder and chunk buffer, for the
+// deltas and the binary diffs' patches both, and lets go of its own: an
+// install decodes its deltas and its zstd-prefix store's chunks in one
+// goroutine, in image order, and p's window (a prefix of at least two
+// chunks, and a chunk) is at least a delta's (a dictionary of two chunks,
+// and a chunk) and a patch's, so one zstd state serves both (about 1 MiB
+// less at an install's peak). The results of either are then valid until
+// the next Decode of either. A p whose window is smaller is not shared.
+func (d *DeltaDecoder) Share(p *PrefixDecoder) {
+	if d.shared || prefixWindow(PrefixSize(p.x), p.x.MaxChunk()) < max(deltaWindow(d.x), patchWindow(d.x.MaxChunk())) {
+		return
+	}
+	d.zd.Close()
+	if d.pd != nil {
+		d.pd.Close()
+		d.pd = nil
+	}
+	d.zd, d.buf, d.shared = p.zd, p.buf, true
 }
 
 // NewDeltaDecoder returns a DeltaDecoder for x's chunks. Close it when done.
@@ -40,7 +61,9 @@ func NewDeltaDecoder(x *Index) (*DeltaDecoder, error) {
 
 // Close releases the decoder's resources.
 func (d *DeltaDecoder) Close() {
-	d.zd.Close()
+	if !d.shared {
+		d.zd.Close()
+	}
 	if d.pd != nil {
 		d.pd.Close()
 	}
@@ -104,17 +127,29 @@ func (d *DeltaDecoder) diff(dc DeltaChunk, c Chunk, frame []byte, old io.ReaderA
 	bad := func(format string, args ...any) error {
 		return ota.FieldErrorf(ota.CodeChunkMismatch, fmt.Sprintf("delta.chunk[%d]", dc.Chunk), format, args...)
 	}
-	if d.pd == nil {
+	if d.patch == nil {
+		d.patch = make([]byte, 0, maxPatch(d.x.MaxChunk()))
+	}
+	pd := d.pd
+	switch {
+	case d.shared:
+		// A patch is a frame of its own, with no dictionary.
+		if err := d.zd.ResetWithOptions(nil, zstd.WithDecoderDictDelete()); err != nil {
+			return nil, fmt.Errorf("delta decoder: %w", err)
+		}
+		pd = d.zd
+	case pd == nil:
 		limit := maxPatch(d.x.MaxChunk())
-		pd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(1<<bits.Len64(uint64(limit))),
+		var err error
+		pd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(patchWindow(d.x.MaxChunk()))),
 			zstd.WithDecodeAllCapLimit(true))
 		if err != nil {
 			return nil, fmt.Errorf("delta decoder: %w", err)
 		}
-		d.pd, d.patch = pd, make([]byte, 0, limit)
+		d.pd = pd
 	}
-	patch, err := d.pd.DecodeAll(frame, d.patch[:0])
+	patch, err := pd.DecodeAll(frame, d.patch[:0])
 	if err != nil {
 		return nil, bad("decompress the binary diff: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 )
 
 // Binary diffs (delta method 1, docs/contract/chunked.md): bsdiff's idea, a chunk
@@ -38,6 +39,9 @@ const (
 // chunk's bytes once (diff and extra) and as much again of control; the signer
 // makes no larger patch.
 func maxPatch(maxChunk int64) int64 { return 2*maxChunk + 64 }
+
+// patchWindow is the window a patch's frame is decoded with.
+func patchWindow(maxChunk int64) int { return 1 << bits.Len64(uint64(maxPatch(maxChunk))) }
 
 var errPatch = errors.New("corrupt binary diff")
 

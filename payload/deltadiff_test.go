@@ -248,3 +248,68 @@ func FuzzDecodeDiff(f *testing.F) {
 		}
 	})
 }
+
+// TestDeltaDecoderShared: a DeltaDecoder sharing a PrefixDecoder's zstd state
+// (an install of a zstd-prefix store with deltas) rebuilds every chunk, binary
+// diffs and zstd deltas alike, between the store's chunks decoded with the
+// bytes before them, in image order as an install decodes them.
+func TestDeltaDecoderShared(t *testing.T) {
+	m := imagetest.RebuiltPair(t, 3, 24<<20)
+	b := build(t, m.New, Options{Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix, PrefixSize: 1 << 18, Level: 3})
+	x := b.parse(t)
+	var out bytes.Buffer
+	res, err := BuildDelta(t.Context(), bytes.NewReader(m.Old), int64(len(m.Old)), bytes.NewReader(m.New), x, &out,
+		WithFiles(fileMapOf(t, m.Old), fileMapOf(t, m.New)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseDelta(res.Index, res.Expect(), x, "delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := NewPrefixDecoder(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	dec, err := NewDeltaDecoder(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	dec.Share(pd)
+	if !dec.shared {
+		t.Fatalf("not shared: prefix window %d, delta %d, patch %d", prefixWindow(PrefixSize(x), x.MaxChunk()), deltaWindow(x), patchWindow(x.MaxChunk()))
+	}
+	hist := NewHistory(PrefixSize(x))
+	old := bytes.NewReader(m.Old)
+	kinds := map[string]int{}
+	for i := range x.Count() {
+		c := x.Chunk(i)
+		want := m.New[c.Offset : c.Offset+int64(c.Length)]
+		if c.Kind == KindZero {
+			hist.AddZeros(int64(c.Length)) // written, never held
+			continue
+		}
+		var got []byte
+		if dc, ok := d.Find(i); ok {
+			frame := out.Bytes()[dc.Offset-int64(len(res.Index)):][:dc.Length]
+			got, err = dec.Decode(dc, frame, old)
+			kinds[map[bool]string{true: "diff", false: "zstd delta"}[dc.Method == deltaMethodDiff]]++
+		} else {
+			got, err = pd.Decode(i, b.store[c.StoreOffset:c.StoreOffset+int64(c.StoreLength)], hist.Bytes())
+			kinds["store"]++
+		}
+		if err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("chunk %d: not the chunk", i)
+		}
+		hist.Add(got)
+	}
+	if kinds["diff"] == 0 || kinds["zstd delta"] == 0 || kinds["store"] == 0 {
+		t.Fatalf("chunks by kind %v: want each", kinds)
+	}
+	t.Logf("chunks by kind %v", kinds)
+}
