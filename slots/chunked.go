@@ -326,6 +326,10 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 	if err := in.planPrefix(pi, scratch); err != nil {
 		return err
 	}
+	if in.dd != nil && in.pd != nil {
+		// Both decode in the assembler, one chunk at a time.
+		in.dd.Share(in.pd)
+	}
 	return ctx.Err()
 }
 
