@@ -214,11 +214,6 @@ func (in *chunkInstall) run(ctx context.Context) error {
 	if err := in.makePlan(ctx, bufs.scratch); err != nil {
 		return err
 	}
-	// The planning's garbage (the booted slot's kept index, decompressed,
-	// and its reads) back to the system before the buffers fill: kept by
-	// the runtime until its scavenger comes to it, it would stand beside
-	// them at the install's peak (docs/contract/chunked.md, memory).
-	debug.FreeOSMemory()
 	if in.resumed == nil {
 		// Written before the first byte: a crash from here on resumes, and a
 		// restart knows the target may hold chunks of this install.
@@ -330,6 +325,11 @@ func (in *chunkInstall) makePlan(ctx context.Context, scratch []byte) error {
 		// Both decode in the assembler, one chunk at a time.
 		in.dd.Share(in.pd)
 	}
+	// The planning's garbage (the booted slot's kept index, decompressed,
+	// and its reads) back to the system before the buffers fill: kept by
+	// the runtime until its scavenger comes to it, it would stand beside
+	// them at the install's peak (docs/contract/chunked.md, memory).
+	debug.FreeOSMemory()
 	return ctx.Err()
 }
 
