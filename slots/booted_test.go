@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +115,27 @@ func FuzzBootedFromCmdline(f *testing.F) {
 			t.Fatalf("BootedFromCmdline(%q) = %q with error %v", cmdline, got, err)
 		}
 	})
+}
+
+// readSmall reads files whose size stat cannot tell (/proc says 0) to their
+// end, and regular files into a buffer of their size; over the limit is an
+// error either way.
+func TestReadSmall(t *testing.T) {
+	b, err := readSmall("/proc/self/status", 1<<20)
+	if err != nil || !bytes.Contains(b, []byte("VmHWM")) {
+		t.Fatalf("/proc/self/status: %d bytes, %v", len(b), err)
+	}
+	if _, err := readSmall("/proc/self/status", 16); err == nil {
+		t.Fatal("a /proc file over the limit was read")
+	}
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("otad.slot=B\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readSmall(p, 1<<20); err != nil || string(b) != "otad.slot=B\n" {
+		t.Fatalf("regular file: %q, %v", b, err)
+	}
+	if _, err := readSmall(p, 4); err == nil {
+		t.Fatal("a regular file over the limit was read")
+	}
 }

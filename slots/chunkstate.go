@@ -332,6 +332,17 @@ func readSmall(path string, limit int64) ([]byte, error) {
 	if size > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
+	if size == 0 {
+		// /proc and sysfs files say 0 whatever they hold (/proc/cmdline).
+		b, err := io.ReadAll(io.LimitReader(f, limit+1))
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+		}
+		return b, nil
+	}
 	// One buffer of the file's size, not ReadAll's doublings: a kept index
 	// is read just before an install's buffers fill.
 	b := make([]byte, size)
