@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -332,22 +333,15 @@ func readSmall(path string, limit int64) ([]byte, error) {
 	if size > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
-	if size == 0 {
-		// /proc and sysfs files say 0 whatever they hold (/proc/cmdline).
-		b, err := io.ReadAll(io.LimitReader(f, limit+1))
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(b)) > limit {
-			return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-		}
-		return b, nil
-	}
-	// One buffer of the file's size, not ReadAll's doublings: a kept index
-	// is read just before an install's buffers fill.
-	b := make([]byte, size)
-	if _, err := io.ReadFull(f, b); err != nil {
+	// Read to the end into room for the file's size, not ReadAll's
+	// doublings (a kept index is read just before an install's buffers
+	// fill); /proc files say 0 whatever they hold (/proc/cmdline).
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return b, nil
+	if int64(buf.Len()) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return buf.Bytes(), nil
 }
