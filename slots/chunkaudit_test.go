@@ -2,7 +2,6 @@ package slots
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -117,23 +116,12 @@ func TestChunkedNoRangesBootedLacks(t *testing.T) {
 // and no kept index names it.
 func TestChunkedNoReadbackBindsSHA256(t *testing.T) {
 	img := chunkImage(40, 47)
-	// Hashed in a stage of its own (two CPUs or more), or by the writer (one).
-	for _, stage := range []bool{true, false} {
-		t.Run(fmt.Sprintf("hash stage %v", stage), func(t *testing.T) {
-			tun := testTuning()
-			tun.hashStage = stage
-			testBindsSHA256(t, img, tun)
-		})
-	}
-}
-
-func testBindsSHA256(t *testing.T, img []byte, tun tuning) {
 	t.Run("sha256 the chunks do not make", func(t *testing.T) {
 		_, _, d, job := rig(t, img)
 		other := bytes.Clone(img)
 		other[len(other)/2] ^= 1
 		job.SHA256 = sha(other)
-		err := writeChunked(t.Context(), job, tun, chunkTestTuning())
+		err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning())
 		wantCode(t, err, ota.CodeHashMismatch)
 		if _, err := os.Stat(filepath.Join(d.state, chunkDirName, sha(other)+indexSuffix)); !os.IsNotExist(err) {
 			t.Fatalf("kept index of a hash the slot does not hold: %v", err)
@@ -150,10 +138,10 @@ func testBindsSHA256(t *testing.T, img []byte, tun tuning) {
 			}
 			return nil
 		}
-		if err := writeChunked(t.Context(), job, tun, ct); err == nil {
+		if err := writeChunked(t.Context(), job, testTuning(), ct); err == nil {
 			t.Fatal("the first run was not stopped")
 		}
-		if err := writeChunked(t.Context(), job, tun, chunkTestTuning()); err != nil {
+		if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
 			t.Fatal(err)
 		}
 		checkSlot(t, d.target, img, d.slotSize)

@@ -67,10 +67,15 @@ func (ih *imageHash) check() error {
 // in order, starting with what the slot held before a resumed install's
 // checkpoint; in.written holds the hash for the final check.
 func (in *chunkInstall) hashPieces(ctx context.Context, pieces <-chan piece, out chan<- piece, scratch []byte) error {
-	ih, err := in.startImageHash(scratch)
+	next := 0
+	if r := in.resumed; r != nil {
+		next = r.Next
+	}
+	ih, err := in.newImageHash(next, scratch)
 	if err != nil {
 		return err
 	}
+	in.written = ih
 	for p := range pieces {
 		if err := ih.feed(p); err != nil {
 			p.release()
@@ -84,19 +89,4 @@ func (in *chunkInstall) hashPieces(ctx context.Context, pieces <-chan piece, out
 		}
 	}
 	return nil
-}
-
-// startImageHash starts in.written with what the slot held before a
-// resumed install's checkpoint.
-func (in *chunkInstall) startImageHash(scratch []byte) (*imageHash, error) {
-	next := 0
-	if r := in.resumed; r != nil {
-		next = r.Next
-	}
-	ih, err := in.newImageHash(next, scratch)
-	if err != nil {
-		return nil, err
-	}
-	in.written = ih
-	return ih, nil
 }

@@ -116,15 +116,6 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var inline *imageHash
-	if !in.job.Readback && !in.tun.hashStage {
-		// One CPU: the writer hashes each piece as it takes it, where a
-		// stage of its own would run beside nothing.
-		var err error
-		if inline, err = in.startImageHash(bufs.scratch); err != nil {
-			return err
-		}
-	}
 	net, err := in.network(bufs)
 	if err != nil {
 		return err
@@ -148,7 +139,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
 	})
 	toWrite := pieces
-	if !in.job.Readback && inline == nil {
+	if !in.job.Readback {
 		// The image's hash a stage of its own, beside the writer, as in
 		// the stream install (Write's pipeline).
 		hashed := make(chan piece, len(bufs.local))
@@ -160,7 +151,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, toWrite, due, bufs.stage, inline))
+		fail(in.writeLoop(ctx, toWrite, due, bufs.stage))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -257,8 +248,8 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 // the slot takes it: chunkstage.go), gives their buffers back, reports
 // progress and hands the committer a checkpoint when one is due
 // (chunkTuning); at most one waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte, hash *imageHash) error {
-	w := &chunkWriter{in: in, due: due, cp: checkpoint{Key: in.key, Offer: in.job.Offer}, hash: hash}
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte) error {
+	w := &chunkWriter{in: in, due: due, cp: checkpoint{Key: in.key, Offer: in.job.Offer}}
 	if r := in.resumed; r != nil {
 		w.cp = *r
 	}
@@ -292,19 +283,6 @@ type chunkWriter struct {
 	done     int64 // image bytes written, zero runs' parts included
 	lastAt   time.Time
 	lastDone int64
-	hash     *imageHash // hashes each piece as it is taken; nil: hashed before (hashPieces) or read back
-}
-
-// take hashes p, with hash set, as the writer takes it, in order.
-func (w *chunkWriter) take(p piece) error {
-	if w.hash == nil {
-		return nil
-	}
-	if err := w.hash.feed(p); err != nil {
-		p.release()
-		return err
-	}
-	return nil
 }
 
 // staged writes the pieces through st: each is accounted for once the write
@@ -319,9 +297,6 @@ func (w *chunkWriter) staged(ctx context.Context, pieces <-chan piece, st *stage
 		if ctx.Err() != nil {
 			p.release()
 			return context.Cause(ctx)
-		}
-		if err := w.take(p); err != nil {
-			return err
 		}
 		var err error
 		if p.write {
@@ -369,14 +344,6 @@ func (w *chunkWriter) batched(ctx context.Context, pieces <-chan piece, s flushe
 		}
 		if len(batch) == 0 {
 			break
-		}
-		for k, p := range batch {
-			if err := w.take(p); err != nil {
-				for _, q := range batch[k+1:] {
-					q.release()
-				}
-				return err
-			}
 		}
 		if err := in.writeBatch(batch, iov); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,11 +103,6 @@ type tuning struct {
 	stall         time.Duration // a body delivering nothing this long is resumed
 	progressEvery time.Duration
 	mountinfo     string
-	// hashStage: the image's SHA-256 runs in a goroutine of its own,
-	// beside the decoder and the writer. With one CPU nothing runs beside
-	// it, and its hand-offs only cost (a 1-core stream zstd install took
-	// 1.3× as long): it is hashed where it is decoded (chunked: written).
-	hashStage bool
 
 	noDirect       bool                             // force the readback's buffered fallback
 	bufferedWrite  bool                             // write a File through the page cache, not O_DIRECT
@@ -127,7 +121,6 @@ func defaultTuning() tuning {
 		stall:         60 * time.Second,
 		progressEvery: 250 * time.Millisecond,
 		mountinfo:     defaultMountinfo,
-		hashStage:     runtime.GOMAXPROCS(0) > 1,
 	}
 }
 

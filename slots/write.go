@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"strings"
 	"sync"
@@ -231,19 +230,12 @@ func (p *pipeline) produce(ctx context.Context) error {
 		return err
 	}
 	defer closeDec()
-	var sum []byte
-	if p.tun.hashStage {
-		decoded := make(chan chunk, p.tun.buffers)
-		hashed := make(chan []byte, 1)
-		go func() { hashed <- p.hash(ctx, decoded) }()
-		err = p.decode(ctx, dec, decoded, nil)
-		close(decoded)
-		sum = <-hashed
-	} else {
-		h := sha256.New()
-		err = p.decode(ctx, dec, p.full, h)
-		sum = h.Sum(nil)
-	}
+	decoded := make(chan chunk, p.tun.buffers)
+	hashed := make(chan []byte, 1)
+	go func() { hashed <- p.hash(ctx, decoded) }()
+	err = p.decode(ctx, dec, decoded)
+	close(decoded)
+	sum := <-hashed
 	if err != nil {
 		return err
 	}
@@ -257,8 +249,8 @@ func (p *pipeline) produce(ctx context.Context) error {
 }
 
 // decode fills free buffers with the payload's bytes, in order, and
-// checks that it ends at the manifest's size; h, if set, hashes them.
-func (p *pipeline) decode(ctx context.Context, dec io.Reader, out chan<- chunk, h hash.Hash) error {
+// checks that it ends at the manifest's size.
+func (p *pipeline) decode(ctx context.Context, dec io.Reader, out chan<- chunk) error {
 	size := p.job.Size
 	var off int64
 	for off < size {
@@ -275,9 +267,6 @@ func (p *pipeline) decode(ctx context.Context, dec io.Reader, out chan<- chunk, 
 				return ota.Wrap(ota.CodeSizeMismatch, fmt.Errorf("payload %s ends after %d bytes, manifest size is %d", p.job.URL, off+int64(got), size))
 			}
 			return err
-		}
-		if h != nil {
-			h.Write(buf[:n])
 		}
 		out <- chunk{buf: buf, off: off, n: n} // never blocks: one slot per buffer
 		off += int64(n)

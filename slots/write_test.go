@@ -29,26 +29,23 @@ func serveBytes(t testing.TB, data []byte) *httptest.Server {
 	return srv
 }
 
-// writeCase is one of TestWrite's installs.
-type writeCase struct {
-	name        string
-	compression ota.Compression
-	payload     func(t *testing.T, img []byte) []byte // what the server holds, before compression
-	corrupt     func(b []byte) []byte                 // applied after compression
-	size        int64                                 // manifest size; 0 → imgSize
-	sha         string                                // manifest sha; "" → sha(img)
-	slotSize    int                                   // 0 → 2*imgSize
-	downloadMax func(payloadLen int) int64
-	readback    bool
-	wantCode    ota.Code
-	wantIn      string // substring of the error
-	untouched   bool   // the slot must not have been written at all
-}
-
 func TestWrite(t *testing.T) {
 	const imgSize = 1<<20 + 12345 // not a multiple of any chunk size
 	img := testImage(imgSize, 1)
-	tests := []writeCase{
+	tests := []struct {
+		name        string
+		compression ota.Compression
+		payload     func(t *testing.T, img []byte) []byte // what the server holds, before compression
+		corrupt     func(b []byte) []byte                 // applied after compression
+		size        int64                                 // manifest size; 0 → imgSize
+		sha         string                                // manifest sha; "" → sha(img)
+		slotSize    int                                   // 0 → 2*imgSize
+		downloadMax func(payloadLen int) int64
+		readback    bool
+		wantCode    ota.Code
+		wantIn      string // substring of the error
+		untouched   bool   // the slot must not have been written at all
+	}{
 		{name: "none", compression: "none"},
 		{name: "none readback", compression: "none", readback: true},
 		{name: "gzip", compression: "gzip", readback: true},
@@ -129,73 +126,63 @@ func TestWrite(t *testing.T) {
 			wantCode: ota.CodeSizeMismatch, untouched: true,
 		},
 	}
-	// Each with the hash a stage of its own (two CPUs or more) and
-	// where it is decoded (one).
-	for _, stage := range []bool{true, false} {
-		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s/hash stage %v", tt.name, stage), func(t *testing.T) {
-				tun := testTuning()
-				tun.hashStage = stage
-				testWriteCase(t, img, imgSize, tt, tun)
-			})
-		}
-	}
-}
-
-func testWriteCase(t *testing.T, img []byte, imgSize int, tt writeCase, tun tuning) {
-	raw := img
-	if tt.payload != nil {
-		raw = tt.payload(t, img)
-	}
-	comp := tt.compression
-	if comp == "bzip2" {
-		comp = "none"
-	}
-	body := compressed(t, raw, comp)
-	if tt.corrupt != nil {
-		body = tt.corrupt(body)
-	}
-	srv := serveBytes(t, body)
-	slotSize := tt.slotSize
-	if slotSize == 0 {
-		slotSize = 2 * imgSize
-	}
-	slot := makeSlot(t, t.TempDir(), "slot-b", slotSize)
-	size := tt.size
-	if size == 0 {
-		size = int64(imgSize)
-	}
-	sum := tt.sha
-	if sum == "" {
-		sum = sha(img)
-	}
-	var dl int64
-	if tt.downloadMax != nil {
-		dl = tt.downloadMax(len(body))
-	}
-	rec := &sleepRecorder{}
-	job := Job{
-		Payload: ota.Payload{URL: srv.URL + "/img", Compression: tt.compression, Size: size, SHA256: sum, DownloadSize: dl},
-		Target:  File(slot), Readback: tt.readback, Retry: fastRetry(rec),
-	}
-	err := write(t.Context(), job, tun)
-	if got := ota.CodeOf(err); got != tt.wantCode {
-		t.Fatalf("Write() = %v (code %q), want code %q", err, got, tt.wantCode)
-	}
-	if tt.wantIn != "" && !strings.Contains(err.Error(), tt.wantIn) {
-		t.Errorf("error %q does not contain %q", err, tt.wantIn)
-	}
-	if err != nil && !strings.HasPrefix(err.Error(), string(tt.wantCode)+": ") {
-		t.Errorf("error %q does not start with its code", err)
-	}
-	if tt.wantCode == "" {
-		checkSlot(t, slot, img, slotSize)
-	}
-	if tt.untouched {
-		checkSlot(t, slot, nil, slotSize)
-	}
-	if d := rec.got(); len(d) != 0 {
-		t.Errorf("slept %v; nothing here is transient", d)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := img
+			if tt.payload != nil {
+				raw = tt.payload(t, img)
+			}
+			comp := tt.compression
+			if comp == "bzip2" {
+				comp = "none"
+			}
+			body := compressed(t, raw, comp)
+			if tt.corrupt != nil {
+				body = tt.corrupt(body)
+			}
+			srv := serveBytes(t, body)
+			slotSize := tt.slotSize
+			if slotSize == 0 {
+				slotSize = 2 * imgSize
+			}
+			slot := makeSlot(t, t.TempDir(), "slot-b", slotSize)
+			size := tt.size
+			if size == 0 {
+				size = imgSize
+			}
+			sum := tt.sha
+			if sum == "" {
+				sum = sha(img)
+			}
+			var dl int64
+			if tt.downloadMax != nil {
+				dl = tt.downloadMax(len(body))
+			}
+			rec := &sleepRecorder{}
+			job := Job{
+				Payload: ota.Payload{URL: srv.URL + "/img", Compression: tt.compression, Size: size, SHA256: sum, DownloadSize: dl},
+				Target:  File(slot), Readback: tt.readback, Retry: fastRetry(rec),
+			}
+			err := write(t.Context(), job, testTuning())
+			if got := ota.CodeOf(err); got != tt.wantCode {
+				t.Fatalf("Write() = %v (code %q), want code %q", err, got, tt.wantCode)
+			}
+			if tt.wantIn != "" && !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("error %q does not contain %q", err, tt.wantIn)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), string(tt.wantCode)+": ") {
+				t.Errorf("error %q does not start with its code", err)
+			}
+			if tt.wantCode == "" {
+				checkSlot(t, slot, img, slotSize)
+			}
+			if tt.untouched {
+				checkSlot(t, slot, nil, slotSize)
+			}
+			if d := rec.got(); len(d) != 0 {
+				t.Errorf("slept %v; nothing here is transient", d)
+			}
+		})
 	}
 }
 
