@@ -11,16 +11,18 @@ import (
 )
 
 // DeltaDecoder rebuilds chunks from their deltas and the older image's bytes, checked
-// against the index. Its buffers are one chunk and one dictionary (MaxDict); a frame
-// is never decoded past the chunk. For one goroutine at a time.
+// against the index. Its buffers are one chunk and one dictionary (MaxDict) or binary
+// diff patch (maxPatch), one buffer for either; a frame is never decoded past the chunk.
+// For one goroutine at a time.
 type DeltaDecoder struct {
-	x    *Index
-	zd   *zstd.Decoder
-	dict []byte
-	buf  []byte
-	// pd and patch decode binary diffs (method 1): made at the first one.
-	pd    *zstd.Decoder
-	patch []byte
+	x   *Index
+	zd  *zstd.Decoder
+	buf []byte
+	// work is a delta's dictionary or a binary diff's patch, never both at
+	// once: made at the first delta.
+	work []byte
+	// pd decodes binary diffs (method 1): made at the first one.
+	pd *zstd.Decoder
 	// shared: zd and buf are a PrefixDecoder's (Share), which closes zd.
 	shared bool
 }
@@ -56,7 +58,15 @@ func NewDeltaDecoder(x *Index) (*DeltaDecoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delta decoder: %w", err)
 	}
-	return &DeltaDecoder{x: x, zd: zd, dict: make([]byte, MaxDict(x)), buf: make([]byte, x.MaxChunk()+decodeSlack)}, nil
+	return &DeltaDecoder{x: x, zd: zd, buf: make([]byte, x.MaxChunk()+decodeSlack)}, nil
+}
+
+// workBuf is d.work, made at the first call.
+func (d *DeltaDecoder) workBuf() []byte {
+	if d.work == nil {
+		d.work = make([]byte, max(MaxDict(d.x), maxPatch(d.x.MaxChunk())))
+	}
+	return d.work
 }
 
 // Close releases the decoder's resources.
@@ -90,7 +100,7 @@ func (d *DeltaDecoder) Decode(dc DeltaChunk, frame []byte, old io.ReaderAt) ([]b
 		}
 		return d.check(dc, c, out)
 	}
-	dict := d.dict[:0]
+	dict := d.workBuf()[:0]
 	for _, r := range dc.Ranges[:dc.N] {
 		n := len(dict)
 		dict = dict[:n+int(r.Len)]
@@ -127,9 +137,6 @@ func (d *DeltaDecoder) diff(dc DeltaChunk, c Chunk, frame []byte, old io.ReaderA
 	bad := func(format string, args ...any) error {
 		return ota.FieldErrorf(ota.CodeChunkMismatch, fmt.Sprintf("delta.chunk[%d]", dc.Chunk), format, args...)
 	}
-	if d.patch == nil {
-		d.patch = make([]byte, 0, maxPatch(d.x.MaxChunk()))
-	}
 	pd := d.pd
 	switch {
 	case d.shared:
@@ -149,7 +156,7 @@ func (d *DeltaDecoder) diff(dc DeltaChunk, c Chunk, frame []byte, old io.ReaderA
 		}
 		d.pd = pd
 	}
-	patch, err := pd.DecodeAll(frame, d.patch[:0])
+	patch, err := pd.DecodeAll(frame, d.workBuf()[:0:maxPatch(d.x.MaxChunk())])
 	if err != nil {
 		return nil, bad("decompress the binary diff: %w", err)
 	}

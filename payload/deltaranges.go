@@ -24,7 +24,7 @@ const (
 )
 
 func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string) error {
-	d.recs = make([]DeltaChunk, 0, want.Count)
+	d.recs = make([]deltaRec, 0, want.Count)
 	all := make([]Range, 0, min(int64(len(recs))/deltaRangeSize2, MaxRanges*want.Count))
 	off, maxDict := want.IndexSize, MaxDict(x)
 	le := binary.LittleEndian
@@ -75,14 +75,16 @@ func (d *Delta) checkRecords2(recs []byte, x *Index, want DeltaExpect, at string
 		case c.Method == deltaMethodDiff && dict > MaxDiffSource:
 			return bad("ranges", "a binary diff's source of %d bytes, more than %d", dict, MaxDiffSource)
 		}
-		c.Ranges = all[first:len(all):len(all)]
-		d.recs = append(d.recs, c)
+		if err := d.keep(c, first); err != nil {
+			return err
+		}
 		off += int64(c.Length)
 		recs = recs[deltaRecordHead2+deltaRangeSize2*c.N:]
 	}
 	if len(recs) != 0 {
 		return indexErr(at+".index", "%d bytes after the last record", len(recs))
 	}
+	d.setRanges(all)
 	if off != want.Size {
 		return indexErr(at+".size", "%d, but the index and its deltas make %d bytes", want.Size, off)
 	}
