@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/otad/otad/ota"
@@ -105,13 +104,11 @@ type deltaRec struct {
 	method uint8
 }
 
-// keep appends c, whose ranges are all[first:], checked.
-func (d *Delta) keep(c DeltaChunk, first int) error {
-	if first > math.MaxInt32-c.N {
-		return fmt.Errorf("delta index: more than %d ranges", math.MaxInt32)
-	}
+// keep appends c, checked, whose ranges are all[first:]. Every field fits:
+// the records decompress to at most MaxIndexSize bytes (Validate), so there
+// are fewer than 2^31 ranges, and c's chunk and length are x's.
+func (d *Delta) keep(c DeltaChunk, first int) {
 	d.recs = append(d.recs, deltaRec{offset: c.Offset, chunk: int32(c.Chunk), length: int32(c.Length), first: int32(first), n: uint8(c.N), method: uint8(c.Method)})
-	return nil
 }
 
 // setRanges keeps all, the records' ranges, without the room left over.
@@ -305,9 +302,7 @@ func (d *Delta) checkRecords(recs []byte, x *Index, want DeltaExpect, at string)
 		if dict > maxDict {
 			return bad("ranges", "a dictionary of %d bytes, more than %d", dict, maxDict)
 		}
-		if err := d.keep(c, first); err != nil {
-			return err
-		}
+		d.keep(c, first)
 		off += int64(c.Length)
 	}
 	d.setRanges(all)

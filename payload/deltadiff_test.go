@@ -140,27 +140,13 @@ func FuzzApplyPatch(f *testing.F) {
 func TestBinaryDiffRebuiltFile(t *testing.T) {
 	m := imagetest.RebuiltPair(t, 3, 48<<20)
 	x := build(t, m.New, Options{Chunking: ota.ChunkingCDC, Level: 3}).parse(t)
-	oldMap, newMap := fileMapOf(t, m.Old), fileMapOf(t, m.New)
-	file := fileOf(t, newMap, m.Path)
-	var out bytes.Buffer
-	res, err := BuildDelta(t.Context(), bytes.NewReader(m.Old), int64(len(m.Old)), bytes.NewReader(m.New), x, &out, WithFiles(oldMap, newMap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := ParseDelta(res.Index, res.Expect(), x, "delta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := fileOf(t, fileMapOf(t, m.New), m.Path)
+	res, d, frame := fileDelta(t, m, x)
 	dec, err := NewDeltaDecoder(x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dec.Close()
-	frames := out.Bytes()
-	frame := func(dc DeltaChunk) []byte {
-		o := dc.Offset - int64(len(res.Index))
-		return frames[o : o+int64(dc.Length)]
-	}
 	var stored, diffs int64
 	var first *DeltaChunk
 	for i := range x.Count() {
@@ -257,16 +243,7 @@ func TestDeltaDecoderShared(t *testing.T) {
 	m := imagetest.RebuiltPair(t, 3, 24<<20)
 	b := build(t, m.New, Options{Chunking: ota.ChunkingCDC, Compression: ota.CompressionZstdPrefix, PrefixSize: 1 << 18, Level: 3})
 	x := b.parse(t)
-	var out bytes.Buffer
-	res, err := BuildDelta(t.Context(), bytes.NewReader(m.Old), int64(len(m.Old)), bytes.NewReader(m.New), x, &out,
-		WithFiles(fileMapOf(t, m.Old), fileMapOf(t, m.New)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := ParseDelta(res.Index, res.Expect(), x, "delta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d, frame := fileDelta(t, m, x)
 	pd, err := NewPrefixDecoder(x)
 	if err != nil {
 		t.Fatal(err)
@@ -293,8 +270,7 @@ func TestDeltaDecoderShared(t *testing.T) {
 		}
 		var got []byte
 		if dc, ok := d.Find(i); ok {
-			frame := out.Bytes()[dc.Offset-int64(len(res.Index)):][:dc.Length]
-			got, err = dec.Decode(dc, frame, old)
+			got, err = dec.Decode(dc, frame(dc), old)
 			kinds[map[bool]string{true: "diff", false: "zstd delta"}[dc.Method == deltaMethodDiff]]++
 		} else {
 			got, err = pd.Decode(i, b.store[c.StoreOffset:c.StoreOffset+int64(c.StoreLength)], hist.Bytes())
@@ -312,4 +288,25 @@ func TestDeltaDecoderShared(t *testing.T) {
 		t.Fatalf("chunks by kind %v: want each", kinds)
 	}
 	t.Logf("chunks by kind %v", kinds)
+}
+
+// fileDelta is m's file-aware delta against x's chunks, parsed, and the frame
+// of each of its records.
+func fileDelta(t *testing.T, m imagetest.Rebuilt, x *Index) (*DeltaResult, *Delta, func(DeltaChunk) []byte) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := BuildDelta(t.Context(), bytes.NewReader(m.Old), int64(len(m.Old)), bytes.NewReader(m.New), x, &out,
+		WithFiles(fileMapOf(t, m.Old), fileMapOf(t, m.New)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseDelta(res.Index, res.Expect(), x, "delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := out.Bytes()
+	return res, d, func(dc DeltaChunk) []byte {
+		o := dc.Offset - int64(len(res.Index))
+		return frames[o : o+int64(dc.Length)]
+	}
 }
