@@ -113,20 +113,48 @@ func TestChunkedNoRangesBootedLacks(t *testing.T) {
 // Issue 21: with slots.readback = false a chunked install still binds
 // payload.sha256 (hashed as it is written, what a resume kept read from the
 // slot): a manifest whose sha256 the chunks do not make is hash_mismatch,
-// and no kept index names it.
+// and no kept index names it. A slot file's image is hashed from the
+// staging buffers as they are written (O_DIRECT or, where it is refused,
+// through the page cache), a Writer's from the pieces on their way to it:
+// each way binds it.
 func TestChunkedNoReadbackBindsSHA256(t *testing.T) {
 	img := chunkImage(40, 47)
-	t.Run("sha256 the chunks do not make", func(t *testing.T) {
-		_, _, d, job := rig(t, img)
-		other := bytes.Clone(img)
-		other[len(other)/2] ^= 1
-		job.SHA256 = sha(other)
-		err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning())
-		wantCode(t, err, ota.CodeHashMismatch)
-		if _, err := os.Stat(filepath.Join(d.state, chunkDirName, sha(other)+indexSuffix)); !os.IsNotExist(err) {
-			t.Fatalf("kept index of a hash the slot does not hold: %v", err)
-		}
-	})
+	for _, c := range []struct {
+		name   string
+		tun    func(*tuning)
+		writer bool
+	}{
+		{"slot file, O_DIRECT", func(*tuning) {}, false},
+		{"slot file, page cache", func(t *tuning) { t.bufferedWrite = true }, false},
+		{"a Writer that syncs", func(*tuning) {}, true},
+	} {
+		tun := testTuning()
+		c.tun(&tun)
+		t.Run(c.name+": sha256 the chunks do not make", func(t *testing.T) {
+			_, _, d, job := rig(t, img)
+			if c.writer {
+				job.Target = syncingTarget{&otherTarget{File: File(d.target)}}
+			}
+			other := bytes.Clone(img)
+			other[len(other)/2] ^= 1
+			job.SHA256 = sha(other)
+			err := writeChunked(t.Context(), job, tun, chunkTestTuning())
+			wantCode(t, err, ota.CodeHashMismatch)
+			if _, err := os.Stat(filepath.Join(d.state, chunkDirName, sha(other)+indexSuffix)); !os.IsNotExist(err) {
+				t.Fatalf("kept index of a hash the slot does not hold: %v", err)
+			}
+		})
+		t.Run(c.name+": the right sha256", func(t *testing.T) {
+			_, _, d, job := rig(t, img)
+			if c.writer {
+				job.Target = syncingTarget{&otherTarget{File: File(d.target)}}
+			}
+			if err := writeChunked(t.Context(), job, tun, chunkTestTuning()); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+		})
+	}
 	t.Run("resumed", func(t *testing.T) {
 		// The second run hashes what the first wrote, read from the slot,
 		// and what it finds there after the checkpoint.

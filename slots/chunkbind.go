@@ -63,19 +63,26 @@ func (ih *imageHash) check() error {
 	return nil
 }
 
-// hashPieces hashes the image from the pieces on their way to the writer,
-// in order, starting with what the slot held before a resumed install's
-// checkpoint; in.written holds the hash for the final check.
-func (in *chunkInstall) hashPieces(ctx context.Context, pieces <-chan piece, out chan<- piece, scratch []byte) error {
+// startImageHash starts the image's hash (read-back off) with what the slot
+// holds before a resumed install's checkpoint.
+func (in *chunkInstall) startImageHash(scratch []byte) (*imageHash, error) {
 	next := 0
 	if r := in.resumed; r != nil {
 		next = r.Next
 	}
 	ih, err := in.newImageHash(next, scratch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in.written = ih
+	return ih, nil
+}
+
+// hashPieces hashes the image from the pieces on their way to the writer,
+// in order: the stage a slot written through the page cache has (one
+// written with O_DIRECT hashes its staging buffers instead, as they are
+// written: chunkstage.go).
+func (in *chunkInstall) hashPieces(ctx context.Context, pieces <-chan piece, out chan<- piece, ih *imageHash) error {
 	for p := range pieces {
 		if err := ih.feed(p); err != nil {
 			p.release()

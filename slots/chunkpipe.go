@@ -112,10 +112,18 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 //
 // Every chunk is checked against the authenticated index before it is
 // written; the read-back checks the slot against the index and sha256, or
-// without one the writer hashes the image as it goes (imageHash).
+// without one the image is hashed as it is written (imageHash: from the
+// staging buffers, chunkstage.go, or for a Writer in a stage before it).
 func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var ih *imageHash
+	if !in.job.Readback {
+		var err error
+		if ih, err = in.startImageHash(bufs.scratch); err != nil {
+			return err
+		}
+	}
 	net, err := in.network(bufs)
 	if err != nil {
 		return err
@@ -139,19 +147,20 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
 	})
 	toWrite := pieces
-	if !in.job.Readback {
+	if ih != nil && in.tgt.directSlot() == nil {
 		// The image's hash a stage of its own, beside the writer, as in
-		// the stream install (Write's pipeline).
-		hashed := make(chan piece, len(bufs.local))
+		// the stream install (Write's pipeline); a slot written with
+		// O_DIRECT hashes its staging buffers as they are written.
+		hashed, stage := make(chan piece, len(bufs.local)), ih
 		wg.Go(func() {
 			defer close(hashed)
-			fail(in.hashPieces(ctx, pieces, hashed, bufs.scratch))
+			fail(in.hashPieces(ctx, pieces, hashed, stage))
 		})
-		toWrite = hashed
+		toWrite, ih = hashed, nil
 	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, toWrite, due, bufs.stage))
+		fail(in.writeLoop(ctx, toWrite, due, bufs.stage, ih))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -248,7 +257,7 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 // the slot takes it: chunkstage.go), gives their buffers back, reports
 // progress and hands the committer a checkpoint when one is due
 // (chunkTuning); at most one waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte) error {
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte, ih *imageHash) error {
 	w := &chunkWriter{in: in, due: due, cp: checkpoint{Key: in.key, Offer: in.job.Offer}}
 	if r := in.resumed; r != nil {
 		w.cp = *r
@@ -258,7 +267,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	var err error
 	if d := in.tgt.directSlot(); d != nil {
 		s = d.flusher(in.tun.syncLag, func(int64) {})
-		err = w.staged(ctx, pieces, newStager(d, s, stage))
+		err = w.staged(ctx, pieces, newStager(d, s, stage, ih))
 	} else {
 		s = in.tgt.flusher(in.tun.syncLag)
 		err = w.batched(ctx, pieces, s)
@@ -290,6 +299,9 @@ type chunkWriter struct {
 func (w *chunkWriter) staged(ctx context.Context, pieces <-chan piece, st *stager) error {
 	var wg sync.WaitGroup
 	wg.Go(st.run)
+	if st.ih != nil {
+		wg.Go(st.hash)
+	}
 	defer wg.Wait()
 	defer st.close()
 	for p := range pieces {
@@ -302,9 +314,15 @@ func (w *chunkWriter) staged(ctx context.Context, pieces <-chan piece, st *stage
 		if p.write {
 			err = st.add(ctx, p, w.piece)
 		} else if err = st.drain(ctx, w.piece); err == nil {
-			// The target holds it: its place in the order is all it needs.
+			// The target holds it: its place in the order is all it needs,
+			// and its bytes in the image's hash, after all before it.
+			if st.ih != nil {
+				err = st.ih.feed(p)
+			}
 			p.release()
-			err = w.piece(p)
+			if err == nil {
+				err = w.piece(p)
+			}
 		}
 		if err == nil {
 			err = st.poll(ctx, w.piece)

@@ -24,6 +24,15 @@ import (
 // last byte has returned, not when it was copied, and the committer
 // fdatasyncs the slot before it replaces the checkpoint file, so the
 // buffered parts and the device's write cache are flushed first.
+//
+// With read-back off, the image's SHA-256 is taken from the staging
+// buffers, in order, by a goroutine of its own while they are written
+// (stager.hash); a chunk the target already holds is hashed by the writer
+// once everything before it is (chunkWriter.staged). The hash is then off
+// the path of the lanes' buffers, which go back as soon as they are copied:
+// as a stage between the assembler and the writer it held each one for its
+// hash, and the lanes, two buffers each, waited for them (docs/design.md,
+// "Writing a slot").
 
 // staged is a staging buffer on its way to the slot: buf[from:to] goes at
 // base+from. final: the run ends there, its last partial block is written
@@ -42,10 +51,16 @@ func (b staged) end() int64 { return b.base + int64(b.to) }
 // stager gathers the pieces into staging buffers and accounts for them as
 // their writes return.
 type stager struct {
-	d       *directTarget
-	fl      flusher
-	full    chan staged // to the writing goroutine
-	back    chan staged // written, with the buffer to fill again
+	d    *directTarget
+	fl   flusher
+	full chan staged // to the writing goroutine
+	back chan staged // written, with the buffer to fill again
+	// With ih (read-back off), each buffer is also handed to a hashing
+	// goroutine, which hashes them in the order they are handed while they
+	// are written; a buffer comes back once both are done.
+	ih      *imageHash
+	toHash  chan staged
+	hashed  chan struct{}
 	spare   [][]byte
 	cur     staged  // being filled; cur.buf nil: none
 	pending []piece // copied, not yet written, in order
@@ -53,15 +68,31 @@ type stager struct {
 	written int64   // the image is written up to here (as far as pending goes)
 }
 
-func newStager(d *directTarget, fl flusher, bufs [][]byte) *stager {
-	return &stager{d: d, fl: fl, full: make(chan staged, len(bufs)), back: make(chan staged, len(bufs)), spare: append([][]byte(nil), bufs...)}
+func newStager(d *directTarget, fl flusher, bufs [][]byte, ih *imageHash) *stager {
+	s := &stager{d: d, fl: fl, full: make(chan staged, len(bufs)), back: make(chan staged, len(bufs)), spare: append([][]byte(nil), bufs...), ih: ih}
+	if ih != nil {
+		s.toHash, s.hashed = make(chan staged, len(bufs)), make(chan struct{}, len(bufs))
+	}
+	return s
 }
 
 // run writes the buffers handed on until full is closed.
 func (s *stager) run() {
 	for b := range s.full {
 		b.err = s.write(b)
+		if s.ih != nil {
+			// The hashing goroutine takes the buffers in the same order.
+			<-s.hashed
+		}
 		s.back <- b
+	}
+}
+
+// hash hashes the buffers handed on, in order, until toHash is closed.
+func (s *stager) hash() {
+	for b := range s.toHash {
+		s.ih.h.Write(b.buf[b.from:b.to])
+		s.hashed <- struct{}{}
 	}
 }
 
@@ -136,6 +167,9 @@ func (s *stager) take(ctx context.Context, done func(piece) error) error {
 func (s *stager) hand(final bool) {
 	s.cur.final = final
 	s.full <- s.cur // never blocks: room for every buffer
+	if s.ih != nil {
+		s.toHash <- s.cur
+	}
 	s.inFly++
 	s.cur = staged{}
 }
@@ -207,6 +241,9 @@ func (s *stager) drain(ctx context.Context, done func(piece) error) error {
 // or after a failure).
 func (s *stager) close() {
 	close(s.full)
+	if s.ih != nil {
+		close(s.toHash)
+	}
 	for ; s.inFly > 0; s.inFly-- {
 		<-s.back
 	}

@@ -106,7 +106,7 @@ func TestStagerWrites(t *testing.T) {
 func runStager(t *testing.T, d *directTarget, bufs [][]byte, pieces []piece, done func(piece) error) {
 	t.Helper()
 	ctx := context.Background()
-	st := newStager(d, d.flusher(1<<20, func(int64) {}), bufs)
+	st := newStager(d, d.flusher(1<<20, func(int64) {}), bufs, nil)
 	go st.run()
 	defer st.close()
 	for _, p := range pieces {
