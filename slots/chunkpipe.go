@@ -146,21 +146,21 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		defer close(pieces)
 		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
 	})
-	toWrite := pieces
+	// A slot written with O_DIRECT hashes its staging buffers as they are
+	// written; any other has the image's hash a stage of its own, beside
+	// the writer, as in the stream install (Write's pipeline).
+	toWrite, stagedHash := pieces, ih
 	if ih != nil && in.tgt.directSlot() == nil {
-		// The image's hash a stage of its own, beside the writer, as in
-		// the stream install (Write's pipeline); a slot written with
-		// O_DIRECT hashes its staging buffers as they are written.
-		hashed, stage := make(chan piece, len(bufs.local)), ih
+		hashed := make(chan piece, len(bufs.local))
 		wg.Go(func() {
 			defer close(hashed)
-			fail(in.hashPieces(ctx, pieces, hashed, stage))
+			fail(in.hashPieces(ctx, pieces, hashed, ih))
 		})
-		toWrite, ih = hashed, nil
+		toWrite, stagedHash = hashed, nil
 	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, toWrite, due, bufs.stage, ih))
+		fail(in.writeLoop(ctx, toWrite, due, bufs.stage, stagedHash))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
