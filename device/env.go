@@ -155,12 +155,13 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 		return code, nil
 	}
 	defer lock.Release()
-	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: dropStartupPages})
+	pages := newExePages()
+	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop})
 	if err != nil {
 		return e.fail(exitCode(err), "%v", err), nil
 	}
 	limitMemory()
-	dropStartupPages()
+	pages.drop()
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	runErr := make(chan error, 1)

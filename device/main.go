@@ -138,8 +138,9 @@ func cmdRun(e *env, args []string) int {
 	}
 	defer lock.Release()
 	limitMemory()
-	dropStartupPages()
-	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: dropStartupPages}); err != nil {
+	pages := newExePages()
+	pages.drop()
+	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop}); err != nil {
 		return e.fail(exitCode(err), "%v", err)
 	}
 	return ota.ExitOK

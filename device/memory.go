@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,7 +15,7 @@ import (
 //
 // Most of what an idle otad holds is not heap: it is the executable's own
 // pages, mapped while the packages' init functions ran (protocol buffer
-// descriptors, crypto tables, type data). dropStartupPages unmaps the
+// descriptors, crypto tables, type data). exePages.drop unmaps the
 // read-only ones once otad has started (about 9 MiB); what runs afterwards
 // maps back only the pages it uses from the page cache (mapPageByPage). The heap is kept near its live
 // size: a device has no memory for the garbage of a doubling heap. 25%
@@ -33,22 +34,31 @@ func limitMemory() {
 // span is an address range [start, end).
 type span struct{ start, end uintptr }
 
-// dropStartupPages returns the heap's free pages to the system and tells the
-// kernel this process no longer needs the executable's read-only mappings
-// (text and read-only data): MADV_DONTNEED unmaps them, and the next access
-// maps the page again from the page cache. Only mappings that were never written are touched, so nothing is
-// lost. Errors are ignored: it only saves memory.
-func dropStartupPages() {
+// exePages are the executable's read-only mappings (text and read-only data),
+// found once: after the first drop each of their pages is a mapping of its
+// own, and /proc/self/maps is thousands of lines long.
+type exePages struct {
+	spans []span
+	split sync.Once
+}
+
+func newExePages() *exePages { return &exePages{spans: exeReadOnly()} }
+
+// drop returns the heap's free pages to the system and tells the kernel this
+// process no longer needs the executable's read-only mappings: MADV_DONTNEED
+// unmaps them, and the next access maps the page again from the page cache.
+// Only mappings that were never written are touched, so nothing is lost.
+// Errors are ignored: it only saves memory.
+func (p *exePages) drop() {
 	// The start-up's and the offer checks' garbage, swept but kept by the
 	// runtime until its background scavenger comes to it, would otherwise
 	// stay beside the install's buffers. First, so that the pages this
 	// collection touches are dropped too.
 	debug.FreeOSMemory()
-	spans := exeReadOnly()
-	for _, s := range spans {
+	for _, s := range p.spans {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
 	}
-	mapPageByPage(spans, os.Getpagesize())
+	p.split.Do(func() { mapPageByPage(p.spans, os.Getpagesize()) })
 }
 
 // mapPageByPage makes each page of spans a mapping of its own, so that a fault
@@ -76,7 +86,7 @@ func mapPageByPage(spans []span, page int) {
 
 // exeReadOnly lists the executable's mappings that were never written: its
 // text and read-only data, as /proc/self/maps names them, neighbours merged
-// (after mapPageByPage each page is a line of its own); nil if it cannot tell.
+// (after mapPageByPage, each page is a line of its own); nil if it cannot tell.
 func exeReadOnly() []span {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {

@@ -155,9 +155,11 @@ type chunkInstall struct {
 	deltaOf ota.Delta             // that entry
 	dd      *payload.DeltaDecoder // decodes them, with the booted slot's bytes
 	// pd and hist decode a zstd-prefix store's chunks with the image's last
-	// bytes (chunkprefix.go); nil for other stores.
-	pd   *payload.PrefixDecoder
-	hist *payload.History
+	// bytes (chunkprefix.go); nil for other stores. nextZstd is the first
+	// zstd chunk after those remembered so far.
+	pd       *payload.PrefixDecoder
+	hist     *payload.History
+	nextZstd int
 
 	fetched  atomic.Int64 // store and index bytes from the network, this run
 	progress *reporter

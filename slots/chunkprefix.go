@@ -21,15 +21,33 @@ func (in *chunkInstall) packed(c payload.Chunk) bool {
 	return in.pd != nil && c.Kind == payload.KindZstd
 }
 
-// remember adds chunk c, as p holds it, to the image's last bytes.
+// remember adds chunk c, as p holds it, to the image's last bytes when they
+// are a later zstd chunk's dictionary, and forgets them when not: a run of raw
+// chunks longer than the prefix (a compressed file system's data) is not
+// copied there. Every zstd chunk counts, whatever its source, since any may
+// have to be fetched from the store (a delta or a booted chunk that does not
+// come out right). The next bytes remembered after a gap start the run again,
+// and reach back at least a prefix before the next zstd chunk: the chunk before
+// them ended before its dictionary began.
 func (in *chunkInstall) remember(p piece, c payload.Chunk) {
 	switch {
 	case in.hist == nil:
+	case !in.beforeZstd(c):
+		in.hist.Reset()
 	case p.buf == nil || c.Kind == payload.KindZero:
 		in.hist.AddZeros(int64(c.Length))
 	default:
 		in.hist.Add(p.buf)
 	}
+}
+
+// beforeZstd reports whether chunk c holds bytes of a later zstd chunk's
+// dictionary (chunks come in image order).
+func (in *chunkInstall) beforeZstd(c payload.Chunk) bool {
+	for in.nextZstd < in.x.Count() && (in.nextZstd <= c.Num || in.x.Chunk(in.nextZstd).Kind != payload.KindZstd) {
+		in.nextZstd++
+	}
+	return in.nextZstd < in.x.Count() && in.x.Chunk(in.nextZstd).Offset-payload.PrefixSize(in.x) < c.Offset+int64(c.Length)
 }
 
 // unpack decodes p, chunk c as stored, into p's buffer: a chunk that does not

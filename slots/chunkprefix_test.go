@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,60 @@ func TestPrefixReuse(t *testing.T) {
 	t.Logf("store %d bytes, fetched %d, reused %d of %d image bytes", len(c.store), s.served.Load(), last.BytesReused, len(img))
 	if s.served.Load() > int64(len(c.store))/4 || last.BytesReused < int64(len(img))*3/4 {
 		t.Fatalf("served %d of %d store bytes, reused %d of %d image bytes", s.served.Load(), len(c.store), last.BytesReused, len(img))
+	}
+}
+
+// TestPrefixRawRuns: runs of raw chunks longer than the prefix (a compressed
+// file system's data) between compressible ones, which the install does not keep
+// as a dictionary: every zstd chunk after one still decodes, also where the
+// booted slot was to give it and does not hold it (its kept index says it does),
+// so it is fetched from the store and decoded with the bytes before it.
+func TestPrefixRawRuns(t *testing.T) {
+	var img []byte
+	for i, raw := range []int{0, 600 << 10, 400 << 10} {
+		img = append(img, testImage(raw, uint64(30+i))...)
+		img = append(img, prefixImage(30, 100, uint64(40+i))...)
+	}
+	for _, booted := range []string{"nothing", "the image, altered after its raw runs"} {
+		t.Run(booted, func(t *testing.T) {
+			c, s, d, job := prefixRig(t, img)
+			var altered []int
+			if booted != "nothing" {
+				old := bytes.Clone(img)
+				last := payload.KindZero // of the chunks before, zero runs aside
+				for i := range c.x.Count() {
+					ch := c.x.Chunk(i)
+					if ch.Kind == payload.KindZstd && last == payload.KindRaw {
+						old[ch.Offset+int64(ch.Length)/2] ^= 0x10
+						altered = append(altered, i)
+					}
+					if ch.Kind != payload.KindZero {
+						last = ch.Kind
+					}
+				}
+				d = newChunkSlots(t, len(img)+50000, old)
+				if err := os.MkdirAll(filepath.Join(d.state, chunkDirName), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(d.state, chunkDirName, sha(img)+indexSuffix), c.idx, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				job = d.job(s, fastRetry(&sleepRecorder{}))
+				job.BootedImage = sha(img)
+			}
+			if err := writeChunked(t.Context(), job, testTuning(), chunkTestTuning()); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+			if len(altered) < 2 && booted != "nothing" {
+				t.Fatalf("altered %v: the test image has no zstd chunk after a raw run", altered)
+			}
+			for _, i := range altered {
+				if s.rangesCovering(i) == 0 {
+					t.Fatalf("chunk %d, altered in the booted slot, was not fetched", i)
+				}
+			}
+		})
 	}
 }
 
