@@ -161,6 +161,7 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 		return e.fail(exitCode(err), "%v", err), nil
 	}
 	limitMemory()
+	spareProc()
 	pages.drop()
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()

@@ -138,6 +138,7 @@ func cmdRun(e *env, args []string) int {
 	}
 	defer lock.Release()
 	limitMemory()
+	spareProc()
 	pages := newExePages()
 	pages.drop()
 	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop}); err != nil {

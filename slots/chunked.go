@@ -55,14 +55,18 @@ type ChunkedJob struct {
 
 // chunkTuning holds the chunked install's knobs; tests try others.
 type chunkTuning struct {
-	lanes      int   // range requests in flight
-	decoders   int   // chunks decompressed at once, by the lanes' one decoder
-	laneBytes  int   // decoded chunks buffered per lane
-	localBytes int   // buffers for chunks read from the slots
-	batchBytes int   // bytes per vectored write through the page cache
-	stageBytes int   // bytes per O_DIRECT write (a staging buffer, chunkstage.go)
-	stageBufs  int   // staging buffers: one filling while the others are written
-	maxSpan    int64 // bytes per range request
+	lanes    int // range requests in flight
+	decoders int // chunks decompressed at once, by the lanes' one decoder
+	// A lane's ring (chunkring.go) when the network brings at least half of
+	// the image whole, and when deltas and the booted slot bring more: their
+	// chunks wait on the assembler's rebuilding, not on the lanes, and a
+	// deeper ring only holds memory.
+	laneBytes, laneBytesAided int
+	localBytes                int   // buffers for chunks read from the slots
+	batchBytes                int   // bytes per vectored write through the page cache
+	stageBytes                int   // bytes per O_DIRECT write (a staging buffer, chunkstage.go)
+	stageBufs                 int   // staging buffers: one filling while the others are written
+	maxSpan                   int64 // bytes per range request
 	// A checkpoint is due after checkpointBytes of image once checkpointGap
 	// has passed since the last, and after checkpointEvery in any case: on a
 	// slow link every few MiB, on a fast one a few times a second, where
@@ -85,7 +89,8 @@ func defaultChunkTuning() chunkTuning {
 	return chunkTuning{
 		lanes:           3,
 		decoders:        1,
-		laneBytes:       384 << 10,
+		laneBytes:       1 << 20,
+		laneBytesAided:  384 << 10,
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
 		stageBytes:      512 << 10,

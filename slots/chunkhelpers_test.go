@@ -173,7 +173,7 @@ func (d *chunkSlots) job(s *storeServer, retry backoff.Policy) ChunkedJob {
 // checkpoints, and keeps requests small so that there are many.
 func chunkTestTuning() chunkTuning {
 	ct := defaultChunkTuning()
-	ct.laneBytes = 4 * testChunk
+	ct.laneBytes, ct.laneBytesAided = 4*testChunk, 4*testChunk
 	ct.localBytes = 4 * testChunk
 	ct.batchBytes = 8 * testChunk
 	ct.maxSpan = 8 * testChunk

@@ -44,20 +44,35 @@ type network struct {
 // lane is one fetcher's decoder, buffers and queue of decoded chunks.
 type lane struct {
 	out    chan piece
-	pool   chan []byte
-	stored []byte // a compressed chunk as it arrives
+	ring   *ring       // the chunks' room; nil for a lane that reads into its caller's buffers
+	pool   chan []byte // where the chunks' room goes back: ring.free
+	stored []byte      // a compressed chunk as it arrives
 	dec    *payload.Decoder
 	// packed: zstd chunks are handed on as stored, for the assembler to
 	// decode with the bytes before them (chunkprefix.go).
 	packed bool
 }
 
-func newLane(dec *payload.Decoder, bufs [][]byte, stored []byte) *lane {
-	l := &lane{out: make(chan piece, len(bufs)), pool: make(chan []byte, len(bufs)), stored: stored, dec: dec}
-	for _, b := range bufs {
-		l.pool <- b
+func newLane(dec *payload.Decoder, mem, stored []byte) *lane {
+	l := &lane{stored: stored, dec: dec}
+	if mem != nil {
+		l.ring = newRing(mem)
+		l.pool, l.out = l.ring.free, make(chan piece, l.ring.slots())
 	}
 	return l
+}
+
+// take is room in l's ring for chunk c as it arrives and is decoded (a
+// delta of it: its length).
+func (l *lane) take(ctx context.Context, c payload.Chunk, delta int64) ([]byte, error) {
+	n := max(c.StoreLength, c.Length)
+	switch {
+	case delta > 0:
+		n = int(delta)
+	case c.Kind != payload.KindRaw:
+		n = max(c.StoreLength, c.Length+payload.DecodeSlack)
+	}
+	return l.ring.take(ctx, n)
 }
 
 // start runs the lanes until they have fetched everything or ctx ends.
@@ -179,11 +194,13 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 			}
 			continue
 		}
-		var buf []byte
-		select {
-		case buf = <-l.pool:
-		case <-ctx.Done():
-			return i, ctx.Err()
+		var delta int64
+		if file == payload.FileDelta {
+			delta = length
+		}
+		buf, err := l.take(ctx, c, delta)
+		if err != nil {
+			return i, err
 		}
 		if file == payload.FileDelta {
 			if _, err := io.ReadFull(body, buf[:length]); err != nil {

@@ -56,7 +56,7 @@ func bufSize(x *payload.Index) int {
 // arrivals, the chunks read from the slots, one scratch buffer, and a
 // buffer of zeros that is never written, so it costs no memory.
 type chunkBufs struct {
-	lanes  [][][]byte
+	lanes  [][]byte // each lane's ring (chunkring.go)
 	stored [][]byte
 	local  [][]byte
 	block  []byte   // local, as one block
@@ -69,17 +69,40 @@ type chunkBufs struct {
 	zeros    []byte
 }
 
+// ringFor is the size of each lane's ring for plan p, with chunk buffers of cs.
+func (ct chunkTuning) ringFor(p *payload.Plan, cs int) int {
+	if p.NetworkBytes < p.DeltaBytes+p.BootedBytes {
+		return ringSize(ct.laneBytesAided, cs)
+	}
+	return ringSize(ct.laneBytes, cs)
+}
+
+// ringSize is a lane's ring of about n bytes for chunk buffers of cs: two
+// of the largest chunks at least, as the lanes' buffers were before they
+// were packed.
+func ringSize(n, cs int) int {
+	return int(roundUp(int64(max(n, 2*cs)), alignment))
+}
+
 func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 	cs := bufSize(in.x)
 	ct := in.ct
-	perLane := max(2, ct.laneBytes/cs)
+	// Mapped for the larger ring; a ring cut to the smaller one (network)
+	// never touches the rest, which then costs no memory.
+	perLane := ringSize(max(ct.laneBytes, ct.laneBytesAided), cs)
 	local := max(2, ct.localBytes/cs)
-	all, release, err := mapBuffers(ct.lanes*perLane+ct.lanes+3, cs)
+	all, release, err := mapBuffers(ct.lanes+3, cs)
 	if err != nil {
+		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
+	}
+	rings, releaseRings, err := mapBuffers(ct.lanes, perLane)
+	if err != nil {
+		release()
 		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
 	block, releaseBlock, err := mapBuffers(1, local*cs)
 	if err != nil {
+		releaseRings()
 		release()
 		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
@@ -88,19 +111,17 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 	stage, releaseStage, err := mapBuffers(1, ct.stageBufs*ct.stageBytes)
 	if err != nil {
 		releaseBlock()
+		releaseRings()
 		release()
 		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
-	b := &chunkBufs{block: block[0], stage: split(stage[0], ct.stageBufs, ct.stageBytes), readback: stage[0]}
-	for range ct.lanes {
-		b.lanes, all = append(b.lanes, all[:perLane]), all[perLane:]
-	}
+	b := &chunkBufs{lanes: rings, block: block[0], stage: split(stage[0], ct.stageBufs, ct.stageBytes), readback: stage[0]}
 	b.stored, all = all[:ct.lanes+1], all[ct.lanes+1:]
 	b.scratch, b.zeros = all[0], all[1]
 	for i := range local {
 		b.local = append(b.local, b.block[i*cs:(i+1)*cs:(i+1)*cs])
 	}
-	return b, func() { releaseStage(); releaseBlock(); release() }, nil
+	return b, func() { releaseStage(); releaseBlock(); releaseRings(); release() }, nil
 }
 
 // write runs the install from the checkpoint on:
@@ -190,8 +211,9 @@ func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
 		n.close()
 		return nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
+	size := in.ct.ringFor(in.plan, bufSize(in.x))
 	for i := range in.ct.lanes {
-		n.lanes = append(n.lanes, newLane(n.dec, bufs.lanes[i], bufs.stored[i]))
+		n.lanes = append(n.lanes, newLane(n.dec, bufs.lanes[i][:size], bufs.stored[i]))
 	}
 	n.mine = newLane(n.dec, nil, bufs.stored[in.ct.lanes])
 	for _, l := range append(n.lanes, n.mine) {

@@ -61,11 +61,9 @@ func (n *network) sequential(ctx context.Context, c payload.Chunk) error {
 
 func (n *network) nextSequential(ctx context.Context, c payload.Chunk) (piece, error) {
 	l := n.lanes[0]
-	var buf []byte
-	select {
-	case buf = <-l.pool:
-	case <-ctx.Done():
-		return piece{}, ctx.Err()
+	buf, err := l.take(ctx, c, 0)
+	if err != nil {
+		return piece{}, err
 	}
 	b, err := n.readSequential(ctx, l, c, buf)
 	if err != nil {
