@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -58,10 +59,12 @@ type chunkTuning struct {
 	lanes    int // range requests in flight
 	decoders int // chunks decompressed at once, by the lanes' one decoder
 	// A lane's ring (chunkring.go) when the network brings at least half of
-	// the image whole, and when deltas and the booted slot bring more: their
-	// chunks wait on the assembler's rebuilding, not on the lanes, and a
-	// deeper ring only holds memory.
+	// the image whole on two CPUs or more, and otherwise: deltas' and the
+	// booted slot's chunks wait on the assembler's rebuilding, not on the
+	// lanes, and on one CPU lanes far ahead only take it from the writer
+	// while the storage idles; a deeper ring then only holds memory.
 	laneBytes, laneBytesAided int
+	cpus                      int   // the CPUs the install may use
 	localBytes                int   // buffers for chunks read from the slots
 	batchBytes                int   // bytes per vectored write through the page cache
 	stageBytes                int   // bytes per O_DIRECT write (a staging buffer, chunkstage.go)
@@ -91,6 +94,7 @@ func defaultChunkTuning() chunkTuning {
 		decoders:        1,
 		laneBytes:       1 << 20,
 		laneBytesAided:  384 << 10,
+		cpus:            runtime.NumCPU(),
 		localBytes:      512 << 10,
 		batchBytes:      1 << 20,
 		stageBytes:      512 << 10,

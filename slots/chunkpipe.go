@@ -71,7 +71,7 @@ type chunkBufs struct {
 
 // ringFor is the size of each lane's ring for plan p, with chunk buffers of cs.
 func (ct chunkTuning) ringFor(p *payload.Plan, cs int) int {
-	if p.NetworkBytes < p.DeltaBytes+p.BootedBytes {
+	if ct.cpus < 2 || p.NetworkBytes < p.DeltaBytes+p.BootedBytes {
 		return ringSize(ct.laneBytesAided, cs)
 	}
 	return ringSize(ct.laneBytes, cs)

@@ -171,12 +171,18 @@ func TestRingRefuses(t *testing.T) {
 	r.reclaim()
 }
 
-// A lane's ring is deep when the network brings most of the image whole, and
-// shallow when deltas or the booted slot do; never under two of the largest
-// chunks.
+// A lane's ring is deep when the network brings most of the image whole on
+// two CPUs, and shallow when deltas or the booted slot do, or on one CPU;
+// never under two of the largest chunks.
 func TestRingFor(t *testing.T) {
 	ct := defaultChunkTuning()
+	ct.cpus = 2
+	one := ct
+	one.cpus = 1
 	const cs = 136 << 10
+	if got := one.ringFor(&payload.Plan{NetworkBytes: 1 << 30}, cs); got != ct.laneBytesAided {
+		t.Fatalf("ring of %d bytes on one CPU, want %d", got, ct.laneBytesAided)
+	}
 	for _, tc := range []struct {
 		name string
 		plan payload.Plan
