@@ -13,11 +13,12 @@ import (
 // the writer, hold them all, and the writer and the image's hash queue behind
 // them while the storage idles; with a spare one the kernel runs whichever
 // thread woke, as it does for any program that sleeps more than it computes.
-// The chunked install of make bench (1 GiB, read-back off) took 0.82x the
-// time with it, at the same CPU (docs/design.md, "Writing a slot"). On one
-// CPU the runtime's own default stays: a second P there spun on it, CPU a
-// device pays for before wall time. GOMAXPROCS in the environment (the
-// operator's choice, e.g. in the unit file) is left as it is.
+// A chunked install of 1 GiB (read-back off) took 0.82x the time of the build
+// before with the lanes' rings and it, 0.90x with the rings alone
+// (docs/design.md, "Writing a slot"). On one CPU the runtime's own default
+// stays: a second P there spun on it, CPU a device pays for before wall
+// time. GOMAXPROCS in the environment (the operator's choice, e.g. in the
+// unit file) is left as it is.
 func spareProc() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
