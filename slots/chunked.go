@@ -58,11 +58,12 @@ type ChunkedJob struct {
 type chunkTuning struct {
 	lanes    int // range requests in flight
 	decoders int // chunks decompressed at once, by the lanes' one decoder
-	// A lane's ring (chunkring.go) when the network brings at least half of
-	// the image whole on two CPUs or more, and otherwise: deltas' and the
-	// booted slot's chunks wait on the assembler's rebuilding, not on the
-	// lanes, and on one CPU lanes far ahead only take it from the writer
-	// while the storage idles; a deeper ring then only holds memory.
+	// laneBytes is a lane's ring (chunkring.go) when the network brings at
+	// least half of the image whole and the install has two CPUs or more;
+	// laneBytesAided otherwise: deltas' and the booted slot's chunks wait on
+	// the assembler's rebuilding, not on the lanes, and on one CPU lanes far
+	// ahead only take it from the writer while the storage idles, so a
+	// deeper ring would only hold memory (ringFor).
 	laneBytes, laneBytesAided int
 	cpus                      int   // the CPUs the install may use
 	localBytes                int   // buffers for chunks read from the slots

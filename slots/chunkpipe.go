@@ -87,8 +87,9 @@ func ringSize(n, cs int) int {
 func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 	cs := bufSize(in.x)
 	ct := in.ct
-	// Mapped for the larger ring; a ring cut to the smaller one (network)
-	// never touches the rest, which then costs no memory.
+	// Mapped at the deeper ring's size: a lane whose ring is cut shorter
+	// (ringFor, once the plan is made) never touches the rest, which then
+	// costs no memory.
 	perLane := ringSize(max(ct.laneBytes, ct.laneBytesAided), cs)
 	local := max(2, ct.localBytes/cs)
 	all, release, err := mapBuffers(ct.lanes+3, cs)

@@ -20,11 +20,11 @@ import (
 type ring struct {
 	mem   []byte
 	free  chan []byte // given back: a taken slice, or a part starting where it starts
-	spans []span      // taken and not yet reused, oldest first
+	spans []ringSpan  // taken and not yet reused, oldest first
 }
 
-// span is a taken part of a ring, mem[start:end].
-type span struct {
+// ringSpan is a taken part of a ring, mem[start:end].
+type ringSpan struct {
 	start, end int
 	back       bool
 }
@@ -51,7 +51,7 @@ func (r *ring) take(ctx context.Context, n int) ([]byte, error) {
 	for {
 		r.reclaim()
 		if at, ok := r.room(size); ok {
-			r.spans = append(r.spans, span{start: at, end: at + size})
+			r.spans = append(r.spans, ringSpan{start: at, end: at + size})
 			return r.mem[at : at+n : at+size], nil
 		}
 		select {
