@@ -9,6 +9,10 @@ import (
 // and leaves GOMAXPROCS from the environment alone.
 func TestSpareProc(t *testing.T) {
 	n := runtime.NumCPU()
+	spare := n
+	if n >= 2 {
+		spare = n + 1
+	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, tc := range []struct {
 		name  string
@@ -16,7 +20,7 @@ func TestSpareProc(t *testing.T) {
 		start int
 		want  int
 	}{
-		{"default", "", n, map[bool]int{true: n + 1, false: n}[n >= 2]},
+		{"default", "", n, spare},
 		{"set already", "", n + 1, n + 1},
 		{"a lower limit", "", 1, 1},
 		{"the environment's", "2", n, n},

@@ -44,9 +44,8 @@ type network struct {
 // lane is one fetcher's decoder, buffers and queue of decoded chunks.
 type lane struct {
 	out    chan piece
-	ring   *ring       // the chunks' room; nil for a lane that reads into its caller's buffers
-	pool   chan []byte // where the chunks' room goes back: ring.free
-	stored []byte      // a compressed chunk as it arrives
+	ring   *ring  // the chunks' room; nil for a lane that reads into its caller's buffers
+	stored []byte // a compressed chunk as it arrives
 	dec    *payload.Decoder
 	// packed: zstd chunks are handed on as stored, for the assembler to
 	// decode with the bytes before them (chunkprefix.go).
@@ -57,7 +56,7 @@ func newLane(dec *payload.Decoder, mem, stored []byte) *lane {
 	l := &lane{stored: stored, dec: dec}
 	if mem != nil {
 		l.ring = newRing(mem)
-		l.pool, l.out = l.ring.free, make(chan piece, l.ring.slots())
+		l.out = make(chan piece, l.ring.slots())
 	}
 	return l
 }
@@ -204,11 +203,11 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 		}
 		if file == payload.FileDelta {
 			if _, err := io.ReadFull(body, buf[:length]); err != nil {
-				l.pool <- buf
+				l.ring.free <- buf
 				return i, err
 			}
 			select {
-			case l.out <- piece{chunk: i, buf: buf[:length], back: buf, frame: true, pool: l.pool}:
+			case l.out <- piece{chunk: i, buf: buf[:length], back: buf, frame: true, pool: l.ring.free}:
 			case <-ctx.Done():
 				return i, ctx.Err()
 			}
@@ -220,11 +219,11 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 			b, err = n.fetchOne(ctx, l, c, buf)
 		}
 		if err != nil {
-			l.pool <- buf
+			l.ring.free <- buf
 			return i, err
 		}
 		select {
-		case l.out <- piece{chunk: i, buf: b, write: true, pool: l.pool}:
+		case l.out <- piece{chunk: i, buf: b, write: true, pool: l.ring.free}:
 		case <-ctx.Done():
 			return i, ctx.Err()
 		}

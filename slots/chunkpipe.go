@@ -51,10 +51,11 @@ func bufSize(x *payload.Index) int {
 	return int(x.MaxChunk()) + alignment
 }
 
-// chunkBufs are the install's buffers, all one chunk long and page aligned,
-// outside the Go heap (mapBuffers): the lanes' decoded chunks and compressed
-// arrivals, the chunks read from the slots, one scratch buffer, and a
-// buffer of zeros that is never written, so it costs no memory.
+// chunkBufs are the install's buffers, page aligned, outside the Go heap
+// (mapBuffers): each lane's ring of decoded chunks (chunkring.go) and, one
+// chunk long each, the lanes' compressed arrivals, the chunks read from the
+// slots, one scratch buffer, and a buffer of zeros that is never written, so
+// it costs no memory.
 type chunkBufs struct {
 	lanes  [][]byte // each lane's ring (chunkring.go)
 	stored [][]byte

@@ -106,9 +106,3 @@ func (r *ring) room(size int) (int, bool) {
 	// Wrapped: taken [first, end) and [0, last).
 	return last, first-last >= size
 }
-
-// drained reports whether every chunk taken is back (tests).
-func (r *ring) drained() bool {
-	r.reclaim()
-	return len(r.spans) == 0
-}

@@ -67,10 +67,10 @@ func (n *network) nextSequential(ctx context.Context, c payload.Chunk) (piece, e
 	}
 	b, err := n.readSequential(ctx, l, c, buf)
 	if err != nil {
-		l.pool <- buf
+		l.ring.free <- buf
 		return piece{}, err
 	}
-	return piece{chunk: c.Num, buf: b, write: true, pool: l.pool}, nil
+	return piece{chunk: c.Num, buf: b, write: true, pool: l.ring.free}, nil
 }
 
 // readSequential reads chunk c from the sequential stream into buf, decoded
