@@ -156,7 +156,7 @@ func (e *env) inProcess(cfg *config.Config, fn func(ctx context.Context, n *node
 	}
 	defer lock.Release()
 	pages := newExePages()
-	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop})
+	n, err := node.Open(cfg, node.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop, Pipelined: pipelinedProcs()})
 	if err != nil {
 		return e.fail(exitCode(err), "%v", err), nil
 	}

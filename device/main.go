@@ -141,7 +141,7 @@ func cmdRun(e *env, args []string) int {
 	spareProc()
 	pages := newExePages()
 	pages.drop()
-	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop}); err != nil {
+	if err := daemon.Run(e.ctx, cfg, daemon.Options{AgentVersion: e.version, Logger: e.logger(), BeforeWrite: pages.drop, Pipelined: pipelinedProcs()}); err != nil {
 		return e.fail(exitCode(err), "%v", err)
 	}
 	return ota.ExitOK

@@ -36,3 +36,35 @@ func TestSpareProc(t *testing.T) {
 		})
 	}
 }
+
+// A pipelined install runs with two Ps on one CPU, from the runtime's
+// default only, and as it would otherwise elsewhere.
+func TestPipelineProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cpus, procs int
+		env         string
+		want        int
+	}{
+		{"one CPU", 1, 1, "", 2},
+		{"one CPU, GOMAXPROCS set", 1, 1, "1", 0},
+		{"one CPU, two Ps already", 1, 2, "", 0},
+		{"two CPUs", 2, 3, "", 0},
+		{"two CPUs limited to one", 2, 1, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pipelineProcs(tc.cpus, tc.procs, tc.env); got != tc.want {
+				t.Fatalf("pipelineProcs(%d, %d, %q) = %d, want %d", tc.cpus, tc.procs, tc.env, got, tc.want)
+			}
+		})
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	end := procsWhile(2)()
+	if got := runtime.GOMAXPROCS(0); got != 2 {
+		t.Fatalf("GOMAXPROCS %d during the install, want 2", got)
+	}
+	end()
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Fatalf("GOMAXPROCS %d after the install, want 1 as before", got)
+	}
+}

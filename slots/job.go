@@ -44,6 +44,13 @@ type Job struct {
 	// each phase, and when a wait for the network starts or ends (its
 	// Waiting); it must not block.
 	Progress func(ota.Progress)
+	// Pipelined, when set, is called as the write of a compressed stream
+	// starts, whose decoder has CPU work to do while the slot's writes wait
+	// for the storage, and the func it returns once the write is over. Not
+	// for a raw stream, whose hash is most of its CPU, nor by WriteChunked.
+	// On a one-CPU device otad gives the Go runtime a second P meanwhile
+	// (device/procs.go).
+	Pipelined func() (end func())
 
 	waits *waitReports // set by Write and WriteChunked when Progress is
 }

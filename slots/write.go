@@ -40,6 +40,9 @@ func write(ctx context.Context, job Job, tun tuning) error {
 		return err
 	}
 	defer out.close()
+	if job.Pipelined != nil && decodes(job.Compression) {
+		defer job.Pipelined()()
+	}
 	// One mapping: the pipeline's buffers, then the readback's. With
 	// read-back on, the pipeline has a buffer fewer: the readback's reads
 	// take its memory, keeping a zstd or xz install within 16 MiB
@@ -359,4 +362,10 @@ func (p *pipeline) writeLoop(ctx context.Context, s flusher) error {
 		}
 		p.report(ota.Downloading, end, false)
 	}
+}
+
+// decodes reports whether a stream payload compressed with c has a decoding
+// stage.
+func decodes(c ota.Compression) bool {
+	return c != "" && c != ota.CompressionNone
 }

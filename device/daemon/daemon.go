@@ -31,6 +31,8 @@ type Options struct {
 	Build func(*config.Config, node.Options) (*node.Parts, error)
 	// BeforeWrite is node.Options.BeforeWrite.
 	BeforeWrite func()
+	// Pipelined is node.Options.Pipelined.
+	Pipelined func() (end func())
 }
 
 // Daemon is one device's agent with its links to the outside: MQTT, the
@@ -60,6 +62,7 @@ func New(cfg *config.Config, opt Options) (*Daemon, error) {
 		Publishers: []agent.Publisher{d.pub, d.bus, systemdStatus{words: func(st ota.Status) string { return StateWords(st, cfg.Reboot.Policy == "manual") }}},
 		Heartbeat:  func() { sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog) }, HeartbeatEvery: watchdogInterval(),
 		BeforeWrite: opt.BeforeWrite,
+		Pipelined:   opt.Pipelined,
 	}
 	build := opt.Build
 	if build == nil {

@@ -31,13 +31,14 @@ type installer struct {
 	log        *slog.Logger
 	// beforeWrite is Options.BeforeWrite.
 	beforeWrite func()
+	pipelined   func() (end func()) // Options.Pipelined
 }
 
 func (in *installer) Install(ctx context.Context, job agent.InstallJob, progress func(ota.Progress)) error {
 	t := job.Target
 	sj := slots.Job{
 		Payload: t.Payload, Target: in.slots[t.Slot], Booted: in.slots[in.booted], Readback: in.readback, Retry: in.retry,
-		HTTPClient: in.client, Schemes: in.schemes, Progress: progress,
+		HTTPClient: in.client, Schemes: in.schemes, Progress: progress, Pipelined: in.pipelined,
 	}
 	if !t.ExpiresAt.IsZero() {
 		// A download that lost the network waits for it as long as the offer is valid.

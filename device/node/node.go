@@ -38,6 +38,8 @@ type Options struct {
 	// offer is checked: otad drops the pages its start-up and the checks
 	// touched, so that they do not count in the install's peak RSS.
 	BeforeWrite func()
+	// Pipelined is slots.Job.Pipelined for every install.
+	Pipelined func() (end func())
 }
 
 func (o Options) logger() *slog.Logger {
@@ -149,7 +151,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 			Bootloader: orderedBootloader{st.Boot},
 			Installer: &installer{slots: st.Slots, booted: st.Booted, stateDir: st.StateDir, stateFS: st.StateFS, checkpoint: st.CheckpointBytes, readback: *cfg.Slots.Readback,
 				retry: backoff.Policy{Attempts: dl.Retries, Base: dl.Backoff.Duration, Max: dl.MaxBackoff.Duration},
-				skew:  cfg.Trust.ClockSkew.Duration, client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger(), beforeWrite: opt.BeforeWrite},
+				skew:  cfg.Trust.ClockSkew.Duration, client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger(), beforeWrite: opt.BeforeWrite, pipelined: opt.Pipelined},
 			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),
 			Rebooter:   st.Reboot,
 			Health:     health{argv: cfg.Commit.HealthCommand},
