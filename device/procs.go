@@ -34,8 +34,8 @@ func spareProc() {
 // an O_DIRECT write holds the one P until the storage has the bytes, and
 // once it returns the writer waits for it behind the decoder while the
 // storage idles; with two, the kernel runs whichever thread woke. Pinned to
-// one core, a stream zstd install of 1 GiB took 0.84x the time and xz
-// 0.82x, at slightly less CPU. A raw stream (0.94x, at 9% more CPU) and the
+// one core, a stream zstd install of 1 GiB took 0.84-0.87x the time and
+// xz 0.82-0.86x, at the same CPU. A raw stream (0.94x, at 9% more CPU) and the
 // chunked installs (up to 17% more CPU on a real ext4 image) keep one P:
 // there the second one's thread woke and spun on the CPU more than it
 // saved (docs/design.md, "Writing a slot").
