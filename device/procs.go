@@ -40,11 +40,10 @@ func spareProc() {
 // there the second one's thread woke and spun on the CPU more than it
 // saved (docs/design.md, "Writing a slot").
 func pipelinedProcs() func() (end func()) {
-	n := pipelineProcs(runtime.NumCPU(), runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS"))
-	if n == 0 {
+	if !onlyCPU(runtime.NumCPU(), runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS")) {
 		return nil
 	}
-	return procsWhile(n)
+	return procsWhile(2)
 }
 
 // procsWhile is a Pipelined that runs the runtime with n Ps until end.
@@ -55,12 +54,8 @@ func procsWhile(n int) func() (end func()) {
 	}
 }
 
-// pipelineProcs is the Ps a pipelined install runs with on cpus CPUs, with
-// procs Ps otherwise and env the environment's GOMAXPROCS; 0: as many as
-// otherwise.
-func pipelineProcs(cpus, procs int, env string) int {
-	if cpus == 1 && procs == 1 && env == "" {
-		return 2
-	}
-	return 0
+// onlyCPU reports whether otad runs on one CPU (of cpus) with the runtime's
+// default of one P (of procs), GOMAXPROCS (env) unset: pipelinedProcs's case.
+func onlyCPU(cpus, procs int, env string) bool {
+	return cpus == 1 && procs == 1 && env == ""
 }

@@ -44,17 +44,17 @@ func TestPipelineProcs(t *testing.T) {
 		name        string
 		cpus, procs int
 		env         string
-		want        int
+		want        bool
 	}{
-		{"one CPU", 1, 1, "", 2},
-		{"one CPU, GOMAXPROCS set", 1, 1, "1", 0},
-		{"one CPU, two Ps already", 1, 2, "", 0},
-		{"two CPUs", 2, 3, "", 0},
-		{"two CPUs limited to one", 2, 1, "", 0},
+		{"one CPU", 1, 1, "", true},
+		{"one CPU, GOMAXPROCS set", 1, 1, "1", false},
+		{"one CPU, two Ps already", 1, 2, "", false},
+		{"two CPUs", 2, 3, "", false},
+		{"two CPUs limited to one", 2, 1, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pipelineProcs(tc.cpus, tc.procs, tc.env); got != tc.want {
-				t.Fatalf("pipelineProcs(%d, %d, %q) = %d, want %d", tc.cpus, tc.procs, tc.env, got, tc.want)
+			if got := onlyCPU(tc.cpus, tc.procs, tc.env); got != tc.want {
+				t.Fatalf("onlyCPU(%d, %d, %q) = %v, want %v", tc.cpus, tc.procs, tc.env, got, tc.want)
 			}
 		})
 	}

@@ -21,6 +21,12 @@ import (
 // windows are refused, keeping the daemon inside its unit's MemoryMax.
 const maxDecoderWindow = 32 << 20
 
+// decodes reports whether a stream payload compressed with c has a decoder
+// (newDecoder passes the others' bytes on as they are).
+func decodes(c ota.Compression) bool {
+	return c != "" && c != ota.CompressionNone
+}
+
 // newDecoder wraps src in the payload's decompressor. The returned reader's
 // errors other than io.EOF are *ota.Error or context errors, so that a caller
 // can tell a short stream (io.EOF, io.ErrUnexpectedEOF from io.ReadFull)
@@ -35,9 +41,10 @@ func newDecoder(ctx context.Context, r io.Reader, compression ota.Compression, u
 		}
 		return classifyDecodeErr(ctx, err, compression, url)
 	}
-	switch compression {
-	case "", ota.CompressionNone:
+	if !decodes(compression) {
 		return src, func() {}, nil
+	}
+	switch compression {
 	case ota.CompressionGzip:
 		// The bufio.Reader gives gzip the io.ByteReader it needs without it
 		// adding its own small one.

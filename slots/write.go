@@ -363,9 +363,3 @@ func (p *pipeline) writeLoop(ctx context.Context, s flusher) error {
 		p.report(ota.Downloading, end, false)
 	}
 }
-
-// decodes reports whether a stream payload compressed with c has a decoding
-// stage.
-func decodes(c ota.Compression) bool {
-	return c != "" && c != ota.CompressionNone
-}
