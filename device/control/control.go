@@ -200,10 +200,11 @@ func (s *Server) answer(cctx context.Context, req request) (resp response) {
 			break
 		}
 		from, to, err := th.UpdateRoot(cctx, req.Roots)
+		// The versions go back with a refusal too: otad trust update
+		// prints the version kept (docs/contract/trust.md).
+		resp.Trust = &TrustUpdate{From: from, To: to}
 		if err != nil {
 			resp.Error, resp.Code = err.Error(), ota.CodeOf(err)
-		} else {
-			resp.Trust = &TrustUpdate{From: from, To: to}
 		}
 	case "mark-good":
 		if err := s.h.MarkGood(cctx); err != nil && !errors.Is(err, agent.ErrRebooted) {
@@ -288,10 +289,15 @@ func (c Client) call(ctx context.Context, req request, files ...*os.File) (respo
 	return resp, nil
 }
 
-// UpdateRoot hands root documents (or chains) to the daemon's root of trust.
+// UpdateRoot hands root documents (or chains) to the daemon's root of
+// trust. A refusal comes with the versions the daemon sent beside it: the
+// version kept.
 func (c Client) UpdateRoot(ctx context.Context, docs [][]byte) (TrustUpdate, error) {
 	r, err := c.call(ctx, request{Op: "trust-update", Roots: docs})
 	if err != nil {
+		if r.Trust != nil {
+			return *r.Trust, err
+		}
 		return TrustUpdate{}, err
 	}
 	if r.Trust == nil {
