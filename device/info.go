@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -76,10 +77,19 @@ type infoReport struct {
 func (r *infoReport) verdict(v node.Verdict, booted ota.Slot, manual bool) {
 	set := func(verdict, msg string, exit int) { r.Verdict, r.Message, r.Exit = verdict, msg, exit }
 	if v.Refused != nil {
+		// The device's own config (the trust directory, a root of trust
+		// that does not anchor) refuses before any offer is judged: exit 2
+		// as for otad install, even when the root's refusal carries a code
+		// (docs/contract/commands.md), and no offer code.
+		var cr *node.Refusal
+		if errors.As(v.Refused, &cr) {
+			set("refused", v.Refused.Error(), cr.Code)
+			return
+		}
 		r.Code = ota.CodeOf(v.Refused)
 		exit := ota.ExitRefused
 		if r.Code == "" {
-			exit = exitCode(v.Refused) // the device's own state (the trust directory), not the offer
+			exit = exitCode(v.Refused)
 		}
 		set("refused", v.Refused.Error(), exit)
 		return

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/internal/testkit/clitest"
@@ -67,4 +68,44 @@ func TestTrustUpdate(t *testing.T) {
 		{Args: []string{"trust", "update", "-c", withRoot, two}, Code: 3, Stderr: "keeps version 2: root_version"},
 		{Args: []string{"trust", "update", "-c", withRoot, one}, Code: 3, Stderr: "not newer"},
 	})
+}
+
+// withRootConfig writes a copy of tb's config that trusts the root at root.
+func withRootConfig(t *testing.T, tb *devicetest.Testbed, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(tb.Cfg.Path)
+	devicetest.Must(t, err)
+	p := filepath.Join(t.TempDir(), "otad.toml")
+	re := regexp.MustCompile(`(?m)^keys_dir = .*$`)
+	devicetest.Must(t, os.WriteFile(p, []byte(re.ReplaceAllString(string(data), "$0\nroot = '"+root+"'")), 0o644))
+	return p
+}
+
+// A config whose root of trust is not signed by its own root keys is a bad
+// config for every command that reads it (exit 2, docs/contract/commands.md),
+// otad info included: the refusal is the device's, not the offer's.
+func TestUnsignedRootIsABadConfig(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	rk, err := verify.GenerateKey(verify.KeyEd25519)
+	devicetest.Must(t, err)
+	rel, err := verify.GenerateKey(verify.KeyEd25519)
+	devicetest.Must(t, err)
+	cfg := withRootConfig(t, tb, rootDoc(t, t.TempDir(), 1, rk, rel))
+	offer := writeEnv(t, func() []byte { b, _ := tb.Offer("v2", 2, devicetest.OfferOpts{}); return b }())
+	for _, c := range []struct {
+		name string
+		args []string
+		out  string // in stdout or stderr
+	}{
+		{"info", []string{"info", "-c", cfg, offer}, "trust.root"},
+		{"info --json", []string{"info", "--json", "-c", cfg, offer}, `"exit": 2`},
+		{"install", []string{"install", "-c", cfg, offer}, "trust.root"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := otad(t, c.args...)
+			if code != 2 || !strings.Contains(stdout+stderr, c.out) || strings.Contains(stdout, `"code"`) {
+				t.Errorf("exit %d, want 2 naming %q (and no offer code)\n%s%s", code, c.out, stdout, stderr)
+			}
+		})
+	}
 }
