@@ -7,14 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/otad/otad/agent"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/device/daemon"
+	"github.com/otad/otad/device/node"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/slots"
 )
@@ -38,6 +41,7 @@ func cmdStatus(e *env, args []string) int {
 		}
 		st, err = agent.ForOperator(agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), agent.Policy{RebootImmediately: cfg.Reboot.Policy != "manual"}), nil
 		st.Groups = cfg.MQTT.Groups
+		st.TrustVersion = e.offlineTrustVersion(cfg)
 		offline = true
 		if st.BootedSlot == "" && cfg.Bootloader.Type != "sim" {
 			// Never run yet: the kernel command line still says (a sim
@@ -62,6 +66,23 @@ func cmdStatus(e *env, args []string) int {
 		}
 	}
 	return ota.ExitOK
+}
+
+// offlineTrustVersion is the version of the root of trust the device
+// holds, read as otad run would read it (the image's root or the newer one
+// kept: each replaced atomically, so safe without the lock); 0, which the
+// snapshot leaves out, when it trusts keys_dir. A root that does not read
+// is said on stderr: the status is still worth printing.
+func (e *env) offlineTrustVersion(cfg *config.Config) uint64 {
+	if cfg.Trust.Root == "" {
+		return 0
+	}
+	keys, err := node.LoadRoot(cfg.Trust.Root, cfg.StateDir, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		e.printErr(fmt.Sprintf("otad: %s: trust.root: %v (trust_version left out)", cfg.Path, err))
+		return 0
+	}
+	return keys.Version()
 }
 
 func printStatus(w io.Writer, st ota.Status, manual bool) {

@@ -109,3 +109,41 @@ func TestUnsignedRootIsABadConfig(t *testing.T) {
 		})
 	}
 }
+
+// otad status --json without a daemon carries trust_version as the daemon's
+// does (docs/contract/formats.md): the root the device holds, the kept one
+// once a newer was taken; absent for a device that trusts keys_dir.
+func TestStatusTrustVersionWithoutDaemon(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	gen := func() crypto.Signer {
+		s, err := verify.GenerateKey(verify.KeyEd25519)
+		devicetest.Must(t, err)
+		return s
+	}
+	r1, r2, rel := gen(), gen(), gen()
+	dir := t.TempDir()
+	cfg := withRootConfig(t, tb, rootDoc(t, dir, 1, r1, rel, r1))
+	two := rootDoc(t, dir, 2, r2, rel, r1, r2)
+	for _, c := range []struct {
+		name   string
+		cfg    string
+		update string // a root otad trust update takes first
+		want   string // the trust_version line, "" for none
+	}{
+		{"keys_dir", tb.Cfg.Path, "", ""},
+		{"the image's root", cfg, "", `"trust_version": 1`},
+		{"the kept root", cfg, two, `"trust_version": 2`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.update != "" {
+				if code, _, stderr := otad(t, "trust", "update", "-c", c.cfg, c.update); code != 0 {
+					t.Fatalf("trust update: exit %d %s", code, stderr)
+				}
+			}
+			code, stdout, stderr := otad(t, "status", "--json", "-c", c.cfg)
+			if code != 0 || (c.want == "") != !strings.Contains(stdout, "trust_version") || !strings.Contains(stdout, c.want) {
+				t.Errorf("exit %d, want trust_version %q:\n%s%s", code, c.want, stdout, stderr)
+			}
+		})
+	}
+}
