@@ -19,7 +19,8 @@ Checks the config: every wrong or missing value, and (unless -file-only)
 what otad run checks before it starts, with the same code: the state
 directory, the booted slot, the bootloader's environment, the trusted keys,
 the TLS files; and what run would start with but warn of: the slot devices,
-too few keys, the health check. Prints each problem as FILE: KEY: what is
+too few keys, the health check. -file-only still checks the root of
+trust (trust.root), which ships in the image with the file. Prints each problem as FILE: KEY: what is
 wrong, and exits with the code otad run would refuse with (2 bad config, 5
 unreadable boot environment; 2 when run would only warn); or prints the
 effective settings (defaults filled in) and exits 0. -unit-dropin prints
@@ -63,6 +64,15 @@ func configCheck(e *env, args []string) int {
 	code := ota.ExitOK
 	if len(problems) > 0 {
 		code = ota.ExitUsage // otad run refuses a bad file first
+	}
+	if c != nil && fileOnly && c.Trust.Root != "" {
+		// The root ships in the image with the file: a root that does not
+		// parse or is not signed by a threshold of its own root keys would
+		// stop otad run (docs/operating.md, rotating keys).
+		if _, err := node.ReadAnchor(c.Trust.Root); err != nil {
+			problems = append(problems, &config.Error{Path: c.Path, Key: "trust.root", Msg: err.Error()})
+			code = ota.ExitUsage
+		}
 	}
 	if c != nil && !fileOnly {
 		refusals, warnings := node.Check(c)

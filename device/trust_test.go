@@ -147,3 +147,36 @@ func TestStatusTrustVersionWithoutDaemon(t *testing.T) {
 		})
 	}
 }
+
+// otad config check -file-only checks the root of trust trust.root names:
+// it ships in the image with the file, and otad run stops on one that does
+// not parse or is not signed by a threshold of its own root keys.
+func TestConfigCheckFileOnlyRoot(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	rk, err := verify.GenerateKey(verify.KeyEd25519)
+	devicetest.Must(t, err)
+	rel, err := verify.GenerateKey(verify.KeyEd25519)
+	devicetest.Must(t, err)
+	dir := t.TempDir()
+	signed := rootDoc(t, dir, 1, rk, rel, rk)
+	unsigned := rootDoc(t, dir, 2, rk, rel)
+	garbled := filepath.Join(dir, "garbled.json")
+	devicetest.Must(t, os.WriteFile(garbled, []byte(`{"signed": 1}`), 0o644))
+	for _, c := range []struct {
+		name, root string
+		code       int
+		want       string
+	}{
+		{"signed", signed, 0, "is valid"},
+		{"unsigned", unsigned, 2, "trust.root: " + unsigned + ": root_signature"},
+		{"does not parse", garbled, 2, "trust.root: " + garbled + ": bad_root"},
+		{"missing", filepath.Join(dir, "none.json"), 2, "trust.root: open " + filepath.Join(dir, "none.json")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := otad(t, "config", "check", "-file-only", "-c", withRootConfig(t, tb, c.root))
+			if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+				t.Errorf("exit %d, want %d saying %q:\n%s%s", code, c.code, c.want, stdout, stderr)
+			}
+		})
+	}
+}
