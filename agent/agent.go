@@ -182,7 +182,28 @@ func (a *Agent) refusal(ev Event) error {
 	case EvCancel:
 		return CanCancel(a.state)
 	case EvMarkActive:
-		return CanMarkActive(a.state, ev.Other)
+		if err := CanMarkActive(a.state, ev.Other); err != nil || !ev.Other {
+			return err
+		}
+		return a.otherTrusted()
+	}
+	return nil
+}
+
+// otherTrusted checks the signatures of the offer the other slot's image
+// came from again, with the keys trusted now, before mark-active other
+// makes it primary (docs/contract/trust.md rule 6): a release key revoked
+// since it was installed must not get its image booted. The refusal is the
+// operator's to read; the Mark effect checks again at the flip itself.
+func (a *Agent) otherTrusted() error {
+	o := a.state.Booted.Other()
+	info := a.state.Slots[o]
+	tc, ok := a.d.Checker.(TrustChecker)
+	if !ok || len(info.Envelope) == 0 {
+		return nil
+	}
+	if err := tc.CheckTrust(info.Envelope); err != nil {
+		return fmt.Errorf("mark-active other refused: slot %s holds %s, whose offer no longer verifies: %w", o, info.ID, err)
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func (m *machine) installDone(ev EvInstallDone) {
 		return
 	}
 	t.BytesDone = t.Payload.Size
-	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotStaged}
+	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotStaged, Envelope: t.Envelope}
 	m.transition(ota.Staged, nil, "image written and verified in slot "+string(t.Slot))
 	m.activate()
 }

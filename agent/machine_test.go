@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestStep(t *testing.T) {
 			start: fresh(), policy: imm, events: []Event{EvOffer{Target: n}}, phase: ota.Downloading,
 			effects: "persist emit(idle>downloading) mark(bad,B) install(rel-n>B)", targetID: "rel-n",
 			checkState: func(t *testing.T, s State) {
-				if s.Slots["B"] != (SlotInfo{}) {
+				if !reflect.DeepEqual(s.Slots["B"], SlotInfo{}) {
 					t.Errorf("slot B not forgotten before writing: %+v", s.Slots["B"])
 				}
 			}},

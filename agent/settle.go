@@ -9,7 +9,7 @@ import (
 func (m *machine) commit(msg string) {
 	t := m.s.Target
 	m.do(Mark{Op: MarkGood, Slot: t.Slot})
-	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotGood}
+	m.s.Slots[t.Slot] = SlotInfo{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), SecurityVersion: t.SecurityVersion, Status: ota.SlotGood, Envelope: t.Envelope}
 	if t.SecurityVersion > m.s.SecurityFloor {
 		m.s.SecurityFloor = t.SecurityVersion
 	}

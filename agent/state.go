@@ -15,6 +15,11 @@ type SlotInfo struct {
 	SHA256          string        `json:"sha256"`
 	SecurityVersion uint64        `json:"security_version"`
 	Status          ota.SlotState `json:"status,omitempty"`
+	// Envelope is the offer the image was installed from, kept while the
+	// slot holds it: otad mark-active other checks its signatures again
+	// before the slot becomes primary (docs/contract/trust.md rule 6).
+	// None for an image otad did not install (the factory image).
+	Envelope []byte `json:"envelope,omitempty"`
 }
 
 // Target is an accepted offer: the install in progress, or the one waiting.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,6 +87,62 @@ func TestFlipChecksTrustAgain(t *testing.T) {
 			}
 			if st := a.Status(); st.Slots["B"].Status != ota.SlotBad || st.State != ota.Idle {
 				t.Errorf("status %s, slot B %+v: want idle, B bad", st.State, st.Slots["B"])
+			}
+		})
+	}
+}
+
+// TestMarkActiveOtherChecksTrustAgain: an image staged, then dropped with
+// mark-active booted, is not made primary by mark-active other once the
+// key that signed its offer is revoked (docs/contract/trust.md rule 6):
+// the command is refused naming the revocation and the boot slot stays.
+func TestMarkActiveOtherChecksTrustAgain(t *testing.T) {
+	for _, revoke := range []bool{false, true} {
+		t.Run(map[bool]string{false: "trusted", true: "revoked after the drop"}[revoke], func(t *testing.T) {
+			c := &revokingChecker{}
+			boot := &fakeBoot{}
+			a, err := New(Config{DeviceID: "dev-1", Policy: Policy{MaxRestarts: 2}, Logger: slog.New(slog.DiscardHandler)}, Deps{
+				Store: &memStore{}, Bootloader: boot, Installer: &fakeInstaller{delay: time.Millisecond}, Checker: c, Rebooter: &fakeReboot{}, Health: okHealth{},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx, "A", "boot-1") }()
+			if o, err := a.Install(ctx, offerJSON(tgt("n", 1))); err != nil || o.Result != ota.ResultStaged {
+				t.Fatalf("install: %+v %v", o, err)
+			}
+			if err := a.MarkActive(ctx, false); err != nil {
+				t.Fatalf("mark-active booted: %v", err)
+			}
+			c.revoked.Store(revoke)
+			err = a.MarkActive(ctx, true)
+			st := a.Status()
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+			boot.mu.Lock()
+			flips := 0
+			for _, op := range boot.ops {
+				if op == "active B" {
+					flips++
+				}
+			}
+			boot.mu.Unlock()
+			if !revoke {
+				if err != nil || flips != 2 {
+					t.Fatalf("mark-active other: %v, %d flips to B: want it made primary again", err, flips)
+				}
+				return
+			}
+			if err == nil || ota.CodeOf(err) != ota.CodeBadSignature || !strings.Contains(err.Error(), "revoked by root version 2") {
+				t.Fatalf("mark-active other: %v, want refused bad_signature naming the revocation", err)
+			}
+			if flips != 1 || st.State != ota.Idle || st.Slots["B"].Status != ota.SlotStaged {
+				t.Errorf("%d flips to B, state %s, slot B %+v: want B never primary again, idle, B's image kept", flips, st.State, st.Slots["B"])
 			}
 		})
 	}

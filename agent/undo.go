@@ -84,7 +84,7 @@ func (m *machine) markActive(other bool) {
 	o := m.s.Booted.Other()
 	info := m.s.Slots[o]
 	m.s.Target = &Target{ID: info.ID, Version: info.Version, SecurityVersion: info.SecurityVersion,
-		Payload: ota.Payload{SHA256: info.SHA256}, Slot: o}
+		Payload: ota.Payload{SHA256: info.SHA256}, Slot: o, Envelope: info.Envelope}
 	m.s.Pending = nil
 	m.do(Mark{Op: MarkActive, Slot: o})
 	m.transition(ota.Rebooting, nil, "slot "+string(o)+" is primary (otad mark-active other)")
