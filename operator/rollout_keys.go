@@ -143,10 +143,22 @@ func operatorKeys(path string) ([]verify.Key, error) {
 	}
 	r, err := trust.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("--trust %s: neither a public key nor a root of trust: %w", path, err)
+		return nil, usagef("--trust %s: neither a public key nor a root of trust: %w", path, err)
+	}
+	// A root is trusted as a device trusts the root an image ships
+	// (docs/contract/trust.md rule 1): an unsigned one, straight from
+	// otactl root init, names keys nobody vouched for.
+	if err := trust.Anchor(r); err != nil {
+		return nil, usagef("--trust %s: not a root of trust a device would take (sign it with otactl root sign): %w", path, err)
 	}
 	if len(r.Operator.Keys) == 0 {
-		return nil, fmt.Errorf("--trust %s: the root of trust has no operator role", path)
+		return nil, usagef("--trust %s: the root of trust has no operator role", path)
+	}
+	// Each control-plane message carries one operator signature
+	// (docs/contract/rollouts.md): a higher threshold cannot be met, and is
+	// refused rather than silently taken as 1.
+	if r.Operator.Threshold > 1 {
+		return nil, usagef("--trust %s: root version %d asks for %d operator signatures, but a rollout message carries one (docs/contract/rollouts.md): give the root an operator threshold of 1", path, r.Version, r.Operator.Threshold)
 	}
 	return r.Operator.Keys, nil
 }
