@@ -164,10 +164,15 @@ func readChain(files []string) ([]*trust.Root, error) {
 }
 
 // rootSign adds one signature in place: the holders of root keys sign one
-// after another, each on their own offline machine.
+// after another, each on their own offline machine. A signature that can
+// never count (docs/contract/trust.md rule 2) is refused before the file
+// changes: a key of another role of this root, any key but its own root
+// keys for version 1, and with --previous a key that is not a root key of
+// that version before.
 func rootSign(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("root sign", "--key R.key FILE", stderr)
+	fs := newFlagSet("root sign", "--key R.key [--previous PREV] FILE", stderr)
 	keyPath := fs.String("key", "", "the private root key to sign with")
+	prevPath := fs.String("previous", "", "the root version before this one: a key that is not one of this root's own root keys must be one of its root keys")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -179,12 +184,28 @@ func rootSign(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var prev *trust.Root
+	if *prevPath != "" {
+		if prev, err = readRootFile(*prevPath); err != nil {
+			return err
+		}
+		if prev.Version+1 != r.Version {
+			return usagef("--previous %s: root version %d, not the version before %d", *prevPath, prev.Version, r.Version)
+		}
+	}
 	key, err := verify.LoadPrivateKeyFile(*keyPath)
 	if err != nil {
 		return err
 	}
-	id, err := r.Sign(key)
+	id, err := verify.KeyID(key.Public())
 	if err != nil {
+		return err
+	}
+	own, err := signerCounts(r, prev, id)
+	if err != nil {
+		return err
+	}
+	if _, err := r.Sign(key); err != nil {
 		return err
 	}
 	doc, err := r.Marshal()
@@ -194,12 +215,38 @@ func rootSign(args []string, stdout, stderr io.Writer) error {
 	if err := durable.WriteFile(pos[0], doc, 0o644); err != nil {
 		return err
 	}
-	own := "one of its own root keys"
-	if !r.Root.Has(id) {
-		own = "not one of its own root keys: it counts as a root key of the version before"
-	}
 	fmt.Fprintf(stdout, "signed root version %d with key %s (%s); %d signatures\n", r.Version, id, own, len(r.Signatures))
 	return nil
+}
+
+// signerCounts says whose root key id is for r, or refuses (exit 2) a key
+// whose signature on r no device would count.
+func signerCounts(r, prev *trust.Root, id string) (string, error) {
+	var whose []string
+	if r.Root.Has(id) {
+		whose = append(whose, "one of its own root keys")
+	}
+	if prev != nil && prev.Root.Has(id) {
+		whose = append(whose, fmt.Sprintf("a root key of version %d", prev.Version))
+	}
+	if len(whose) > 0 {
+		return strings.Join(whose, ", and "), nil
+	}
+	for _, role := range []struct {
+		name string
+		r    trust.Role
+	}{{"release", r.Release}, {"operator", r.Operator}} {
+		if role.r.Has(id) {
+			return "", usagef("key %s is a %s key of root version %d, not a root key: its signature would not count", id, role.name, r.Version)
+		}
+	}
+	switch {
+	case r.Version == 1:
+		return "", usagef("key %s is not one of root version 1's root keys, and version 1 has no version before: its signature would not count", id)
+	case prev != nil:
+		return "", usagef("key %s is neither one of root version %d's root keys nor one of version %d's: its signature would not count", id, r.Version, prev.Version)
+	}
+	return fmt.Sprintf("not one of its own root keys: it counts only as a root key of version %d, which --previous would check", r.Version-1), nil
 }
 
 // rootVerify walks a chain from a trusted root as a device would.

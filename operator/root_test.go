@@ -42,7 +42,7 @@ func TestRootCeremony(t *testing.T) {
 		{[]string{"root", "sign", "--key", "r1.key", "1.json"}, 0, "1 signatures"},
 		{[]string{"root", "sign", "--key", "r3.key", "1.json"}, 0, "2 signatures"},
 		{[]string{"root", "next", "--from", "1.json", "--root", "r1.pub,r2.pub,r4.pub", "--release", "rel2.pub", "--out", "2.json"}, 0, "root version 2"},
-		{[]string{"root", "sign", "--key", "r3.key", "2.json"}, 0, "counts as a root key of the version before"},
+		{[]string{"root", "sign", "--key", "r3.key", "2.json"}, 0, "counts only as a root key of version 1"},
 		{[]string{"root", "sign", "--key", "r4.key", "2.json"}, 0, "own root keys"},
 		{[]string{"root", "verify", "--trusted", "1.json", "2.json"}, ota.ExitRefused, "1 of 2"},
 		{[]string{"root", "sign", "--key", "r1.key", "2.json"}, 0, "3 signatures"},
@@ -82,5 +82,56 @@ func TestRootCeremony(t *testing.T) {
 	}
 	if code, msg := rootctl(t, "root", "attach", "--chain", "kd.json", "offer.json"); code != ota.ExitRefused || !strings.Contains(msg, "root_signature") {
 		t.Errorf("an unsigned root attached: %d %s", code, msg)
+	}
+}
+
+// TestRootSignRefuses: otactl root sign refuses (exit 2, naming the key) a
+// key whose signature no device would count, and leaves the file as it was.
+func TestRootSignRefuses(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, k := range []string{"r1", "r2", "rel1", "rel2", "op", "stranger"} {
+		if code, out := rootctl(t, "keygen", "--type", "ed25519", k); code != 0 {
+			t.Fatalf("keygen %s: %d %s", k, code, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"root", "init", "--root", "r1.pub", "--root-threshold", "1", "--release", "rel1.pub", "--release-threshold", "1", "--operator", "op.pub", "--operator-threshold", "1", "--out", "1.json"},
+		{"root", "sign", "--key", "r1.key", "1.json"},
+		{"root", "next", "--from", "1.json", "--root", "r2.pub", "--release", "rel2.pub", "--out", "2.json"},
+	} {
+		if code, out := rootctl(t, args...); code != 0 {
+			t.Fatalf("otactl %s: %d %s", strings.Join(args, " "), code, out)
+		}
+	}
+	keyID := func(name string) string {
+		k, err := verify.LoadKeyFile(name + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.ID
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--key", "rel1.key", "1.json"}, ota.ExitUsage, "key " + keyID("rel1") + " is a release key of root version 1"},
+		{[]string{"--key", "op.key", "1.json"}, ota.ExitUsage, "key " + keyID("op") + " is a operator key"},
+		{[]string{"--key", "stranger.key", "1.json"}, ota.ExitUsage, "key " + keyID("stranger") + " is not one of root version 1's root keys"},
+		{[]string{"--key", "rel2.key", "2.json"}, ota.ExitUsage, "release key of root version 2"},
+		{[]string{"--key", "stranger.key", "--previous", "1.json", "2.json"}, ota.ExitUsage, "neither one of root version 2's root keys nor one of version 1's"},
+		{[]string{"--key", "r1.key", "--previous", "2.json", "2.json"}, ota.ExitUsage, "not the version before 2"},
+		{[]string{"--key", "stranger.key", "2.json"}, 0, "counts only as a root key of version 1"},
+		{[]string{"--key", "r1.key", "--previous", "1.json", "2.json"}, 0, "a root key of version 1"},
+		{[]string{"--key", "r2.key", "2.json"}, 0, "one of its own root keys"},
+	} {
+		before, _ := os.ReadFile(c.args[len(c.args)-1])
+		code, out := rootctl(t, append([]string{"root", "sign"}, c.args...)...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("otactl root sign %s: exit %d, %q; want %d saying %q", strings.Join(c.args, " "), code, out, c.code, c.want)
+		}
+		if after, _ := os.ReadFile(c.args[len(c.args)-1]); code != 0 && !bytes.Equal(before, after) {
+			t.Errorf("otactl root sign %s: refused, but the file changed", strings.Join(c.args, " "))
+		}
 	}
 }
