@@ -107,8 +107,13 @@ func rootWrite(sub string, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if len(bad) > 0 {
-			return fmt.Errorf("--from-keys-dir: %w", bad[0])
+		// As a device does with keys_dir (docs/contract/config.md): a file
+		// that is not a key is skipped, and said.
+		for _, b := range bad {
+			fmt.Fprintf(stderr, "otactl root init: --from-keys-dir: skipped: %v\n", b)
+		}
+		if kr.Len() == 0 {
+			return usagef("--from-keys-dir %s: no public key in it", *keysDir)
 		}
 		prev.Release = trust.Role{Keys: kr.Keys(), Threshold: 1}
 	}

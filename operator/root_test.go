@@ -48,14 +48,19 @@ func TestRootCeremony(t *testing.T) {
 		{[]string{"root", "sign", "--key", "r1.key", "2.json"}, 0, "3 signatures"},
 		{[]string{"root", "verify", "--trusted", "1.json", "2.json"}, 0, "takes version 2"},
 		{[]string{"root", "verify", "--trusted", "2.json", "1.json"}, ota.ExitRefused, "root_version"},
-		{[]string{"root", "init", "--from-keys-dir", "keys.d", "--root", "r1.pub", "--root-threshold", "1", "--out", "kd.json"}, 0, "1 release keys"},
+		{[]string{"root", "init", "--from-keys-dir", "keys.d", "--root", "r1.pub", "--root-threshold", "1", "--out", "kd.json"}, 0, "skipped: "},
+		{[]string{"root", "init", "--from-keys-dir", "empty.d", "--root", "r1.pub", "--root-threshold", "1", "--out", "kd2.json"}, ota.ExitUsage, "no public key in it"},
 		{[]string{"root", "publish", "2.json"}, ota.ExitUsage, "missing --broker"},
+	}
+	if err := os.Mkdir("empty.d", 0o755); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Mkdir("keys.d", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("rel1.pub")
 	os.WriteFile(filepath.Join("keys.d", "release.pub"), b, 0o644)
+	os.WriteFile(filepath.Join("keys.d", "README"), []byte("the release keys\n"), 0o644) // skipped, as a device skips it
 	for _, s := range steps {
 		code, out := rootctl(t, s.args...)
 		if code != s.code || !strings.Contains(out, s.want) {
