@@ -176,20 +176,35 @@ func cmdMark(e *env, args []string) int {
 		}
 		return o.MarkBad(ctx)
 	}, func(after ota.Status) string { // what the mark left: the slot committed, or the one to return to
-		switch {
-		case good:
+		if good {
 			return committed(after)
-		case manual:
-			// otad does not reboot under this policy: the operator must, or the
-			// device keeps running the rejected slot.
-			other := "the other slot"
-			if after.BootedSlot.Valid() {
-				other = "slot " + string(after.BootedSlot.Other())
-			}
-			return fmt.Sprintf("booted slot marked bad; %s is active\n"+
-				"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.", other, other)
-		default:
-			return "booted slot marked bad; rebooting"
 		}
+		return markedBad(after, manual)
 	})
+}
+
+// markedBad says what mark-bad did, from the status after it. A staged
+// install dropped under the manual policy leaves the booted slot primary
+// and unmarked: its slot is the one marked bad, and no reboot is needed
+// (docs/contract/commands.md, otad mark-bad).
+func markedBad(after ota.Status, manual bool) string {
+	booted := after.BootedSlot
+	if booted.Valid() && after.Slots[booted].Status != ota.SlotBad && after.Slots[booted.Other()].Status == ota.SlotBad {
+		what := "the staged install"
+		if r := after.LastResult; r != nil && r.ID != "" {
+			what = "the staged install " + r.ID
+		}
+		return fmt.Sprintf("%s is dropped and slot %s marked bad; slot %s stays active (no reboot needed)", what, booted.Other(), booted)
+	}
+	if !manual {
+		return "booted slot marked bad; rebooting"
+	}
+	// otad does not reboot under this policy: the operator must, or the
+	// device keeps running the rejected slot.
+	other := "the other slot"
+	if booted.Valid() {
+		other = "slot " + string(booted.Other())
+	}
+	return fmt.Sprintf("booted slot marked bad; %s is active\n"+
+		"reboot.policy is manual: otad does not reboot. Reboot the device (systemctl reboot) to return to %s.", other, other)
 }

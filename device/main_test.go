@@ -322,3 +322,42 @@ func TestMarkBadManualPolicyDoesNotReboot(t *testing.T) {
 		t.Fatalf("otad rebooted on its own: booted %s", b)
 	}
 }
+
+// mark-bad says what it did: the staged install's slot marked bad (the
+// booted slot stays), or the booted slot rejected and what brings the other back.
+func TestMarkedBad(t *testing.T) {
+	slots := func(a, b ota.SlotState) map[ota.Slot]ota.SlotStatus {
+		return map[ota.Slot]ota.SlotStatus{"A": {Status: a}, "B": {Status: b}}
+	}
+	tests := []struct {
+		name   string
+		after  ota.Status
+		manual bool
+		want   []string
+		not    []string
+	}{
+		{name: "a staged install dropped under the manual policy",
+			after:  ota.Status{BootedSlot: "A", Slots: slots(ota.SlotGood, ota.SlotBad), LastResult: &ota.Outcome{ID: "rel-2"}},
+			manual: true, want: []string{"rel-2 is dropped and slot B marked bad", "slot A stays active", "no reboot needed"}, not: []string{"booted slot", "Reboot"}},
+		{name: "the booted slot rejected under the manual policy",
+			after:  ota.Status{BootedSlot: "B", Slots: slots(ota.SlotGood, ota.SlotBad)},
+			manual: true, want: []string{"booted slot marked bad; slot A is active", "to return to slot A"}},
+		{name: "the booted slot rejected under the immediate policy",
+			after: ota.Status{BootedSlot: "B", Slots: slots(ota.SlotGood, ota.SlotBad)}, want: []string{"booted slot marked bad; rebooting"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := markedBad(tc.after, tc.manual)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q does not say %q", got, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("%q says %q", got, n)
+				}
+			}
+		})
+	}
+}

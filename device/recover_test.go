@@ -146,7 +146,10 @@ func TestMarkBadDropsStagedUnderManualPolicy(t *testing.T) {
 	if code, stdout, _ := otad(t, "status", "--json", "-c", tb.Cfg.Path); code != 0 || !strings.Contains(stdout, `"state": "staged"`) {
 		t.Fatalf("status --json of a staged install:\n%s", stdout)
 	}
-	if code, stdout, stderr := otad(t, "mark-bad", "-c", tb.Cfg.Path); code != 0 {
+	// It says what it did: slot B dropped and marked bad, A stays active,
+	// nothing to reboot for (not the booted slot's rejection).
+	if code, stdout, stderr := otad(t, "mark-bad", "-c", tb.Cfg.Path); code != 0 ||
+		!strings.Contains(stdout, "rel-v2 is dropped and slot B marked bad; slot A stays active") || strings.Contains(stdout, "Reboot") {
 		t.Fatalf("mark-bad while staged: exit %d\n%s%s", code, stdout, stderr)
 	}
 	j := tb.Journal()
