@@ -32,6 +32,10 @@ func TestCorrectedPayloadInstallsAgain(t *testing.T) {
 	if !strings.Contains(stderr, "retryable") {
 		t.Errorf("the failure does not say it can be tried again:\n%s", stderr)
 	}
+	// otad info agrees with otad install: a retryable ending starts again.
+	if code, stdout, stderr := otad(t, "info", "-c", tb.Cfg.Path, envFile); code != 0 || !strings.Contains(stdout, "would install into slot B") {
+		t.Errorf("info of a retryable ending: exit %d, want 0 and would install\n%s%s", code, stdout, stderr)
+	}
 	code, stdout, stderr = otad(t, "install", "-c", tb.Cfg.Path, "--payload", good, envFile)
 	if code != 0 || !strings.Contains(stdout, "staged rel-usb") {
 		t.Fatalf("the right file: exit %d\n%s%s", code, stdout, stderr)

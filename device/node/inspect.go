@@ -36,7 +36,10 @@ func Inspect(cfg *config.Config, s agent.State, booted ota.Slot, raw []byte) Ver
 	if s.Booted == "" {
 		s.Booted = booted
 	}
-	next, fx := agent.Step(s, policy(cfg), agent.EvOffer{Target: t})
+	// Judged as otad install would take the file (a person's explicit act):
+	// an offer whose ending is retryable starts again
+	// (docs/contract/commands.md, otad install and otad info).
+	next, fx := agent.Step(s, policy(cfg), agent.EvOffer{Target: t, Local: true})
 	return Verdict{Target: t, State: next, Effects: fx}
 }
 
