@@ -95,7 +95,7 @@ func checkName(flagName, v string) error {
 
 // publish makes an envelope a device's or group's desired state: retained, QoS 1 (docs/contract/mqtt.md).
 // It first reads the target devices' statuses, to warn when the offer
-// already ended there (a device never installs an offer twice) or they
+// already ended there (for good, or retryable without --retry) or they
 // would refuse it (wouldRefuse); --clear
 // --group clears the desired topics of the group's devices too.
 func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -142,7 +142,7 @@ func publish(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return clearTarget(ctx, cfg, t, topic, stderr)
 	}
 	statuses := t.statuses()
-	if w := alreadyEnded(payload, statuses); w != "" {
+	for _, w := range alreadyEnded(payload, statuses, *retry) {
 		fmt.Fprintln(stderr, w)
 	}
 	for _, w := range wouldRefuse(payload, statuses, time.Now()) {

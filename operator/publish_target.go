@@ -101,20 +101,23 @@ func clearTarget(ctx context.Context, cfg mqtt.Config, t *publishTarget, topic s
 	return nil
 }
 
-// alreadyEnded is the warning for publishing an offer that already ended
-// on some of the target devices ("" when it ended on none): there it
-// changes nothing, whatever the outcome was.
-func alreadyEnded(envelope []byte, statuses map[string]ota.Status) string {
+// alreadyEnded is the warnings for publishing an offer that already ended
+// on some of the target devices (none when it ended on none). A final
+// ending never starts again: there the publish changes nothing. A
+// retryable one starts again only with a greater attempt counter, which
+// --retry (retry) carries (docs/contract/installing.md, final and
+// retryable endings).
+func alreadyEnded(envelope []byte, statuses map[string]ota.Status, retry bool) []string {
 	digest := verify.EnvelopeDigest(envelope)
 	env, err := verify.ParseEnvelope(envelope)
 	if err != nil {
-		return ""
+		return nil
 	}
 	m, err := verify.ParseManifest(env.Manifest)
 	if err != nil {
-		return ""
+		return nil
 	}
-	var ended []string
+	var final, retryable []string
 	for id, st := range statuses {
 		r := st.LastResult
 		if r == nil || r.Result == ota.ResultStaged || r.Result == ota.ResultPending {
@@ -126,19 +129,32 @@ func alreadyEnded(envelope []byte, statuses map[string]ota.Status) string {
 		if r.ManifestSHA256 == "" {
 			same = r.ID == m.ID && r.SHA256 == m.Payload.SHA256
 		}
-		if same && digest != "" {
-			ended = append(ended, id+": "+fleetview.Brief(*r))
+		switch {
+		case !same || digest == "":
+		case r.Retryable:
+			retryable = append(retryable, id+": "+fleetview.Brief(*r))
+		default:
+			final = append(final, id+": "+fleetview.Brief(*r))
 		}
 	}
-	if len(ended) == 0 {
-		return ""
+	var out []string
+	if len(final) > 0 {
+		out = append(out, fmt.Sprintf("warning: offer %s already ended for good on %d of the %d target devices heard of (%s): a final ending never starts again, "+
+			"so on them this publish changes nothing. To try again, sign the image again (otactl sign: a new issued_at makes a new offer) and publish that.",
+			m.ID, len(final), len(statuses), listed(final)))
 	}
+	if len(retryable) > 0 && !retry {
+		out = append(out, fmt.Sprintf("warning: offer %s ended retryable on %d of the %d target devices heard of (%s): a publish of the same envelope does not start it again there; "+
+			"otactl publish --retry does.", m.ID, len(retryable), len(statuses), listed(retryable)))
+	}
+	return out
+}
+
+// listed is the devices named in a warning, the first ten of them.
+func listed(ended []string) string {
 	sort.Strings(ended)
-	shown := ended
-	if len(shown) > 10 {
-		shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(ended)-10))
+	if len(ended) > 10 {
+		ended = append(ended[:10:10], fmt.Sprintf("and %d more", len(ended)-10))
 	}
-	return fmt.Sprintf("warning: offer %s already ended on %d of the %d target devices heard of (%s): a device never installs an offer twice, "+
-		"so on them this publish changes nothing. To try again, sign the image again (otactl sign: a new issued_at makes a new offer) and publish that.",
-		m.ID, len(ended), len(statuses), strings.Join(shown, ", "))
+	return strings.Join(ended, ", ")
 }

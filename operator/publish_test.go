@@ -22,13 +22,13 @@ func TestPublishWarnsAndClearsAGroup(t *testing.T) {
 		return st.State == ota.Idle && st.Slots[st.BootedSlot].Version == "2.0"
 	})
 	again := mustRun(t, "publish", "--broker", r.urls[0], "--group", "fleet", r.offer)
-	for _, want := range append([]string{"already ended on 4 of the 4 target devices", "sign the image again"}, ids...) {
+	for _, want := range append([]string{"already ended for good on 4 of the 4 target devices", "sign the image again"}, ids...) {
 		if !strings.Contains(again.stderr, want) {
 			t.Errorf("publish again: no %q in\n%s", want, again.stderr)
 		}
 	}
 	one := mustRun(t, "publish", "--broker", r.urls[0], "--device", ids[0], r.offer)
-	if !strings.Contains(one.stderr, "already ended on 1 of the 1 target devices heard of ("+ids[0]+": success)") {
+	if !strings.Contains(one.stderr, "already ended for good on 1 of the 1 target devices heard of ("+ids[0]+": success)") {
 		t.Errorf("publish to one device: %s", one.stderr)
 	}
 	if got := mustRun(t, "publish", "--broker", r.urls[0], "--device", "gw-unknown", r.offer); strings.Contains(got.stderr, "warning") {
