@@ -182,7 +182,7 @@ func (a *Agent) refusal(ev Event) error {
 	case EvCancel:
 		return CanCancel(a.state)
 	case EvMarkActive:
-		if err := CanMarkActive(a.state, ev.Other); err != nil || !ev.Other {
+		if err := CanMarkActive(a.state, a.cfg.Policy, ev.Other); err != nil || !ev.Other {
 			return err
 		}
 		return a.otherTrusted()

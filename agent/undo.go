@@ -40,8 +40,8 @@ func (m *machine) cancel() {
 }
 
 // CanMarkActive says whether otad mark-active booted (other false) or other
-// may act now.
-func CanMarkActive(s State, other bool) error {
+// may act now, under policy p.
+func CanMarkActive(s State, p Policy, other bool) error {
 	if !other {
 		switch s.Phase {
 		case ota.Staged, ota.Rebooting:
@@ -56,6 +56,11 @@ func CanMarkActive(s State, other bool) error {
 	o := s.Booted.Other()
 	info := s.Slots[o]
 	switch {
+	case (s.Phase == ota.Staged || s.Phase == ota.Rebooting) && !p.RebootImmediately && s.Target != nil:
+		// Under the manual policy nothing settles by itself: the status
+		// reads staged (docs/contract/installing.md, States), and the
+		// operator's reboot or mark-active booted is what moves it.
+		return fmt.Errorf("mark-active other refused: %s is staged in slot %s, already primary; reboot to boot it (systemctl reboot), or drop it with otad mark-active booted", s.Target.ID, s.Target.Slot)
 	case s.Phase != ota.Idle:
 		return fmt.Errorf("mark-active other refused: an install is %s; wait for it to settle", s.Phase)
 	case info.SHA256 == "" || (info.Status != ota.SlotGood && info.Status != ota.SlotStaged):
@@ -71,7 +76,7 @@ func CanMarkActive(s State, other bool) error {
 }
 
 func (m *machine) markActive(other bool) {
-	if err := CanMarkActive(m.s, other); err != nil {
+	if err := CanMarkActive(m.s, m.p, other); err != nil {
 		m.emit(m.s.Phase, nil, err.Error())
 		return
 	}

@@ -204,3 +204,41 @@ func TestRetryCancelUndo(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27: mark-active other under a staged install names the state the
+// operator reads (staged, never rebooting under the manual policy) and what
+// moves it; nothing settles by itself there.
+func TestCanMarkActiveOtherSays(t *testing.T) {
+	imm := Policy{RebootImmediately: true, MaxRestarts: 2}
+	manual := Policy{MaxRestarts: 2}
+	staged := func(p Policy) State { s, _ := run(t, fresh(), p, EvOffer{Target: tgt("n", 1)}, done(1, "")); return s }
+	downloading, _ := run(t, fresh(), manual, EvOffer{Target: tgt("n", 1)})
+	tests := []struct {
+		name  string
+		s     State
+		p     Policy
+		want  []string
+		never string
+	}{
+		{name: "staged under the manual policy", s: staged(manual), p: manual,
+			want: []string{"rel-n is staged in slot B", "reboot", "otad mark-active booted"}, never: "settle"},
+		{name: "rebooting under the immediate policy", s: staged(imm), p: imm, want: []string{"an install is rebooting; wait for it to settle"}},
+		{name: "downloading", s: downloading, p: manual, want: []string{"an install is downloading"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CanMarkActive(tc.s, tc.p, true)
+			if err == nil {
+				t.Fatal("not refused")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+			if tc.never != "" && strings.Contains(err.Error(), tc.never) {
+				t.Errorf("%q says %q", err, tc.never)
+			}
+		})
+	}
+}
