@@ -361,3 +361,28 @@ func TestMarkedBad(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27: the text status shows what a download waits for, as the JSON's
+// target.waiting does (docs/contract/installing.md).
+func TestStatusShowsWaiting(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := &ota.Waiting{For: ota.WaitNetwork, Error: "dial tcp: connection refused", Since: now.Add(-130 * time.Second), NextTry: now.Add(40 * time.Second)}
+	for _, tc := range []struct {
+		name    string
+		waiting *ota.Waiting
+		want    string
+	}{
+		{"waiting for the network", w, "waiting:     waiting for the network (2:10): dial tcp: connection refused; next try in 40s\n"},
+		{"downloading", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			st := ota.Status{Device: "pc-1", State: ota.Downloading, BootedSlot: "A",
+				Target: &ota.TargetStatus{ID: "rel-2", Version: "2", BytesDone: 1, BytesTotal: 4, Waiting: tc.waiting}}
+			printStatus(&b, st, true, now)
+			if got := b.String(); tc.want != "" && !strings.Contains(got, tc.want) || tc.want == "" && strings.Contains(got, "waiting") {
+				t.Errorf("status:\n%s\nwant the line %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -58,7 +58,7 @@ func cmdStatus(e *env, args []string) int {
 		enc.Encode(st)
 		return ota.ExitOK
 	}
-	printStatus(e.stdout, st, cfg.Reboot.Policy == "manual")
+	printStatus(e.stdout, st, cfg.Reboot.Policy == "manual", time.Now())
 	if offline {
 		fmt.Fprintf(e.stdout, "daemon:      not running (read from %s)\n", cfg.StateDir)
 		if cfg.MQTT.Enabled() {
@@ -85,7 +85,9 @@ func (e *env) offlineTrustVersion(cfg *config.Config) uint64 {
 	return keys.Version()
 }
 
-func printStatus(w io.Writer, st ota.Status, manual bool) {
+// printStatus prints the status for a person; now is the clock the waiting
+// download's times are read against.
+func printStatus(w io.Writer, st ota.Status, manual bool, now time.Time) {
 	fmt.Fprintf(w, "device:      %s\nstate:       %s\nbooted slot: %s\n", st.Device, daemon.StateWords(st, manual), orDash(string(st.BootedSlot)))
 	if b := st.Broker; b != nil {
 		link := "connected"
@@ -100,6 +102,11 @@ func printStatus(w io.Writer, st ota.Status, manual bool) {
 	}
 	if t := st.Target; t != nil {
 		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes%s\n", t.ID, t.Version, t.BytesDone, t.BytesTotal, transfer(t.Transfer))
+		if t.Waiting != nil {
+			// A download waiting out a network that is down is no ending
+			// (docs/contract/installing.md, Networks that come and go).
+			fmt.Fprintf(w, "waiting:     %s\n", waitLine(*t.Waiting, now))
+		}
 	}
 	if p := st.Pending; p != nil {
 		fmt.Fprintf(w, "pending:     %s (%s)\n", p.ID, p.Version)
