@@ -21,6 +21,7 @@ type givenPayload struct {
 	chunked  bool
 	urls     []string   // URLs: the stream, or the index and the store
 	paths    []string   // local files instead, absolute
+	names    []string   // the local files as the person gave them: errors name these (docs/contract/commands.md)
 	files    []*os.File // the local files, open (passed to the daemon)
 }
 
@@ -57,7 +58,7 @@ func payloadFor(location string, raw []byte) (*givenPayload, error) {
 			g.close()
 			return nil, fmt.Errorf("--payload: %s is not a regular file", abs)
 		}
-		g.paths, g.files = append(g.paths, abs), append(g.files, f)
+		g.paths, g.names, g.files = append(g.paths, abs), append(g.names, n), append(g.files, f)
 	}
 	return g, nil
 }
@@ -84,21 +85,23 @@ func (g *givenPayload) control() (control.Payload, []*os.File) {
 		}
 		return control.Payload{URL: g.urls[0]}, nil
 	}
-	return control.Payload{Passed: g.roles(), Paths: g.paths}, g.files
+	return control.Payload{Passed: g.roles(), Paths: g.names}, g.files
 }
 
 // source is the payload for an agent in this process: file URLs of the
 // paths (same namespace), or the URLs.
 func (g *givenPayload) source() node.Source {
 	urls := g.urls
+	var names map[string]string
 	if g.paths != nil {
-		urls = nil
-		for _, p := range g.paths {
-			urls = append(urls, node.FileURL(p))
+		urls, names = nil, map[string]string{}
+		for i, p := range g.paths {
+			u := node.FileURL(p)
+			urls, names[u] = append(urls, u), g.names[i]
 		}
 	}
 	if g.chunked {
-		return node.Source{IndexURL: urls[0], StoreURL: urls[1]}
+		return node.Source{IndexURL: urls[0], StoreURL: urls[1], Names: names}
 	}
-	return node.Source{URL: urls[0]}
+	return node.Source{URL: urls[0], Names: names}
 }

@@ -219,3 +219,20 @@ func startDaemon(t *testing.T, cfg string) {
 		time.Sleep(25 * time.Millisecond)
 	}
 }
+
+// Issue 27: the files of --payload are named as given, in this process and
+// to the daemon: errors name them so (docs/contract/commands.md).
+func TestGivenPayloadNames(t *testing.T) {
+	t.Chdir(t.TempDir())
+	devicetest.Must(t, os.WriteFile("trunc.img", []byte("x"), 0o600))
+	g, err := payloadFor("trunc.img", []byte("{}"))
+	devicetest.Must(t, err)
+	defer g.close()
+	src := g.source()
+	if name := src.Names[src.URL]; name != "trunc.img" {
+		t.Errorf("in process, %s is named %q, want trunc.img", src.URL, name)
+	}
+	if p, _ := g.control(); len(p.Paths) != 1 || p.Paths[0] != "trunc.img" {
+		t.Errorf("to the daemon, the file is named %q, want trunc.img", p.Paths)
+	}
+}

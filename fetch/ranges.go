@@ -69,13 +69,13 @@ func OpenRangesNamed(r Request, size int64, field string) (Ranges, error) {
 			return nil, err
 		}
 		st, err := f.Stat()
-		if err != nil || st.Size() != size {
+		if err != nil {
 			f.Close()
-			var n int64
-			if st != nil {
-				n = st.Size()
-			}
-			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, %s says %d (%v)", r.URL, n, field, size, err)
+			return nil, ota.Wrap(ota.CodeDownloadFailed, fmt.Errorf("store %s: %w", r.URL, err))
+		}
+		if st.Size() != size {
+			f.Close()
+			return nil, ota.Errorf(ota.CodeSizeMismatch, "store %s is %d bytes, %s says %d", r.URL, st.Size(), field, size)
 		}
 		return &fileRanges{f: f, fetched: r.fetched()}, nil
 	}

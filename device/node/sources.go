@@ -35,10 +35,12 @@ type Source struct {
 	Names map[string]string
 }
 
-// named is err with the passed descriptors' URLs replaced by the names the
-// person gave, its code kept.
+// named is err with the files' URLs replaced by the names the person gave,
+// its code kept: errors name the file as given (docs/contract/commands.md).
+// An index or chunk that does not match names no file by itself (its field,
+// index or store.chunk[i], is the payload's), so it is led by the file's name.
 func (src Source) named(err error) error {
-	if err == nil || len(src.Names) == 0 {
+	if err == nil {
 		return err
 	}
 	msg := err.Error()
@@ -46,15 +48,33 @@ func (src Source) named(err error) error {
 		msg = strings.ReplaceAll(msg, u, name)
 		msg = strings.ReplaceAll(msg, strings.TrimPrefix(u, "file://"), name)
 	}
-	if msg == err.Error() {
-		return err
-	}
 	code := ota.CodeOf(err)
 	if code == "" {
 		code = ota.CodeWriteFailed
 	}
 	msg = strings.TrimPrefix(msg, string(code)+": ")
+	file := ""
+	switch code {
+	case ota.CodeIndexMismatch:
+		file = src.name(src.IndexURL)
+	case ota.CodeChunkMismatch:
+		file = src.name(src.StoreURL)
+	}
+	if file != "" && !strings.Contains(msg, file) {
+		msg = file + ": " + msg
+	}
+	if msg == strings.TrimPrefix(err.Error(), string(code)+": ") {
+		return err
+	}
 	return &ota.Error{Code: code, Err: errors.New(msg)}
+}
+
+// name is the name the person gave for u, or u itself.
+func (src Source) name(u string) string {
+	if n, ok := src.Names[u]; ok {
+		return n
+	}
+	return u
 }
 
 // Put makes src the offer's source, replacing (and closing) an older one.
