@@ -121,6 +121,10 @@ func (m *machine) finishDrop() {
 	home := t.Slot.Other()
 	m.do(Mark{Op: MarkActive, Slot: home})
 	msg := fmt.Sprintf("dropped by operator (otad mark-active booted): slot %s is primary again; slot %s keeps the verified image (otad mark-active other boots it)", home, t.Slot)
+	if p := m.s.Pending; p != nil {
+		// startPending below writes that slot at once: promise nothing of it.
+		msg = fmt.Sprintf("dropped by operator (otad mark-active booted): slot %s is primary again; the pending %s is taken up and installs into slot %s", home, p.ID, t.Slot)
+	}
 	if reject {
 		info := m.s.Slots[t.Slot]
 		info.Status = ota.SlotBad

@@ -122,7 +122,13 @@ func TestRetryCancelUndo(t *testing.T) {
 			phase: ota.Downloading, targetID: "rel-m", effects: "mark(bad,B) persist emit(idle>downloading) install(rel-m>B)"},
 		{name: "mark-active booted starts the pending offer",
 			start: staged(manual), policy: manual, events: []Event{EvOffer{Target: m}, EvMarkActive{}},
-			phase: ota.Downloading, targetID: "rel-m", effects: "persist mark(active,A) persist emit(rebooting>idle,failed,cancelled) mark(bad,B) persist emit(idle>downloading) install(rel-m>B)"},
+			phase: ota.Downloading, targetID: "rel-m", effects: "persist mark(active,A) persist emit(rebooting>idle,failed,cancelled) mark(bad,B) persist emit(idle>downloading) install(rel-m>B)",
+			check: func(t *testing.T, s State) {
+				// Issue 27: the ending must not promise slot B keeps the image the pending offer overwrites.
+				if r := s.LastResult; r == nil || r.ID != "rel-n" || strings.Contains(r.Message, "keeps the verified image") || !strings.Contains(r.Message, "pending rel-m") {
+					t.Errorf("ending of the dropped install: %+v", r)
+				}
+			}},
 		{name: "a drop cut by a power cut is finished on the old slot",
 			start: dropping(manual, "mark-active"), policy: manual, events: []Event{EvBoot{Booted: "A", BootID: "b2"}},
 			phase: ota.Idle, result: ota.ResultFailed, code: ota.CodeCancelled, retryable: true,

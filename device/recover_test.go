@@ -191,3 +191,45 @@ func TestInterruptedInstallSaysTheDaemonGoesOn(t *testing.T) {
 	}
 	tb.Throttle.Store(false)
 }
+
+// Issue 27: mark-active booted with a newer offer pending takes it up at
+// once: what it prints promises nothing of slot B, which the pending offer
+// overwrites, and without a daemon this process runs that install to its
+// flip, never leaving the journal downloading with nothing running.
+func TestMarkActiveBootedTakesUpPending(t *testing.T) {
+	for _, daemon := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "through the daemon"}[daemon], func(t *testing.T) {
+			tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+			first, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+			next, sum := tb.Offer("v3", 3, devicetest.OfferOpts{Issued: time.Now().Add(time.Second)})
+			if daemon {
+				startDaemon(t, tb.Cfg.Path)
+			}
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, first)); code != 0 {
+				t.Fatalf("first install: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, next)); code != 0 || !strings.Contains(stdout, "pending") {
+				t.Fatalf("the newer offer: exit %d, want pending\n%s%s", code, stdout, stderr)
+			}
+			code, stdout, stderr := otad(t, "mark-active", "-c", tb.Cfg.Path, "booted")
+			if code != 0 || !strings.Contains(stdout, "the pending rel-v3 is taken up") || strings.Contains(stdout, "keeps the verified image") {
+				t.Fatalf("mark-active booted: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if j := tb.Journal(); j.LastResult == nil || strings.Contains(j.LastResult.Message, "keeps the verified image") {
+				t.Errorf("the dropped install's result: %+v", j.LastResult)
+			}
+			if daemon {
+				return
+			}
+			if !strings.Contains(stdout, "staged in slot B") {
+				t.Errorf("mark-active booted without a daemon does not say the install it ran is staged:\n%s", stdout)
+			}
+			if j := tb.Journal(); j.Phase == ota.Downloading || j.Phase == ota.Verifying || j.Target == nil || j.Target.ID != "rel-v3" {
+				t.Fatalf("journal after mark-active booted without a daemon: %s %+v", j.Phase, j.Target)
+			}
+			if devicetest.FileSHA(t, tb.Cfg.Slots.B, devicetest.ImageSize) != sum {
+				t.Fatal("slot B does not hold the pending image")
+			}
+		})
+	}
+}

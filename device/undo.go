@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/otad/otad/agent"
 	"github.com/otad/otad/device/config"
@@ -49,13 +50,35 @@ func cmdMarkActive(e *env, args []string) int {
 	return e.operate(cfg, func(ctx context.Context, c operator) error { return c.MarkActive(ctx, other) },
 		func(st ota.Status) string {
 			if !other {
-				return fmt.Sprintf("slot %s is primary again; the staged install is dropped", st.BootedSlot)
+				return droppedSays(st, manual)
 			}
 			if manual {
 				return fmt.Sprintf("slot %s is primary; reboot.policy is manual: reboot the device (systemctl reboot) to boot it", st.BootedSlot.Other())
 			}
 			return fmt.Sprintf("slot %s is primary; rebooting", st.BootedSlot.Other())
 		})
+}
+
+// droppedSays is what mark-active booted did, from the status after it: the
+// staged install dropped, and what became of a pending offer it took up
+// (docs/contract/commands.md): running in the daemon, staged or ended when
+// this process ran it.
+func droppedSays(st ota.Status, manual bool) string {
+	msg := fmt.Sprintf("slot %s is primary again; the staged install is dropped", st.BootedSlot)
+	t, r := st.Target, st.LastResult
+	switch {
+	case t != nil && (st.State == ota.Downloading || st.State == ota.Verifying):
+		return fmt.Sprintf("%s; the pending %s is taken up: %s into slot %s (otad status follows it)", msg, t.ID, st.State, st.BootedSlot.Other())
+	case t != nil:
+		next := "rebooting"
+		if manual {
+			next = "reboot to boot it (reboot.policy is manual: otad does not reboot)"
+		}
+		return fmt.Sprintf("%s; the pending %s is taken up: staged in slot %s; %s", msg, t.ID, st.BootedSlot.Other(), next)
+	case r != nil && r.Code != ota.CodeCancelled:
+		return fmt.Sprintf("%s; the pending %s was taken up and ended %s: %s", msg, r.ID, r.Result, withCode(*r))
+	}
+	return msg + fmt.Sprintf("; slot %s keeps the verified image (otad mark-active other boots it)", st.BootedSlot.Other())
 }
 
 // operator is what cancel, mark-active, mark-good and mark-bad ask of the
@@ -80,6 +103,14 @@ func (e *env) operate(cfg *config.Config, op func(context.Context, operator) err
 		var code int
 		code, err = e.inProcess(cfg, func(ctx context.Context, n *node.Node) error {
 			err := op(ctx, n.Agent)
+			if err == nil {
+				// A pending offer the op took up (a dropped staged install)
+				// runs here, as otad install without a daemon runs one: the
+				// journal is not left downloading with nothing running.
+				stop := e.follow(func(context.Context) (ota.Status, error) { return n.Agent.Status(), nil })
+				err = waitInstall(ctx, n.Agent.Status)
+				stop()
+			}
 			after = n.Agent.Status()
 			return err
 		})
@@ -87,9 +118,29 @@ func (e *env) operate(cfg *config.Config, op func(context.Context, operator) err
 			return code
 		}
 	}
-	if err != nil && !errors.Is(err, agent.ErrRebooted) {
+	switch {
+	case err != nil && e.ctx.Err() != nil:
+		return e.fail(ota.ExitFailure, "interrupted: the install this took up stopped with this command and resumes when otad next runs (otad cancel ends it)")
+	case err != nil && !errors.Is(err, agent.ErrRebooted):
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	fmt.Fprintln(e.stdout, said(after))
 	return ota.ExitOK
+}
+
+// waitInstall waits while status says an install is downloading or
+// verifying: until its flip or its ending, or ctx ends.
+func waitInstall(ctx context.Context, status func() ota.Status) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st := status().State; st != ota.Downloading && st != ota.Verifying {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
