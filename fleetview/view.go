@@ -61,11 +61,22 @@ func New(prefix string) *View {
 // message that changed the view. It returns early only when it cannot
 // connect or subscribe.
 func (v *View) Watch(ctx context.Context, cfg mqtt.Config, changed func()) error {
-	return mqtt.Watch(ctx, cfg, func(topic string, payload []byte) {
-		if v.Observe(topic, payload) && changed != nil {
+	// The whole message, not mqtt.Watch's topic and payload: an oversized
+	// status arrives with an empty payload and must not read as cleared.
+	s, err := mqtt.Open(ctx, cfg, mqtt.DeviceFilters(cfg.TopicPrefix), func(m mqtt.Message) {
+		if v.ObserveMessage(m) && changed != nil {
 			changed()
 		}
 	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	<-ctx.Done()
+	s.Close()
+	return nil
 }
 
 // Observe takes one message from the broker and reports whether the view
@@ -92,7 +103,10 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	)
 	switch leaf {
 	case "status":
-		if len(payload) > 0 { // empty: the retained status was cleared
+		switch {
+		case m.Oversized > 0: // dropped unread: a bad status, not a cleared one
+			stErr = m.TooLarge("status of device " + id)
+		case len(payload) > 0: // empty: the retained status was cleared
 			st, stErr = decodeStatus(payload)
 		}
 		if st != nil && st.Device != id {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/otad/otad/ota"
 )
 
 // ErrRefused is returned when the broker refuses a subscription (SUBACK 0x80), as an ACL does.
@@ -98,6 +100,17 @@ type Message struct {
 	// unread (Payload is empty): an error to report, never an empty
 	// message (docs/contract/mqtt.md, limits).
 	Oversized int
+}
+
+// TooLarge is the error of a message dropped unread for its size: what it
+// is ("status of device gw-1"), its topic, its size and the limit, with the
+// contract's code too_large (docs/contract/mqtt.md, limits: never handed on
+// as an empty message); nil for a message read whole.
+func (m Message) TooLarge(what string) error {
+	if m.Oversized == 0 {
+		return nil
+	}
+	return ota.Errorf(ota.CodeTooLarge, "%s on %s is %d bytes, over the limit of %d", what, m.Topic, m.Oversized, MaxFleetMessage)
 }
 
 // MaxFleetMessage bounds every message the fleet side (otactl, a rollout

@@ -98,6 +98,7 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 	var (
 		mu       sync.Mutex
 		retained []byte
+		tooLarge error // the retained state was dropped unread: no "not on the broker yet"
 		last     atomic.Int64
 	)
 	sess, err := fv.Follow(ctx, cfg, fleetview.FollowOptions{Window: settle, Group: p.Group,
@@ -105,7 +106,7 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 		Other: func(m mqtt.Message) {
 			if m.Topic == stateTopic {
 				mu.Lock()
-				retained = m.Payload
+				retained, tooLarge = m.Payload, m.TooLarge("state of rollout "+p.Name)
 				mu.Unlock()
 			}
 		},
@@ -152,8 +153,11 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 		return err // start would refuse it
 	}
 	mu.Lock()
-	raw := retained
+	raw, rawErr := retained, tooLarge
 	mu.Unlock()
+	if rawErr != nil {
+		return usagef("rollout %s: the state retained on %s does not decode (%v): start would refuse it", p.Name, stateTopic, rawErr)
+	}
 	if len(raw) == 0 {
 		fmt.Fprintf(w, "no rollout %s on the broker yet; nothing was published\n", p.Name)
 		return nil

@@ -39,13 +39,20 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	filter := mqtt.Topics{Prefix: cfg.TopicPrefix}.RolloutState("+")
+	prefix, _ := strings.CutSuffix(filter, "+/state")
 	var (
-		mu     sync.Mutex
-		states = map[string][]byte{}
+		mu       sync.Mutex
+		states   = map[string][]byte{}
+		tooLarge = map[string]error{} // topic → why its state was dropped unread
 	)
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{filter: 1}, func(m mqtt.Message) {
 		mu.Lock()
 		states[m.Topic] = m.Payload
+		if err := m.TooLarge("state of rollout " + strings.TrimSuffix(strings.TrimPrefix(m.Topic, prefix), "/state")); err != nil {
+			tooLarge[m.Topic] = err // listed as undecodable: an empty payload here is no clearing
+		} else {
+			delete(tooLarge, m.Topic)
+		}
 		mu.Unlock()
 	})
 	if err != nil {
@@ -57,14 +64,17 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	prefix, _ := strings.CutSuffix(filter, "+/state")
 	var list []listedRollout
 	for _, topic := range slices.Sorted(maps.Keys(states)) {
-		if len(states[topic]) == 0 {
+		tooBig := tooLarge[topic]
+		if len(states[topic]) == 0 && tooBig == nil {
 			continue // cleared
 		}
 		l := listedRollout{Name: strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")}
 		s, _, err := trust.OpenState(topic, states[topic])
+		if tooBig != nil {
+			err = tooBig
+		}
 		if err != nil {
 			l.Error = err.Error() // a forged one too: listed, said so, never its state
 		} else {

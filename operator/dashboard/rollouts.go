@@ -74,12 +74,18 @@ func (r *Rollouts) Observe(m mqtt.Message) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, known := r.states[name]; !known && len(r.states) >= maxRollouts {
+		return true // a page of more would be no use; whoever writes them is not a controller
+	}
+	if err := m.TooLarge("state of rollout " + name); err != nil {
+		// Dropped unread: shown as a state that does not decode, never
+		// taken for a cleared one (docs/contract/mqtt.md, limits).
+		r.states[name] = entry{err: err.Error()}
+		return true
+	}
 	if len(m.Payload) == 0 {
 		delete(r.states, name)
 		return true
-	}
-	if _, known := r.states[name]; !known && len(r.states) >= maxRollouts {
-		return true // a page of more would be no use; whoever writes them is not a controller
 	}
 	s, _, err := r.trust.OpenState(m.Topic, m.Payload)
 	if errors.Is(err, rollout.ErrForged) {

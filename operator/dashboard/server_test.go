@@ -86,6 +86,8 @@ func TestRolloutsObserve(t *testing.T) {
 		{Topic: "ota/rollouts/b/state", Payload: []byte(`<script>`)},
 		{Topic: "ota/rollouts/c/state", Payload: []byte(`{"name":"c"}`)},
 		{Topic: "ota/rollouts/c/state", Payload: nil},
+		// Over the read limit, dropped unread: a bad state, never a cleared one.
+		{Topic: "ota/rollouts/d/state", Oversized: 300_000},
 	} {
 		if !r.Observe(m) {
 			t.Errorf("%s not taken", m.Topic)
@@ -98,7 +100,8 @@ func TestRolloutsObserve(t *testing.T) {
 	}
 	var vs []RolloutView
 	call(t, h, "/api/rollouts", &vs)
-	if len(vs) != 2 || vs[0].Name != "a" || vs[0].Phase != "running" || len(vs[0].Waves) != 2 || vs[1].Name != "b" || !strings.Contains(vs[1].BadState, "invalid character") {
+	if len(vs) != 3 || vs[0].Name != "a" || vs[0].Phase != "running" || len(vs[0].Waves) != 2 || vs[1].Name != "b" || !strings.Contains(vs[1].BadState, "invalid character") ||
+		vs[2].Name != "d" || !strings.Contains(vs[2].BadState, "ota/rollouts/d/state is 300000 bytes, over the limit of 131072") {
 		t.Errorf("rollouts %+v", vs)
 	}
 }
