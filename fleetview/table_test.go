@@ -35,7 +35,8 @@ func TestRenderFleet(t *testing.T) {
 		{"ota/devices/gw-2/status", statusGW2},
 		{"ota/devices/gw-2/status", ""}, // cleared
 		{"ota/devices/gw-2/online", `{"online":false}`},
-		{"ota/devices/evil\x1b[2J/status", `{"device":"evil\u001b[2J","state":"x\ty"}`},
+		{"ota/devices/evil\x1b[2J/status", `{"device":"evil\u001b[2J","state":"x\ty"}`}, // an ID no device may have: a bad status
+		{"ota/devices/gw-0/status", `{"device":"gw-0","state":"x\ty"}`},
 		{"ota/groups/canary/desired", "ignored"},
 		{"ota/devices/gw-3/status", statusGW3},
 		{"ota/devices/gw-3/online", `{"online":true}`},
@@ -49,7 +50,8 @@ func TestRenderFleet(t *testing.T) {
 	}
 	want := []string{
 		`^DEVICE\s+ONLINE\s+STATE\s+RUNNING\s+BOOTED\s+SLOT A\s+SLOT B\s+TARGET\s+LAST RESULT\s+SEQ\s+PROGRESS$`,
-		`^evil\?\[2J\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
+		`^evil\?\[2J\s+\?\s+\(bad status\)\s+-\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,
+		`^gw-0\s+\?\s+x\?y\s+-\s+-\s+-\s+-\s+-\s+-\s+0\s*$`,
 		// rel-41's failure is not rel-42's, which is installing: not shown.
 		`^gw-1\s+\?\s+downloading\s+4\.1\.0\s+A\s+4\.1\.0\s+-\s+4\.2\.0 100%\s+-\s+913\s+\[#{20}\] 100% 2\.0 KiB/s$`,
 		`^gw-2\s+no\s+\?\s+-\s+-\s+-\s+-\s+-\s+-\s+-\s*$`,

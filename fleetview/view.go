@@ -109,8 +109,10 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		case len(payload) > 0: // empty: the retained status was cleared
 			st, stErr = decodeStatus(payload)
 		}
-		if st != nil && st.Device != id {
-			st, stErr = nil, fmt.Errorf("status snapshot of device %q on %s's topic", st.Device, id)
+		if st != nil {
+			if err := mqtt.CheckStatusTopic(id, st.Device); err != nil {
+				st, stErr = nil, err // a bad ID is never counted in a group (rollout check)
+			}
 		}
 	case "online":
 		var o struct {

@@ -24,3 +24,17 @@ func checkTopicPart(key, v string) error {
 	}
 	return nil
 }
+
+// CheckStatusTopic reports why a status snapshot on device id's status
+// topic cannot be taken as that device's: an ID no device may have
+// (CheckName; docs/contract/mqtt.md, names), which no offer could reach, or
+// a snapshot naming another device (device is its "device" field).
+func CheckStatusTopic(id, device string) error {
+	if err := CheckName(id); err != nil {
+		return fmt.Errorf("status on the topic of device ID %q: %w", id, err)
+	}
+	if device != id {
+		return fmt.Errorf("status snapshot of device %q on %s's topic", device, id)
+	}
+	return nil
+}

@@ -130,6 +130,14 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 	}
 	fv.Each(func(id string, _ ota.Status) { heard[id] = true })
 	fmt.Fprintf(w, "group %s on %s: %s (%s)\n", p.Group, strings.Join(cfg.BrokerList(), ", "), plural(len(group), "device"), fv.Coverage())
+	// Statuses not taken (an ID the contract forbids, not JSON, too large)
+	// are in no group and no wave: said, so that the device is looked at.
+	if bad := fv.Query(fleetview.Filter{State: fleetview.StateBad}, 0, max(show, 1)); bad.Total > 0 {
+		fmt.Fprintf(w, "  statuses not taken, in no wave: %d\n", bad.Total)
+		for _, d := range bad.Devices[:min(show, len(bad.Devices))] {
+			fmt.Fprintf(w, "    %s: %s\n", clean(d.ID), clean(d.BadStatus))
+		}
+	}
 	for i, members := range rollout.Assign(p, group) {
 		var unseen []string
 		for _, d := range members {

@@ -62,10 +62,23 @@ func TestRolloutCheck(t *testing.T) {
 		}
 	}
 
+	// Statuses on the topics of IDs the contract forbids, listing the
+	// group: in no wave, and named with the rule (docs/contract/mqtt.md, names).
+	c := mosquittotest.Client(t, b.URL, "bad-ids")
+	for _, id := range []string{"x.y", "gw 1"} {
+		st := `{"device":"` + id + `","seq":1,"state":"idle","booted_slot":"A","groups":["fleet"],"slots":{"A":{"version":"1.0","status":"good"}}}`
+		if tok := c.Publish("ota/devices/"+id+"/status", 1, true, st); !tok.Wait() || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+	}
+
 	// A good plan, sized from the fleet: 2 canaries, then 10% of 40 (2
 	// more), then the other 36.
 	r = mustRun(t, "rollout", "check", "--broker", b.URL, "--settle", "1s", good)
 	for _, re := range []string{
+		`(?m)^  statuses not taken, in no wave: 2$`,
+		`(?m)^    gw 1: status on the topic of device ID "gw 1": not a valid name: .*only A-Z, a-z, 0-9, '_' and '-'$`,
+		`(?m)^    x\.y: status on the topic of device ID "x\.y": not a valid name: .*only A-Z, a-z, 0-9, '_' and '-'$`,
 		`(?m)^plan .*: rollout checked releases \S+ \(version 4\.2\.0, sha256 \w{12}\) to group fleet in 3 waves; plan hash \w{12}$`,
 		`(?m)^group fleet on mqtt://\S+: 40 devices \(`,
 		`(?m)^  wave 1: 2 devices: gw-00[12], gw-00[12]$`,

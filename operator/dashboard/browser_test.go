@@ -72,7 +72,8 @@ func js(s string) string {
 }
 
 // Hostile device data, published as devices could: script in a message,
-// markup in an ID and a version, a 100 KB refusal, statuses that do not
+// markup in an ID (a bad status: no device may have that ID,
+// docs/contract/mqtt.md) and a version, a 100 KB refusal, statuses that do not
 // decode, a rollout state that is no state. The page shows all of it as
 // text, shows the bad ones as bad, and keeps working.
 func TestPageEscapesHostileStatuses(t *testing.T) {
@@ -85,9 +86,10 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 	long := strings.Repeat("<i>A</i>", 100<<10/8)
 	statuses := map[string]string{
 		"gw-ok": `{"device":"gw-ok","seq":1,"state":"idle","booted_slot":"A","slots":{"A":{"version":"1.0","status":"good"}}}`,
-		evilID: fmt.Sprintf(`{"device":%s,"seq":1,"state":"idle","booted_slot":"B","slots":{"A":{"version":"1.0","status":"good"},"B":{"version":%s,"status":"good"}},
+		evilID:  fmt.Sprintf(`{"device":%s,"seq":1,"state":"idle"}`, js(evilID)),
+		"gw-evil": fmt.Sprintf(`{"device":"gw-evil","seq":1,"state":"idle","booted_slot":"B","slots":{"A":{"version":"1.0","status":"good"},"B":{"version":%s,"status":"good"}},
 			"last_result":{"id":"r1","result":"failed","code":"health_check_failed","message":%s},
-			"last_refusal":{"code":"bad_signature","message":%s}}`, js(evilID), js(evilVersion), js(evilMessage), js(long)),
+			"last_refusal":{"code":"bad_signature","message":%s}}`, js(evilVersion), js(evilMessage), js(long)),
 		"gw-garbage": `{"device":"gw-garbage","state":`,
 		"gw-liar":    `{"device":"gw-ok","seq":99,"state":"idle"}`,
 		"gw-weird":   `{"device":"gw-weird","seq":1,"state":"<u>exploding</u>","booted_slot":"Z","slots":{"Z":{"version":"x"}}}`,
@@ -101,23 +103,24 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 	for id, st := range statuses {
 		pub("ota/devices/"+id+"/status", st)
 	}
-	pub("ota/devices/"+evilID+"/events", fmt.Sprintf(`{"device":%s,"seq":2,"from":"confirming","to":"idle","result":"failed","message":%s}`, js(evilID), js(evilMessage)))
+	pub("ota/devices/gw-evil/events", fmt.Sprintf(`{"device":"gw-evil","seq":2,"from":"confirming","to":"idle","result":"failed","message":%s}`, js(evilMessage)))
 	pub("ota/rollouts/evil/state", `{"name":`+js(evilMessage))
 	url := startDashboard(t, b.URL)
 
 	br := browsertest.Start(t, time.Minute)
 	br.Run(t, 30*time.Second, "load the page", chromedp.Navigate(url))
-	br.WaitFor(t, 20*time.Second, "every device in the table", `document.querySelectorAll("#device-rows tr").length === 5`)
-	br.WaitFor(t, 10*time.Second, "the overview", `document.getElementById("total").textContent === "5"`)
+	br.WaitFor(t, 20*time.Second, "every device in the table", `document.querySelectorAll("#device-rows tr").length === 6`)
+	br.WaitFor(t, 10*time.Second, "the overview", `document.getElementById("total").textContent === "6"`)
 
 	row := func(id string) string {
 		return `[...document.querySelectorAll("#device-rows tr")].find(r => r.dataset.device === ` + js(id) + `)`
 	}
 	for _, tt := range []struct{ what, expr, want string }{
 		{"the ID, as text", row(evilID) + `.cells[0].textContent`, evilID},
-		{"the version, as text", row(evilID) + `.cells[3].textContent`, evilVersion},
-		{"slot B, as text", row(evilID) + `.cells[6].textContent`, evilVersion + " (good)"},
-		{"its failure", row(evilID) + `.cells[8].textContent`, "failed/health_check_failed"},
+		{"the ID no device may have", row(evilID) + `.cells[2].textContent`, "bad status"},
+		{"the version, as text", row("gw-evil") + `.cells[3].textContent`, evilVersion},
+		{"slot B, as text", row("gw-evil") + `.cells[6].textContent`, evilVersion + " (good)"},
+		{"its failure", row("gw-evil") + `.cells[8].textContent`, "failed/health_check_failed"},
 		{"a status that does not decode", row("gw-garbage") + `.cells[2].textContent`, "bad status"},
 		{"a status of another device", row("gw-liar") + `.cells[2].textContent`, "bad status"},
 		{"a state no agent has", row("gw-weird") + `.cells[2].textContent`, "<u>exploding</u>"},
@@ -130,10 +133,14 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 		}
 	}
 
-	// The device page: the 100 KB refusal is cut, the script in the
-	// message and the event is text.
+	// The device page: the ID is text.
 	browsertest.Eval[string](t, br, `location.hash = "device=" + encodeURIComponent(`+js(evilID)+`)`)
-	br.WaitFor(t, 10*time.Second, "the device page", `document.getElementById("device-events").rows.length === 1 && !document.getElementById("device").hidden`)
+	br.WaitFor(t, 10*time.Second, "the bad ID's page", `document.getElementById("device-id").textContent === `+js(evilID)+` && !document.getElementById("device").hidden`)
+
+	// The 100 KB refusal is cut, the script in the message and the event
+	// is text.
+	browsertest.Eval[string](t, br, `location.hash = "device=gw-evil"`)
+	br.WaitFor(t, 10*time.Second, "the device page", `document.getElementById("device-id").textContent === "gw-evil" && document.getElementById("device-result").textContent !== "-" && document.getElementById("device-events").rows.length === 1 && !document.getElementById("device").hidden`)
 	refusal := browsertest.Eval[string](t, br, `document.getElementById("device-refusal").textContent`)
 	if !strings.HasPrefix(refusal, "-: bad_signature — <i>A</i>") || len(refusal) > maxText+200 {
 		t.Errorf("refusal shown as %d bytes: %.80q", len(refusal), refusal)
@@ -144,7 +151,7 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 	if got := browsertest.Eval[string](t, br, `document.querySelector("#device-events td.message").textContent`); got != evilMessage {
 		t.Errorf("event message %q", got)
 	}
-	if got := browsertest.Eval[string](t, br, `document.getElementById("device-id").textContent`); got != evilID {
+	if got := browsertest.Eval[string](t, br, `document.getElementById("device-id").textContent`); got != "gw-evil" {
 		t.Errorf("device heading %q", got)
 	}
 

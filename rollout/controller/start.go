@@ -243,6 +243,9 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 		c.reconnect = mqtt.Backoff{First: 2 * time.Second, Max: 30 * time.Second}
 	}
 	c.tracker = NewTracker(plan, cfg.TopicPrefix, nil)
+	c.tracker.Bad = func(topic string, err error) {
+		log.Warn("rollout: status ignored: never in a wave", "topic", topic, "err", err)
+	}
 	c.observer = NewObserver(c.tracker, settle, nil)
 	c.observer.OnReady = func() {
 		n, in := c.tracker.Counts()

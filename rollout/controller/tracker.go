@@ -2,7 +2,7 @@ package controller
 
 import (
 	"encoding/json"
-	"github.com/otad/otad/rollout"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/rollout"
 )
 
 // Tracker is the fleet as a controller follows it: one small entry per
@@ -22,6 +23,12 @@ type Tracker struct {
 	name, group, prefix string
 	offer               rollout.Ref
 	now                 func() time.Time
+
+	// Bad, if set, hears of each status the tracker does not take and why
+	// (an ID the contract forbids, another device's, not JSON, over the
+	// read limit), for the controller's log; set it before the first
+	// Message.
+	Bad func(topic string, err error)
 
 	mu      sync.RWMutex
 	devices trackedDevices
@@ -76,8 +83,11 @@ type statusPart struct {
 // another device's, or is over the read limit is ignored.
 func (t *Tracker) Message(m mqtt.Message) bool {
 	id, leaf, ok := mqtt.DeviceOf(t.prefix, m.Topic)
-	if !ok || leaf != "status" || m.Oversized > 0 {
+	if !ok || leaf != "status" {
 		return false
+	}
+	if err := m.TooLarge("status of device " + id); err != nil {
+		return t.bad(m.Topic, err)
 	}
 	if len(m.Payload) == 0 {
 		t.mu.Lock()
@@ -88,8 +98,14 @@ func (t *Tracker) Message(m mqtt.Message) bool {
 		return had
 	}
 	var st statusPart
-	if json.Unmarshal(m.Payload, &st) != nil || st.Device != id {
-		return false
+	if err := json.Unmarshal(m.Payload, &st); err != nil {
+		return t.bad(m.Topic, fmt.Errorf("status snapshot: %w", err))
+	}
+	// An ID no device may have is never in a wave: its offer topic is not
+	// one level on every broker (docs/contract/mqtt.md, names), so the
+	// offer would go elsewhere and the wave wait out device_timeout.
+	if err := mqtt.CheckStatusTopic(id, st.Device); err != nil {
+		return t.bad(m.Topic, err)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(st.BootID))
@@ -123,6 +139,14 @@ func (t *Tracker) Message(m mqtt.Message) bool {
 		delete(t.failed, id)
 	}
 	return true
+}
+
+// bad reports a status not taken (Bad); it changes nothing.
+func (t *Tracker) bad(topic string, err error) bool {
+	if t.Bad != nil {
+		t.Bad(topic, err)
+	}
+	return false
 }
 
 // Failures are the devices heard of whose status says the offer failed,

@@ -2,9 +2,12 @@ package controller
 
 import (
 	"encoding/json"
-	"github.com/otad/otad/rollout"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/otad/otad/rollout"
 
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
@@ -71,5 +74,52 @@ func TestTracker(t *testing.T) {
 	}
 	if n, in := tr.Counts(); n != 1 || in != 1 {
 		t.Errorf("counts %d, %d", n, in)
+	}
+}
+
+// A status on the topic of an ID the contract forbids (docs/contract/mqtt.md,
+// names) is never tracked, so never in a group or a wave (its offer would
+// go to another topic, and the wave wait out device_timeout), and the
+// tracker says why, naming the ID and the rule.
+func TestTrackerRefusesBadIDs(t *testing.T) {
+	p := testPlan(5, 1, rollout.Wave{Percent: 100})
+	for _, tt := range []struct {
+		name, id string
+		want     []string // in the error Bad hears
+	}{
+		{"a dot", "x.y", []string{`"x.y"`, "only A-Z, a-z, 0-9, '_' and '-'"}},
+		{"a space", "gw 1", []string{`"gw 1"`, "only A-Z"}},
+		{"non-ASCII", "gw-é", []string{`"gw-é"`, "non-ASCII"}},
+		{"300 bytes", strings.Repeat("d", 300), []string{"300 bytes, at most 128"}},
+		{"the longest allowed", strings.Repeat("d", 128), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker(p, "ota", func() time.Time { return t0 })
+			var heard []error
+			tr.Bad = func(topic string, err error) { heard = append(heard, err) }
+			b, _ := json.Marshal(status(tt.id, ""))
+			changed := tr.Message(mqtt.Message{Topic: "ota/devices/" + tt.id + "/status", Payload: b})
+			n, in := tr.Counts()
+			if tt.want == nil {
+				if !changed || n != 1 || in != 1 || len(heard) != 0 {
+					t.Errorf("a good ID: changed %v, %d devices, %d in the group, bad %v", changed, n, in, heard)
+				}
+				return
+			}
+			if changed || n != 0 || in != 0 {
+				t.Errorf("changed %v, %d devices, %d in the group; want none", changed, n, in)
+			}
+			if len(heard) != 1 {
+				t.Fatalf("Bad heard %v, want one error", heard)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(heard[0].Error(), w) {
+					t.Errorf("%q does not say %q", heard[0], w)
+				}
+			}
+			if !errors.Is(heard[0], mqtt.ErrName) {
+				t.Errorf("%v is not mqtt.ErrName", heard[0])
+			}
+		})
 	}
 }
