@@ -42,7 +42,12 @@ func testFleet(t *testing.T) *View {
 		}
 	}
 	v.Observe("ota/devices/zz-bad/status", []byte(`{"device":`))
+	// A device whose status was cleared stays, with none; one heard of
+	// only by its presence is not a device of the view.
 	v.Observe("ota/devices/zz-quiet/online", []byte(`{"online":true}`))
+	v.Observe("ota/devices/zz-quiet/status", []byte(statusOf("zz-quiet", "eu", "1.0.0", nil)))
+	v.Observe("ota/devices/zz-quiet/status", nil)
+	v.Observe("ota/devices/zz-ghost/online", []byte(`{"online":true}`))
 	return v
 }
 

@@ -18,10 +18,11 @@ type View struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	devices map[string]*record
-	order   []placed // the devices sorted by ID (orderLocked)
-	follow  *follow  // the offer Begin follows; nil before
-	asked   *asked   // the report request sent; nil before
+	devices map[string]*record // the devices heard of by a status; never forgotten
+	aside   aside              // the presence of devices not in it yet
+	order   []placed           // the devices sorted by ID (orderLocked)
+	follow  *follow            // the offer Begin follows; nil before
+	asked   *asked             // the report request sent; nil before
 }
 
 // record is what the view knows of one device.
@@ -137,7 +138,21 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	defer v.mu.Unlock()
 	d := v.devices[id]
 	if d == nil {
+		// Only a status snapshot makes a device (docs/contract/mqtt.md,
+		// report requests): presence, progress and events are anyone's to
+		// publish, QoS 0 and unbounded in number, and a device entry is
+		// never forgotten. Presence is set aside, bounded, for the status
+		// that retained delivery may bring after it; progress and events
+		// are dropped until the status comes (the next report shows).
+		switch {
+		case leaf == "online":
+			v.aside.note(id, online, !m.Retained && online != nil && *online)
+			return false
+		case leaf != "status", st == nil && stErr == nil: // or a cleared status of no device
+			return false
+		}
 		d = &record{finish: map[string]Finish{}}
+		d.online, d.connected = v.aside.take(id)
 		v.devices[id] = d
 	}
 	switch leaf {
@@ -165,6 +180,69 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 		}
 	}
 	return true
+}
+
+// maxAside bounds the devices whose presence a view keeps before their
+// status arrives (a fleet's retained presences may be delivered before its
+// statuses): 16,384 of the longest IDs take under 4 MiB, where a flood of
+// presence messages for made-up devices would otherwise grow the view for
+// good (docs/contract/mqtt.md, report requests).
+const maxAside = 1 << 14
+
+// aside is the presence of devices heard of without a status: at most
+// maxAside, the first heard dropped first.
+type aside struct {
+	ids  map[string]heard
+	ring []string // the IDs in the order first heard (some taken since)
+	next int      // the oldest in ring, once it is full
+}
+
+// heard is a presence in a byte: a few dozen bytes a device in all.
+type heard uint8
+
+const (
+	heardKnown     heard = 1 << iota // a presence that decoded
+	heardOnline                      // it said online
+	heardConnected                   // it went online while the view listened (record.connected)
+)
+
+// note keeps device id's presence.
+func (a *aside) note(id string, online *bool, connected bool) {
+	if a.ids == nil {
+		a.ids = map[string]heard{}
+	}
+	h, known := a.ids[id]
+	if !known {
+		if len(a.ring) < maxAside {
+			a.ring = append(a.ring, id)
+		} else {
+			delete(a.ids, a.ring[a.next])
+			a.ring[a.next] = id
+			a.next = (a.next + 1) % maxAside
+		}
+	}
+	h &= heardConnected
+	if online != nil {
+		h |= heardKnown
+		if *online {
+			h |= heardOnline
+		}
+	}
+	if connected {
+		h |= heardConnected
+	}
+	a.ids[id] = h
+}
+
+// take removes device id's presence, for its record.
+func (a *aside) take(id string) (online *bool, connected bool) {
+	h := a.ids[id]
+	delete(a.ids, id)
+	if h&heardKnown != 0 {
+		on := h&heardOnline != 0
+		online = &on
+	}
+	return online, h&heardConnected != 0
 }
 
 // Bounds on a status snapshot read from the broker (docs/contract/rollouts.md,
@@ -216,7 +294,7 @@ func (v *View) noteFinish(d *record, st ota.Status) {
 	d.finish[key(f.offer)] = fin
 }
 
-// Len is how many devices have been heard of.
+// Len is how many devices have been heard of by a status.
 func (v *View) Len() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
