@@ -26,6 +26,10 @@ func TestBadStatusSaysWhy(t *testing.T) {
 			[]string{`device ID "gw 1"`, "only A-Z"}},
 		{"a 300-byte ID", mqtt.Message{Topic: "ota/devices/" + long + "/status", Payload: []byte(`{"device":"` + long + `","state":"idle","groups":["lab"]}`)}, long,
 			[]string{"300 bytes, at most 128"}},
+		{"no device field", mqtt.Message{Topic: "ota/devices/evil10/status", Payload: []byte(`{"state":"idle"}`)}, "evil10",
+			[]string{"status snapshot on evil10's topic: its device field is missing"}},
+		{"another device's", mqtt.Message{Topic: "ota/devices/evil10/status", Payload: []byte(`{"device":"gw-1","state":"idle"}`)}, "evil10",
+			[]string{`status snapshot of device "gw-1" on evil10's topic`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := New("ota")

@@ -33,7 +33,10 @@ func CheckStatusTopic(id, device string) error {
 	if err := CheckName(id); err != nil {
 		return fmt.Errorf("status on the topic of device ID %q: %w", id, err)
 	}
-	if device != id {
+	switch {
+	case device == "": // said so, not as a device named ""
+		return fmt.Errorf("status snapshot on %s's topic: its device field is missing", id)
+	case device != id:
 		return fmt.Errorf("status snapshot of device %q on %s's topic", device, id)
 	}
 	return nil
