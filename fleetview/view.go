@@ -136,24 +136,9 @@ func (v *View) ObserveMessage(m mqtt.Message) bool {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	d := v.devices[id]
+	d := v.recordLocked(id, leaf, st != nil || stErr != nil, online, !m.Retained && online != nil && *online)
 	if d == nil {
-		// Only a status snapshot makes a device (docs/contract/mqtt.md,
-		// report requests): presence, progress and events are anyone's to
-		// publish, QoS 0 and unbounded in number, and a device entry is
-		// never forgotten. Presence is set aside, bounded, for the status
-		// that retained delivery may bring after it; progress and events
-		// are dropped until the status comes (the next report shows).
-		switch {
-		case leaf == "online":
-			v.aside.note(id, online, !m.Retained && online != nil && *online)
-			return false
-		case leaf != "status", st == nil && stErr == nil: // or a cleared status of no device
-			return false
-		}
-		d = &record{finish: map[string]Finish{}}
-		d.online, d.connected = v.aside.take(id)
-		v.devices[id] = d
+		return false
 	}
 	switch leaf {
 	case "online":
@@ -243,6 +228,31 @@ func (a *aside) take(id string) (online *bool, connected bool) {
 		online = &on
 	}
 	return online, h&heardConnected != 0
+}
+
+// recordLocked is device id's record for a message on its leaf topic
+// (status: one that decoded or is bad), nil when it makes none.
+func (v *View) recordLocked(id, leaf string, status bool, online *bool, connected bool) *record {
+	if d := v.devices[id]; d != nil {
+		return d
+	}
+	// Only a status snapshot makes a device (docs/contract/mqtt.md,
+	// report requests): presence, progress and events are anyone's to
+	// publish, QoS 0 and unbounded in number, and a device entry is never
+	// forgotten. Presence is set aside, bounded, for the status that
+	// retained delivery may bring after it; progress and events are
+	// dropped until the status comes (the next report shows).
+	switch {
+	case leaf == "online":
+		v.aside.note(id, online, connected)
+		return nil
+	case leaf != "status", !status: // or a cleared status of no device
+		return nil
+	}
+	d := &record{finish: map[string]Finish{}}
+	d.online, d.connected = v.aside.take(id)
+	v.devices[id] = d
+	return d
 }
 
 // Bounds on a status snapshot read from the broker (docs/contract/rollouts.md,

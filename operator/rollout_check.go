@@ -130,14 +130,7 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 	}
 	fv.Each(func(id string, _ ota.Status) { heard[id] = true })
 	fmt.Fprintf(w, "group %s on %s: %s (%s)\n", p.Group, strings.Join(cfg.BrokerList(), ", "), plural(len(group), "device"), fv.Coverage())
-	// Statuses not taken (an ID the contract forbids, not JSON, too large)
-	// are in no group and no wave: said, so that the device is looked at.
-	if bad := fv.Query(fleetview.Filter{State: fleetview.StateBad}, 0, max(show, 1)); bad.Total > 0 {
-		fmt.Fprintf(w, "  statuses not taken, in no wave: %d\n", bad.Total)
-		for _, d := range bad.Devices[:min(show, len(bad.Devices))] {
-			fmt.Fprintf(w, "    %s: %s\n", clean(d.ID), clean(d.BadStatus))
-		}
-	}
+	sayBadStatuses(w, fv, show)
 	for i, members := range rollout.Assign(p, group) {
 		var unseen []string
 		for _, d := range members {
@@ -163,6 +156,27 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 	mu.Lock()
 	raw, rawErr := retained, tooLarge
 	mu.Unlock()
+	return sayExisting(w, trust, p, stateTopic, raw, rawErr)
+}
+
+// sayBadStatuses names the first show of the statuses not taken (an ID the
+// contract forbids, not JSON, too large): they are in no group and no
+// wave, and said so that the device is looked at.
+func sayBadStatuses(w io.Writer, fv *fleetview.View, show int) {
+	bad := fv.Query(fleetview.Filter{State: fleetview.StateBad}, 0, max(show, 1))
+	if bad.Total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  statuses not taken, in no wave: %d\n", bad.Total)
+	for _, d := range bad.Devices[:min(show, len(bad.Devices))] {
+		fmt.Fprintf(w, "    %s: %s\n", clean(d.ID), clean(d.BadStatus))
+	}
+}
+
+// sayExisting says whether rollout p exists on the broker (its retained
+// state raw, or rawErr when it was too large to read) and whether start
+// would go on from it.
+func sayExisting(w io.Writer, trust rollout.Trust, p *rollout.Plan, stateTopic string, raw []byte, rawErr error) error {
 	if rawErr != nil {
 		return usagef("rollout %s: the state retained on %s does not decode (%v): start would refuse it", p.Name, stateTopic, rawErr)
 	}

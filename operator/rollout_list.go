@@ -64,24 +64,7 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var list []listedRollout
-	for _, topic := range slices.Sorted(maps.Keys(states)) {
-		tooBig := tooLarge[topic]
-		if len(states[topic]) == 0 && tooBig == nil {
-			continue // cleared
-		}
-		l := listedRollout{Name: strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")}
-		s, _, err := trust.OpenState(topic, states[topic])
-		if tooBig != nil {
-			err = tooBig
-		}
-		if err != nil {
-			l.Error = err.Error() // a forged one too: listed, said so, never its state
-		} else {
-			l.State = &s
-		}
-		list = append(list, l)
-	}
+	list := listed(trust, prefix, states, tooLarge)
 	if len(list) == 0 {
 		fmt.Fprintf(stderr, "no rollout state retained under %s (a broker that delivers no retained message to a wildcard subscription, as RabbitMQ, lists none: ask for one with otactl rollout status NAME)\n", filter)
 	}
@@ -103,6 +86,31 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			clean(s.Offer.ID), c.Devices, c.Outcomes(), c.Bad(), c.Pending, s.Updated.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
+}
+
+// listed is the rollouts of the retained states (topic → payload), those
+// too large to read (topic → why) among them, in topic order; cleared
+// ones are left out.
+func listed(trust rollout.Trust, prefix string, states map[string][]byte, tooLarge map[string]error) []listedRollout {
+	var list []listedRollout
+	for _, topic := range slices.Sorted(maps.Keys(states)) {
+		tooBig := tooLarge[topic]
+		if len(states[topic]) == 0 && tooBig == nil {
+			continue // cleared
+		}
+		l := listedRollout{Name: strings.TrimSuffix(strings.TrimPrefix(topic, prefix), "/state")}
+		s, _, err := trust.OpenState(topic, states[topic])
+		if tooBig != nil {
+			err = tooBig
+		}
+		if err != nil {
+			l.Error = err.Error() // a forged one too: listed, said so, never its state
+		} else {
+			l.State = &s
+		}
+		list = append(list, l)
+	}
+	return list
 }
 
 // listedRollout is one line of `rollout list`, one element of its --json.
