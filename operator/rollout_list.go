@@ -64,7 +64,7 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	list := listed(trust, prefix, states, tooLarge)
+	list := retainedRollouts(trust, prefix, states, tooLarge)
 	if len(list) == 0 {
 		fmt.Fprintf(stderr, "no rollout state retained under %s (a broker that delivers no retained message to a wildcard subscription, as RabbitMQ, lists none: ask for one with otactl rollout status NAME)\n", filter)
 	}
@@ -88,10 +88,10 @@ func rolloutList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return tw.Flush()
 }
 
-// listed is the rollouts of the retained states (topic → payload), those
+// retainedRollouts is the rollouts of the retained states (topic → payload), those
 // too large to read (topic → why) among them, in topic order; cleared
 // ones are left out.
-func listed(trust rollout.Trust, prefix string, states map[string][]byte, tooLarge map[string]error) []listedRollout {
+func retainedRollouts(trust rollout.Trust, prefix string, states map[string][]byte, tooLarge map[string]error) []listedRollout {
 	var list []listedRollout
 	for _, topic := range slices.Sorted(maps.Keys(states)) {
 		tooBig := tooLarge[topic]
