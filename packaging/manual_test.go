@@ -159,7 +159,9 @@ func TestManPagesFormat(t *testing.T) {
 }
 
 // The bash completion, generated and sourced as bash-completion would,
-// offers every subcommand and the real flags.
+// registers its function for the program with complete -F, and that
+// function, called as bash calls it, offers every subcommand and the real
+// flags.
 func TestBashCompletion(t *testing.T) {
 	bash := need(t, "bash", "bash")
 	dir := t.TempDir()
@@ -175,6 +177,18 @@ func TestBashCompletion(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, p.name), b.Bytes(), 0o644)
 	}
 	os.WriteFile(filepath.Join(dir, "otad.toml"), nil, 0o644)
+	for _, p := range programs() {
+		script := fmt.Sprintf(". ./%s && complete -p %s", p.name, p.name)
+		cmd := exec.Command(bash, "--norc", "-c", script)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		if spec := strings.Fields(string(out)); !slices.Contains(spec, "-F") || spec[slices.Index(spec, "-F")+1] != "_"+p.name || spec[len(spec)-1] != p.name {
+			t.Errorf("sourced, the %s script registers %q; want complete -F _%s ... %s", p.name, out, p.name, p.name)
+		}
+	}
 	for _, c := range []struct {
 		line string // the words typed; the last one is being completed
 		want []string
@@ -202,9 +216,14 @@ func TestBashCompletion(t *testing.T) {
 		for i, w := range words {
 			q[i] = "'" + w + "'"
 		}
+		// The function is the one complete registered, called with the
+		// arguments bash passes: the command, the word, the word before.
 		script := fmt.Sprintf(`. ./%s
+spec=$(complete -p %s) || exit 3
+case $spec in *" -F "*) ;; *) echo "no function registered: $spec"; exit 4 ;; esac
+fn=${spec#* -F }; fn=${fn%%%% *}
 COMP_WORDS=(%s); COMP_CWORD=%d
-_%s; printf '%%s\n' "${COMPREPLY[@]}"`, words[0], strings.Join(q, " "), len(words)-1, words[0])
+"$fn" %s "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"; printf '%%s\n' "${COMPREPLY[@]}"`, words[0], words[0], strings.Join(q, " "), len(words)-1, words[0])
 		cmd := exec.Command(bash, "--norc", "-c", script)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
@@ -237,6 +256,21 @@ func TestZshAndFishCompletionsNameEverything(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := b.String()
+			// How each shell finds the function: zsh's compinit reads
+			// the #compdef line of an fpath file named _NAME, and a
+			// sourced file calls compdef; fish takes complete -c NAME.
+			reg := map[string][]string{
+				"zsh":  {"#compdef " + p.name + "\n", "\tcompdef _" + p.name + " " + p.name + "\n"},
+				"fish": {"\ncomplete -c " + p.name + " -f\n"},
+			}[shell]
+			for _, r := range reg {
+				if !strings.Contains(s, r) {
+					t.Errorf("%s completion of %s does not register with %q", shell, p.name, r)
+				}
+			}
+			if shell == "zsh" && !strings.HasPrefix(s, reg[0]) {
+				t.Errorf("zsh completion of %s does not start with %q", p.name, reg[0])
+			}
 			for _, c := range m.Commands {
 				if !strings.Contains(s, c.Path) {
 					t.Errorf("%s completion of %s lacks %q", shell, p.name, c.Path)

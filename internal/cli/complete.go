@@ -114,7 +114,9 @@ func (m Manual) bash(w io.Writer) error {
 	b.WriteString("\t-*) COMPREPLY=($(compgen -W \"$flags\" -- \"$cur\")) ;;\n")
 	b.WriteString("\t*) if [ -n \"$words\" ]; then COMPREPLY=($(compgen -W \"$words\" -- \"$cur\")); else COMPREPLY=($(compgen -f -- \"$cur\")); fi ;;\n")
 	b.WriteString("\tesac\n}\n")
-	fmt.Fprintf(&b, "complete -o filenames %s %s\n", f, m.Name)
+	// -F names the function; without it bash takes both words as command
+	// names and registers no function (issue 31).
+	fmt.Fprintf(&b, "complete -o filenames -F %s %s\n", f, m.Name)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
