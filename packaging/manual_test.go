@@ -202,6 +202,13 @@ func TestBashCompletion(t *testing.T) {
 		{"otad status --j", []string{"--json"}, true},
 		{"otad -c otad.toml sta", []string{"status"}, true},
 		{"otad completion ", []string{"bash", "zsh", "fish"}, true},
+		{"otad mark-g", []string{"mark-good"}, true},
+		{"otad mark-active ", []string{"booted", "other"}, true},
+		{"otad mark-active -c otad.toml o", []string{"other"}, true},
+		{"otad config ch", []string{"check"}, true},
+		{"otad trust ", []string{"update"}, true},
+		{"otactl completion ", []string{"bash", "zsh", "fish"}, true},
+		{"otactl completion f", []string{"fish"}, true},
 		{"otad help mark", []string{"mark-bad", "mark-good", "mark-active"}, true},
 		{"otactl ", []string{"completion", "dashboard", "keygen", "publish", "rollout", "sign", "status", "verify", "version"}, false},
 		{"otactl rollout ", []string{"abort", "check", "list", "pause", "resume", "start", "status"}, true},
@@ -250,6 +257,9 @@ func TestZshAndFishCompletionsNameEverything(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if p.name != "otasim" && !slices.ContainsFunc(m.Commands, func(c cli.ManCommand) bool { return c.Path == "completion" && len(c.Words) == 3 }) {
+			t.Errorf("%s completion takes no word set", p.name)
+		}
 		for _, shell := range []string{"zsh", "fish"} {
 			var b bytes.Buffer
 			if err := m.Completion(&b, shell); err != nil {
@@ -280,6 +290,31 @@ func TestZshAndFishCompletionsNameEverything(t *testing.T) {
 						t.Errorf("%s completion of %s %s lacks --%s", shell, p.name, c.Path, f.Name)
 					}
 				}
+			}
+		}
+		// A fixed word set is offered, not file names (otad mark-active,
+		// PROGRAM completion): in zsh's case for the command's path, in
+		// fish's completions under its condition.
+		for _, c := range m.Commands {
+			if len(c.Words) == 0 {
+				continue
+			}
+			var z, f bytes.Buffer
+			m.Completion(&z, "zsh")
+			m.Completion(&f, "fish")
+			zcase := z.String()[strings.Index(z.String(), fmt.Sprintf("\t(%q)\n", c.Path)):]
+			zcase = zcase[:strings.Index(zcase, ";;")]
+			cond := fmt.Sprintf("-n 'test (__%s_path) = \\'[%s]\\''", p.name, c.Path)
+			for _, w := range c.Words {
+				if !strings.Contains(zcase, "'"+w+"'") {
+					t.Errorf("zsh: %s %s does not offer %q:\n%s", p.name, c.Path, w, zcase)
+				}
+				if !strings.Contains(f.String(), "complete -c "+p.name+" "+cond+" -a '"+w+"'\n") {
+					t.Errorf("fish: %s %s does not offer %q", p.name, c.Path, w)
+				}
+			}
+			if strings.Contains(zcase, "_files") || strings.Contains(f.String(), cond+" -F\n") {
+				t.Errorf("%s %s offers file names besides %q", p.name, c.Path, c.Words)
 			}
 		}
 		if err := m.Completion(new(bytes.Buffer), "tcsh"); err == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,5 +125,24 @@ func TestBuildVersion(t *testing.T) {
 	// A test binary has no module version of its own.
 	if got := BuildVersion(""); got != "devel" {
 		t.Errorf("BuildVersion(\"\") = %q, want devel", got)
+	}
+}
+
+func TestWordSet(t *testing.T) {
+	for _, c := range []struct {
+		synopsis string
+		want     []string
+	}{
+		{"[-c FILE] [-v] [flags] booted|other", []string{"booted", "other"}},
+		{"bash|zsh|fish", []string{"bash", "zsh", "fish"}},
+		{"[--type ecdsa-p256|ed25519|rsa-3072] NAME", nil},
+		{"--broker URL [--json | --watch] NAME", nil},
+		{"[--json] FILE", nil},
+		{"check", nil},
+		{"", nil},
+	} {
+		if got := WordSet(c.synopsis); !slices.Equal(got, c.want) {
+			t.Errorf("WordSet(%q) = %q, want %q", c.synopsis, got, c.want)
+		}
 	}
 }

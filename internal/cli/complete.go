@@ -44,14 +44,15 @@ func (m Manual) children(path string) []string {
 	return nil
 }
 
-// words is what completes after c: its subcommands, the shells after
-// "completion", the commands after "help".
+// words is what completes after c: its subcommands, the words its
+// argument is one of (mark-active booted|other, completion bash|zsh|fish),
+// the commands after "help".
 func (m Manual) words(c ManCommand) []string {
 	switch {
 	case len(c.Subs) > 0:
 		return c.Subs
-	case c.Path == "completion":
-		return Shells
+	case len(c.Words) > 0:
+		return c.Words
 	case c.Path == "help":
 		return m.TopLevel()
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -49,6 +50,7 @@ type ManCommand struct {
 	Summary  string
 	Flags    []ManFlag
 	Subs     []string // the next words, for a command that has subcommands
+	Words    []string // the fixed words its argument is one of (booted|other), from its synopsis
 }
 
 // ManFlag is one flag of a command's flag set.
@@ -80,6 +82,7 @@ func ReadHelp(program, path, summary string, h HelpError) (ManCommand, error) {
 	first, _, _ := strings.Cut(h.Usage, "\n")
 	first = strings.TrimPrefix(first, "usage: ")
 	mc.Synopsis = strings.TrimSpace(strings.TrimPrefix(first, program+" "+path))
+	mc.Words = WordSet(mc.Synopsis)
 	h.Flags.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
@@ -96,6 +99,20 @@ func ReadHelp(program, path, summary string, h HelpError) (ManCommand, error) {
 		mc.Flags = append(mc.Flags, mf)
 	})
 	return mc, nil
+}
+
+// wordSet is an argument that is one of fixed words: booted|other.
+var wordSet = regexp.MustCompile(`^[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)+$`)
+
+// WordSet is the words a command's argument must be one of, when its
+// synopsis ends in them as "booted|other": the usage line the command
+// declares is the one source of what the completions offer there.
+func WordSet(synopsis string) []string {
+	f := strings.Fields(synopsis)
+	if len(f) == 0 || !wordSet.MatchString(f[len(f)-1]) {
+		return nil
+	}
+	return strings.Split(f[len(f)-1], "|")
 }
 
 // Manual walks the program's commands, subcommands first-to-last in name
