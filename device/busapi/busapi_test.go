@@ -235,3 +235,37 @@ func TestIntrospectionXML(t *testing.T) {
 		t.Errorf("introspection differs from testdata/introspect.xml:\n%s", got)
 	}
 }
+
+// Get and GetAll answer for the interface's name and for "", which the
+// D-Bus specification lets a caller give for any interface; another
+// interface is unknown.
+func TestPropertiesInterfaceName(t *testing.T) {
+	var p props
+	p.update(values(ota.Status{State: ota.Idle}))
+	for _, c := range []struct {
+		iface   string
+		wantErr string
+	}{
+		{Iface, ""},
+		{"", ""},
+		{"org.example.Other", "org.freedesktop.DBus.Error.UnknownInterface"},
+	} {
+		v, err := p.Get(c.iface, "State")
+		all, allErr := p.GetAll(c.iface)
+		if c.wantErr != "" {
+			if err == nil || err.Name != c.wantErr || allErr == nil || allErr.Name != c.wantErr {
+				t.Errorf("Get/GetAll(%q): %v, %v; want %s", c.iface, err, allErr, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || v.Value() != "idle" {
+			t.Errorf("Get(%q, State) = %v, %v; want idle", c.iface, v, err)
+		}
+		if allErr != nil || all["State"].Value() != "idle" || len(all) != len(values(ota.Status{})) {
+			t.Errorf("GetAll(%q) = %v, %v; want every property", c.iface, all, allErr)
+		}
+	}
+	if _, err := p.Get("", "Nothing"); err == nil || err.Name != "org.freedesktop.DBus.Error.UnknownProperty" {
+		t.Errorf("Get(\"\", Nothing): %v, want UnknownProperty", err)
+	}
+}

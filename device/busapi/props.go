@@ -61,10 +61,15 @@ type props struct {
 	v  map[string]any
 }
 
+// ourIface says whether a Get or GetAll names the interface that has the
+// properties: Iface, or "", which the D-Bus specification lets a caller
+// give for "whichever interface has it" (docs/contract/dbus.md).
+func ourIface(iface string) bool { return iface == Iface || iface == "" }
+
 func (p *props) Get(iface, name string) (dbus.Variant, *dbus.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if iface != Iface {
+	if !ourIface(iface) {
 		return dbus.Variant{}, unknownInterface(iface)
 	}
 	v, ok := p.v[name]
@@ -77,7 +82,7 @@ func (p *props) Get(iface, name string) (dbus.Variant, *dbus.Error) {
 func (p *props) GetAll(iface string) (map[string]dbus.Variant, *dbus.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if iface != Iface {
+	if !ourIface(iface) {
 		return nil, unknownInterface(iface)
 	}
 	all := make(map[string]dbus.Variant, len(p.v))
