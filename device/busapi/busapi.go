@@ -29,6 +29,9 @@ type Object struct {
 	latest         atomic.Pointer[ota.Progress]
 	installs       atomic.Uint64 // the numbers Install hands out
 
+	// machineIDFiles are read, first found first, for Peer.GetMachineId.
+	machineIDFiles []string
+
 	h     control.Handler
 	conn  *dbus.Conn
 	props props
@@ -40,7 +43,8 @@ func New(log *slog.Logger) *Object {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Object{log: log, changed: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
+	return &Object{log: log, changed: make(chan struct{}, 1), moved: make(chan struct{}, 1),
+		machineIDFiles: []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}}
 }
 
 // Publish is the agent's transition: the properties follow it.
@@ -66,7 +70,7 @@ func wake(c chan struct{}) {
 // control socket serves: the methods take the same paths. ErrNoBus (wrapped)
 // when no bus answers at the address.
 func (o *Object) Start(ctx context.Context, h control.Handler) (stop func(), err error) {
-	conn, err := dbus.ConnectSystemBus()
+	conn, err := dbus.ConnectSystemBus(dbus.WithIncomingInterceptor(redirectPeer))
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%w: %w", ErrNoBus, err)
@@ -162,5 +166,6 @@ func (o *Object) tables() map[string]map[string]any {
 		},
 		"org.freedesktop.DBus.Properties":     {"Get": o.props.Get, "GetAll": o.props.GetAll, "Set": o.props.Set},
 		"org.freedesktop.DBus.Introspectable": {"Introspect": func() (string, *dbus.Error) { return introspection(), nil }},
+		peerIface: {"Ping": func() *dbus.Error { return nil }, "GetMachineId": o.getMachineID},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
 
@@ -59,7 +60,7 @@ func signature(m member) string {
 }
 
 // What Introspect announces is what is exported: each interface's
-// methods with their arguments' types (godbus's Peer aside), and every
+// methods with their arguments' types, and every
 // property values sets.
 func TestIntrospectionMatchesTheObject(t *testing.T) {
 	var n node
@@ -68,10 +69,10 @@ func TestIntrospectionMatchesTheObject(t *testing.T) {
 	}
 	tables := New(nil).tables()
 	for _, i := range n.Interfaces {
-		if i.Name == "org.freedesktop.DBus.Peer" {
-			continue
-		}
 		table := tables[i.Name]
+		if i.Name == "org.freedesktop.DBus.Peer" {
+			table = tables[peerIface] // redirectPeer sends Peer calls there
+		}
 		if len(table) != len(i.Methods) {
 			t.Errorf("%s: %d methods announced, %d exported", i.Name, len(i.Methods), len(table))
 		}
@@ -267,5 +268,61 @@ func TestPropertiesInterfaceName(t *testing.T) {
 	}
 	if _, err := p.Get("", "Nothing"); err == nil || err.Name != "org.freedesktop.DBus.Error.UnknownProperty" {
 		t.Errorf("Get(\"\", Nothing): %v, want UnknownProperty", err)
+	}
+}
+
+// The machine ID is the first file's that holds one.
+func TestMachineID(t *testing.T) {
+	dir := t.TempDir()
+	const id = "3d1219c7c4c5404aaa1f6d2a48adfda4"
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte(id+"\n"), 0o644)
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("uninitialized\n"), 0o644)
+	none := filepath.Join(dir, "none")
+	for _, c := range []struct {
+		files []string
+		want  string // "" for an error
+	}{
+		{[]string{good, none}, id},
+		{[]string{none, good}, id},
+		{[]string{bad, good}, id},
+		{[]string{bad, none}, ""},
+		{nil, ""},
+	} {
+		got, err := machineID(c.files)
+		if got != c.want || (err != nil) != (c.want == "") {
+			t.Errorf("machineID(%q) = %q, %v; want %q", c.files, got, err, c.want)
+		}
+	}
+}
+
+// On a real bus, Peer answers as the D-Bus specification says, on any
+// path: Ping, and GetMachineId with the machine's ID (not the bus's GUID,
+// which godbus would give).
+func TestPeer(t *testing.T) {
+	bus := newTestBus(t)
+	const id = "0123456789abcdef0123456789abcdef"
+	o := New(nil)
+	file := testtool.WriteFile(t, filepath.Join(t.TempDir(), "machine-id"), []byte(id+"\n"))
+	o.machineIDFiles = []string{filepath.Join(t.TempDir(), "none"), file}
+	stop, err := o.Start(t.Context(), stubHandler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	c := bus.client()
+	for _, path := range []dbus.ObjectPath{Path, "/"} {
+		var got string
+		if err := c.Object(Name, path).CallWithContext(t.Context(), "org.freedesktop.DBus.Peer.GetMachineId", 0).Store(&got); err != nil || got != id {
+			t.Errorf("GetMachineId on %s = %q, %v; want %s", path, got, err, id)
+		}
+		if err := c.Object(Name, path).CallWithContext(t.Context(), "org.freedesktop.DBus.Peer.Ping", 0).Err; err != nil {
+			t.Errorf("Ping on %s: %v", path, err)
+		}
+	}
+	os.Remove(file)
+	if err := c.Object(Name, Path).CallWithContext(t.Context(), "org.freedesktop.DBus.Peer.GetMachineId", 0).Err; err == nil {
+		t.Errorf("GetMachineId with no machine ID: no error")
 	}
 }
