@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/otad/otad/device/busapi"
 	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/ota"
@@ -39,12 +40,15 @@ func Manual(ctx context.Context, version string) (cli.Manual, error) {
 			{Term: "NOTIFY_SOCKET, WATCHDOG_USEC", Text: "set by systemd: otad run reports readiness and pets the watchdog"},
 			{Term: "JOURNAL_STREAM", Text: "set by systemd when stderr is the journal: each line carries its priority, and no progress bar is drawn"},
 			{Term: "TERM", Text: "dumb: no progress bar on a terminal"},
+			{Term: "DBUS_SYSTEM_BUS_ADDRESS", Text: "the D-Bus system bus otad run joins; unset: /run/dbus/system_bus_socket (docs/contract/dbus.md)"},
 		},
 		Exit: exitCodes,
 		Files: []cli.Item{
 			{Term: config.DefaultPath, Text: "the config; otad config check says what is left to edit"},
 			{Term: "/etc/otad/keys.d", Text: "the public keys offers must be signed with"},
 			{Term: "/var/lib/otad", Text: "the state directory: the journal of the install in progress, what each slot holds"},
+			{Term: config.DefaultControlSocket, Text: "the control socket, by which the other commands reach otad run (control_socket in the config)"},
+			{Term: "/usr/share/dbus-1/system.d/" + busapi.Name + ".conf", Text: "the D-Bus policy: root may own the name, root and the group otad may call otad on the system bus"},
 			{Term: "/usr/libexec/otad/health-check", Text: "the shipped health check run before a new slot is committed"},
 			{Term: "/usr/share/doc/otad", Text: "operating.md (bringing up a board), the contract pages, the boot scripts"},
 		},

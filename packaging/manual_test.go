@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/otad/otad/device"
+	"github.com/otad/otad/device/config"
 	"github.com/otad/otad/internal/cli"
 	"github.com/otad/otad/operator"
 	"github.com/otad/otad/sim"
@@ -335,6 +336,80 @@ func TestCompletionCommandMatchesGenerated(t *testing.T) {
 			m.Completion(&want, shell)
 			if code, got := p.run("completion", shell); code != 0 || got != want.String() {
 				t.Errorf("%s completion %s (exit %d) differs from the generated script", p.name, shell, code)
+			}
+		}
+	}
+}
+
+// otad.8 names what otad reads and serves outside its config: every
+// $VARIABLE the D-Bus page says it reads, the control socket at its
+// default and the D-Bus policy the package installs.
+func TestOtadManPageEnvironmentAndFiles(t *testing.T) {
+	m, err := device.Manual(context.Background(), "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms := func(items []cli.Item) string {
+		var s []string
+		for _, it := range items {
+			s = append(s, it.Term)
+		}
+		return strings.Join(s, ", ")
+	}
+	env, files := terms(m.Env), terms(m.Files)
+	page, err := os.ReadFile("../docs/contract/dbus.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := regexp.MustCompile("`\\$([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(string(page), -1)
+	if len(vars) == 0 {
+		t.Fatal("docs/contract/dbus.md names no variable: the test reads it wrong")
+	}
+	for _, v := range vars {
+		if !strings.Contains(env, v[1]) {
+			t.Errorf("otad.8 ENVIRONMENT (%s) lacks %s, which dbus.md says otad reads", env, v[1])
+		}
+	}
+	recipe, err := os.ReadFile("otad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := regexp.MustCompile(`dst: (/usr/share/dbus-1/system\.d/\S+)`).FindStringSubmatch(string(recipe))
+	if policy == nil {
+		t.Fatal("otad.yaml installs no D-Bus policy")
+	}
+	for _, f := range []string{config.DefaultControlSocket, policy[1]} {
+		if !strings.Contains(files, f) {
+			t.Errorf("otad.8 FILES (%s) lacks %s", files, f)
+		}
+	}
+}
+
+// packaging.md's table of each package lists every file its recipe
+// installs (the docs directory as one row; lintian's overrides are
+// lintian's).
+func TestPackagingTablesListEveryFile(t *testing.T) {
+	page, err := os.ReadFile("../docs/contract/packaging.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	otadAt, otactlAt, endAt := strings.Index(doc, "`otad`, the device's:"), strings.Index(doc, "`otactl`, the workstation's:"), strings.Index(doc, "The manual pages and completions")
+	if otadAt < 0 || otactlAt < otadAt || endAt < otactlAt {
+		t.Fatal("docs/contract/packaging.md: the two tables are not where the test looks")
+	}
+	for _, c := range []struct{ pkg, table string }{{"otad", doc[otadAt:otactlAt]}, {"otactl", doc[otactlAt:endAt]}} {
+		recipe, err := os.ReadFile(c.pkg + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*-? *dst: (\S+)`).FindAllStringSubmatch(string(recipe), -1) {
+			dst := strings.TrimSuffix(m[1], "/")
+			if strings.HasPrefix(dst, "/usr/share/doc/") || strings.HasPrefix(dst, "/usr/share/lintian/") {
+				continue
+			}
+			if !strings.Contains(c.table, "`"+dst) {
+				t.Errorf("docs/contract/packaging.md's %s table lacks %s, which the package installs", c.pkg, dst)
 			}
 		}
 	}

@@ -20,6 +20,9 @@ import (
 // DefaultPath is where otad looks without -c.
 const DefaultPath = "/etc/otad/otad.toml"
 
+// DefaultControlSocket is control_socket's default (docs/contract/config.md).
+const DefaultControlSocket = "/run/otad/otad.sock"
+
 // Config is the whole configuration file.
 type Config struct {
 	DeviceID      string     `toml:"device_id"`
@@ -210,7 +213,7 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.StateDir, "/var/lib/otad")
-	def(&c.ControlSocket, "/run/otad/otad.sock")
+	def(&c.ControlSocket, DefaultControlSocket)
 	def(&c.MQTT.TopicPrefix, "ota")
 	def(&c.Slots.Cmdline, "/proc/cmdline")
 	def(&c.Bootloader.Type, "uboot")
