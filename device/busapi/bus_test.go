@@ -3,6 +3,7 @@ package busapi
 import (
 	"bufio"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ const openBus = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 type testBus struct {
 	t          *testing.T
 	bin, conf  string
-	addr       string
+	sock, addr string
 	stopDaemon func()
 }
 
@@ -45,17 +46,19 @@ func newTestBus(t *testing.T) *testBus {
 	t.Helper()
 	b := &testBus{t: t, bin: testtool.Require(t, "dbus-daemon", "dbus-daemon")}
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "bus")
-	b.conf = testtool.WriteFile(t, filepath.Join(dir, "bus.conf"), []byte(strings.ReplaceAll(openBus, "SOCKET", sock)))
+	b.sock = filepath.Join(dir, "bus")
+	b.conf = testtool.WriteFile(t, filepath.Join(dir, "bus.conf"), []byte(strings.ReplaceAll(openBus, "SOCKET", b.sock)))
 	b.start()
 	t.Cleanup(func() { b.kill() })
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", b.addr)
 	return b
 }
 
-// start runs the daemon and waits (bounded) for its address.
+// start runs the daemon and waits (bounded) for its address; a killed
+// daemon's socket is removed first, so it comes back at the same address.
 func (b *testBus) start() {
 	b.t.Helper()
+	os.Remove(b.sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, b.bin, "--config-file="+b.conf, "--nofork", "--print-address=1", "--nosyslog")
 	var log testtool.Buffer

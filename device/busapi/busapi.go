@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/device/control"
 	"github.com/otad/otad/ota"
 )
@@ -32,8 +34,11 @@ type Object struct {
 	// machineIDFiles are read, first found first, for Peer.GetMachineId.
 	machineIDFiles []string
 
+	// rejoinPolicy paces joining the bus again after it went away.
+	rejoinPolicy backoff.Policy
+
 	h     control.Handler
-	conn  *dbus.Conn
+	conn  atomic.Pointer[dbus.Conn] // the latest; signals go there
 	props props
 	ctx   context.Context // the daemon's: installs asked for on the bus run in it
 }
@@ -44,7 +49,10 @@ func New(log *slog.Logger) *Object {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Object{log: log, changed: make(chan struct{}, 1), moved: make(chan struct{}, 1),
-		machineIDFiles: []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}}
+		machineIDFiles: []string{"/etc/machine-id", "/var/lib/dbus/machine-id"},
+		// A restarted bus is back within seconds; one gone for long is
+		// asked again every half minute at most.
+		rejoinPolicy: backoff.Policy{Base: time.Second, Max: 30 * time.Second}}
 }
 
 // Publish is the agent's transition: the properties follow it.
@@ -66,10 +74,35 @@ func wake(c chan struct{}) {
 
 // Start joins the system bus (DBUS_SYSTEM_BUS_ADDRESS, or the standard
 // socket), exports the object and takes the name, and keeps the properties
-// and signals up to date until ctx ends or stop is called. h is what the
-// control socket serves: the methods take the same paths. ErrNoBus (wrapped)
-// when no bus answers at the address.
+// and signals up to date until ctx ends or stop is called. When the bus
+// goes away (dbus-daemon restarted), it logs so once and joins again with
+// a bounded backoff until it is back (docs/contract/dbus.md). h is what
+// the control socket serves: the methods take the same paths. ErrNoBus
+// (wrapped) when no bus answers at the address.
 func (o *Object) Start(ctx context.Context, h control.Handler) (stop func(), err error) {
+	conn, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	o.h, o.ctx = h, ctx
+	o.props.update(values(h.Status()))
+	if err := o.export(conn); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.serve(ctx, conn)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+func dial() (*dbus.Conn, error) {
 	conn, err := dbus.ConnectSystemBus(dbus.WithIncomingInterceptor(redirectPeer))
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
@@ -77,53 +110,78 @@ func (o *Object) Start(ctx context.Context, h control.Handler) (stop func(), err
 		}
 		return nil, fmt.Errorf("d-bus: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	o.h, o.conn, o.ctx = h, conn, ctx
-	o.props.update(values(h.Status()))
-	if err := o.export(); err != nil {
-		cancel()
-		conn.Close()
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		o.emit(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-		conn.Close()
-	}, nil
+	return conn, nil
 }
 
 // export puts the object's interfaces on Path, then takes the name: a
 // client that finds the name finds the whole object. Method tables, not
 // godbus's Export: Export finds methods by reflection, which keeps every
-// exported method of the binary alive (a bigger otad).
-func (o *Object) export() error {
+// exported method of the binary alive (a bigger otad). On an error conn
+// is closed.
+func (o *Object) export(conn *dbus.Conn) error {
 	for iface, table := range o.tables() {
-		if err := o.conn.ExportMethodTable(table, Path, iface); err != nil {
+		if err := conn.ExportMethodTable(table, Path, iface); err != nil {
+			conn.Close()
 			return fmt.Errorf("d-bus: export %s: %w", iface, err)
 		}
 	}
-	reply, err := o.conn.RequestName(Name, dbus.NameFlagDoNotQueue)
+	reply, err := conn.RequestName(Name, dbus.NameFlagDoNotQueue)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("d-bus: own %s: %w (is the bus policy installed? docs/contract/dbus.md)", Name, err)
+	case reply != dbus.RequestNameReplyPrimaryOwner:
+		err = fmt.Errorf("d-bus: %s is owned by another process", Name)
+	}
 	if err != nil {
-		return fmt.Errorf("d-bus: own %s: %w (is the bus policy installed? docs/contract/dbus.md)", Name, err)
+		conn.Close()
+		return err
 	}
-	if reply != dbus.RequestNameReplyPrimaryOwner {
-		return fmt.Errorf("d-bus: %s is owned by another process", Name)
-	}
+	o.conn.Store(conn)
 	return nil
+}
+
+// serve emits on conn until it is lost, then joins again, until ctx ends.
+func (o *Object) serve(ctx context.Context, conn *dbus.Conn) {
+	for conn != nil {
+		o.emit(ctx, conn.Context())
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		o.log.Warn("left D-Bus: the bus connection is lost; joining again", "name", Name)
+		conn = o.rejoin(ctx)
+	}
+}
+
+// rejoin joins the bus again, waiting longer after each failure (at most
+// rejoinPolicy.Max), until it is back or ctx ends (nil).
+func (o *Object) rejoin(ctx context.Context) *dbus.Conn {
+	for n := 0; ; n++ {
+		if o.rejoinPolicy.Wait(ctx, n, 0) != nil {
+			return nil
+		}
+		conn, err := dial()
+		if err == nil {
+			err = o.export(conn)
+		}
+		if err == nil {
+			o.log.Info("on D-Bus again", "name", Name, "attempts", n+1)
+			return conn
+		}
+		o.log.Debug("d-bus: joining again failed", "attempt", n+1, "err", err)
+	}
 }
 
 // emit sends what changed: PropertiesChanged after a transition or a
 // progress report, and the Progress signal.
-func (o *Object) emit(ctx context.Context) {
-	o.refresh() // what changed between Start and now
+// It returns when ctx ends or the connection is lost.
+func (o *Object) emit(ctx, connected context.Context) {
+	o.refresh() // what changed between joining and now
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-connected.Done():
 			return
 		case <-o.changed:
 			o.refresh()
@@ -144,13 +202,13 @@ func (o *Object) refresh() {
 	if invalidated == nil {
 		invalidated = []string{}
 	}
-	if err := o.conn.Emit(Path, "org.freedesktop.DBus.Properties.PropertiesChanged", Iface, changed, invalidated); err != nil {
+	if err := o.conn.Load().Emit(Path, "org.freedesktop.DBus.Properties.PropertiesChanged", Iface, changed, invalidated); err != nil {
 		o.log.Debug("d-bus: PropertiesChanged not sent", "err", err)
 	}
 }
 
 func (o *Object) signal(name string, args ...any) {
-	if err := o.conn.Emit(Path, Iface+"."+name, args...); err != nil {
+	if err := o.conn.Load().Emit(Path, Iface+"."+name, args...); err != nil {
 		o.log.Debug("d-bus: signal not sent", "signal", name, "err", err)
 	}
 }
@@ -166,6 +224,6 @@ func (o *Object) tables() map[string]map[string]any {
 		},
 		"org.freedesktop.DBus.Properties":     {"Get": o.props.Get, "GetAll": o.props.GetAll, "Set": o.props.Set},
 		"org.freedesktop.DBus.Introspectable": {"Introspect": func() (string, *dbus.Error) { return introspection(), nil }},
-		peerIface: {"Ping": func() *dbus.Error { return nil }, "GetMachineId": o.getMachineID},
+		peerIface:                             {"Ping": func() *dbus.Error { return nil }, "GetMachineId": o.getMachineID},
 	}
 }

@@ -1,9 +1,11 @@
 package busapi
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/otad/otad/backoff"
 	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/ota"
 )
@@ -324,5 +328,57 @@ func TestPeer(t *testing.T) {
 	os.Remove(file)
 	if err := c.Object(Name, Path).CallWithContext(t.Context(), "org.freedesktop.DBus.Peer.GetMachineId", 0).Err; err == nil {
 		t.Errorf("GetMachineId with no machine ID: no error")
+	}
+}
+
+// When the bus goes away and comes back (dbus-daemon killed and started
+// again), otad says so once and joins again: the name is owned and the
+// object answers on the new bus.
+func TestRejoinsAfterTheBusRestarts(t *testing.T) {
+	bus := newTestBus(t)
+	var log testtool.Buffer
+	o := New(slog.New(slog.NewTextHandler(&log, nil)))
+	o.rejoinPolicy = backoff.Policy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	stop, err := o.Start(t.Context(), stubHandler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	state := func() (string, error) {
+		c, err := dbus.Connect(bus.addr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		var v dbus.Variant
+		err = c.Object(Name, Path).CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, Iface, "State").Store(&v)
+		s, _ := v.Value().(string)
+		return s, err
+	}
+	if s, err := state(); err != nil || s != "idle" {
+		t.Fatalf("State before the restart: %q, %v", s, err)
+	}
+	for round := 1; round <= 2; round++ {
+		bus.kill()
+		waitFor(t, "the loss logged", func() bool { return strings.Count(log.String(), "left D-Bus") == round })
+		time.Sleep(300 * time.Millisecond) // several rejoin attempts fail meanwhile
+		bus.start()
+		waitFor(t, "State on the restarted bus", func() bool { s, err := state(); return err == nil && s == "idle" })
+		waitFor(t, "the rejoin logged", func() bool { return strings.Count(log.String(), "on D-Bus again") == round })
+		if n := strings.Count(log.String(), "left D-Bus"); n != round {
+			t.Errorf("after %d restarts the loss is logged %d times:\n%s", round, n, log.String())
+		}
+	}
+}
+
+// waitFor polls cond for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 10 s", what)
+		}
 	}
 }
