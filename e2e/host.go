@@ -210,7 +210,8 @@ func WatchFleet(ctx context.Context, broker string) (*Fleet, error) {
 	return f, nil
 }
 
-func (f *Fleet) handle(topic string, payload []byte) {
+func (f *Fleet) handle(m mqtt.Message) {
+	topic, payload := m.Topic, m.Payload
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {

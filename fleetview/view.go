@@ -62,22 +62,11 @@ func New(prefix string) *View {
 // message that changed the view. It returns early only when it cannot
 // connect or subscribe.
 func (v *View) Watch(ctx context.Context, cfg mqtt.Config, changed func()) error {
-	// The whole message, not mqtt.Watch's topic and payload: an oversized
-	// status arrives with an empty payload and must not read as cleared.
-	s, err := mqtt.Open(ctx, cfg, mqtt.DeviceFilters(cfg.TopicPrefix), func(m mqtt.Message) {
+	return mqtt.Watch(ctx, cfg, func(m mqtt.Message) {
 		if v.ObserveMessage(m) && changed != nil {
 			changed()
 		}
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	<-ctx.Done()
-	s.Close()
-	return nil
 }
 
 // Observe takes one message from the broker and reports whether the view

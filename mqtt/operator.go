@@ -57,8 +57,10 @@ func PublishRetained(ctx context.Context, cfg Config, topic string, payload []by
 // Watch subscribes to <prefix>/devices/+/status, /progress and /online and calls fn for
 // each message, one call at a time, until ctx ends (then it returns nil). It reconnects
 // and resubscribes by itself; only the first connect or subscription failing is an error.
-func Watch(ctx context.Context, cfg Config, fn func(topic string, payload []byte)) error {
-	s, err := Open(ctx, cfg, DeviceFilters(cfg.prefix()), func(m Message) { fn(m.Topic, m.Payload) })
+// fn gets the whole message: an oversized one arrives with an empty payload and
+// must not read as cleared (Message.TooLarge).
+func Watch(ctx context.Context, cfg Config, fn func(Message)) error {
+	s, err := Open(ctx, cfg, DeviceFilters(cfg.prefix()), fn)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
