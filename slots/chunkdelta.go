@@ -20,8 +20,7 @@ func (n *network) dropDeltas(err error) {
 	n.noDeltas.Store(true)
 	n.in.progress.dropDeltas()
 	n.warnOnce.Do(func() {
-		n.in.log.Warn("delta file failed: the chunks it was to bring are fetched whole from the store",
-			"url", n.in.deltaOf.URL, "err", err)
+		warnDeltaFailed(n.in.log, n.in.deltaOf.URL, err)
 	})
 }
 

@@ -2,8 +2,10 @@ package slots
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,20 +192,56 @@ func TestChunkedDeltaAlteredBootedSlot(t *testing.T) {
 	}
 }
 
-// TestChunkedDeltaIndexRefused: a delta file whose index is not the one the manifest
-// names is not used: the install takes the chunks and succeeds.
+// TestChunkedDeltaIndexRefused: a delta file whose index cannot be fetched or is
+// not the one the manifest names is not used: the install takes the chunks and
+// succeeds, and the log says once which delta file failed and why (the same words
+// as a delta file that fails later: docs/contract/chunked.md).
 func TestChunkedDeltaIndexRefused(t *testing.T) {
 	oldImg, newImg := update(t)
-	r := makeRelease(t, oldImg, newImg)
-	r.delta = bytes.Clone(r.delta)
-	r.delta[5] ^= 1
-	d := newChunkSlots(t, len(newImg)+8192, oldImg)
-	s, j := r.serve(t, d, sha(oldImg))
-	p := installDelta(t, j)
-	if !bytes.Equal(readFile(t, d.target)[:len(newImg)], newImg) {
-		t.Fatal("the slot does not hold the image")
-	}
-	if n := s.sent["/rel.delta"].Load(); n != r.entry.IndexSize || p.Path != ota.PathChunked || p.BytesDelta != 0 {
-		t.Fatalf("delta file sent %d bytes (index %d); progress %+v", n, r.entry.IndexSize, p)
+	for _, tc := range []struct {
+		name  string
+		alter func(r *release)
+		gone  bool // the delta file answers 404
+		why   string
+	}{
+		{"index altered", func(r *release) { r.delta[5] ^= 1 }, false, "index_sha256"},
+		{"index that does not parse", func(r *release) {
+			for i := range r.entry.IndexSize {
+				r.delta[i] = byte(i)
+			}
+			r.entry.IndexSHA256 = sha(r.delta[:r.entry.IndexSize])
+		}, false, "payload.chunks.deltas[0]"},
+		{"404", func(*release) {}, true, "404"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := makeRelease(t, oldImg, newImg)
+			r.delta = bytes.Clone(r.delta)
+			tc.alter(r)
+			d := newChunkSlots(t, len(newImg)+8192, oldImg)
+			s, j := r.serve(t, d, sha(oldImg))
+			if tc.gone {
+				s.fail = func(w http.ResponseWriter, req *http.Request) bool {
+					if req.URL.Path != "/rel.delta" {
+						return false
+					}
+					http.NotFound(w, req)
+					return true
+				}
+			}
+			var logs syncBuffer
+			j.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			p := installDelta(t, j)
+			if !bytes.Equal(readFile(t, d.target)[:len(newImg)], newImg) {
+				t.Fatal("the slot does not hold the image")
+			}
+			if n := s.sent["/rel.delta"].Load(); n > r.entry.IndexSize || p.Path != ota.PathChunked || p.BytesDelta != 0 {
+				t.Fatalf("delta file sent %d bytes (index %d); progress %+v", n, r.entry.IndexSize, p)
+			}
+			log := logs.String()
+			if strings.Count(log, "delta file failed") != 1 || !strings.Contains(log, "level=WARN") ||
+				!strings.Contains(log, s.URL+"/rel.delta") || !strings.Contains(log, tc.why) {
+				t.Fatalf("want one warning naming the delta file and %q; log:\n%s", tc.why, log)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/otad/otad/fetch"
@@ -43,7 +44,9 @@ func fetchIndex(ctx context.Context, job *ChunkedJob, tun *tuning, fetched *atom
 // the image the booted slot holds: bootedChunks settled it) and using it can
 // cost less than the chunks alone. A delta from any other image is never used.
 // One that cannot be fetched or is refused leaves the install to the chunks: it costs
-// the bytes fetched, never a wrong byte.
+// the bytes fetched, never a wrong byte, and says so in the log
+// (docs/contract/chunked.md): otherwise a device fetches several times what
+// sign printed and nothing tells why.
 func (in *chunkInstall) fetchDelta(ctx context.Context) error {
 	job := in.job
 	k := job.Chunks.DeltaFrom(in.bootedImage)
@@ -54,33 +57,51 @@ func (in *chunkInstall) fetchDelta(ctx context.Context) error {
 	if d.Fetch >= job.Expect.IndexSize+job.Expect.StoreSize {
 		return nil
 	}
-	want := payload.DeltaExpectOf(d)
 	at := fmt.Sprintf("payload.chunks.deltas[%d]", k)
-	if err := want.Validate(at); err != nil || d.IndexSize > payload.MaxIndexSize {
+	x, err := in.deltaIndex(ctx, d, at)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		warnDeltaFailed(in.log, d.URL, err)
 		return nil
 	}
-	src, err := fetch.OpenRangesNamed(job.request(d.URL, 0, in.tun, &in.fetched), d.Size, at+".size")
+	in.delta, in.deltaAt, in.deltaOf = x, k, d
+	return nil
+}
+
+// deltaIndex fetches delta file d's index and checks it against the manifest.
+func (in *chunkInstall) deltaIndex(ctx context.Context, d ota.Delta, at string) (*payload.Delta, error) {
+	want := payload.DeltaExpectOf(d)
+	if err := want.Validate(at); err != nil {
+		return nil, err
+	}
+	if d.IndexSize > payload.MaxIndexSize {
+		return nil, ota.FieldErrorf(ota.CodeIndexMismatch, at+".index_size", "%d, over the limit of %d", d.IndexSize, payload.MaxIndexSize)
+	}
+	src, err := fetch.OpenRangesNamed(in.job.request(d.URL, 0, in.tun, &in.fetched), d.Size, at+".size")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer src.Close()
 	body, err := src.Open(ctx, 0, d.IndexSize)
 	if errors.Is(err, fetch.ErrNoRanges) {
 		// The index is the file's start: a plain stream of it will do.
-		body, err = fetch.Open(ctx, job.request(d.URL, d.Size, in.tun, &in.fetched))
+		body, err = fetch.Open(ctx, in.job.request(d.URL, d.Size, in.tun, &in.fetched))
 	}
 	if err != nil {
-		return ctx.Err()
+		return nil, err
 	}
 	defer body.Close()
 	buf := make([]byte, d.IndexSize)
 	if _, err := io.ReadFull(body, buf); err != nil {
-		return ctx.Err()
+		return nil, fmt.Errorf("index of %s: %w", d.URL, err)
 	}
-	if in.delta, err = payload.ParseDelta(buf, want, in.x, at); err != nil {
-		in.delta = nil
-		return nil
-	}
-	in.deltaAt, in.deltaOf = k, d
-	return nil
+	return payload.ParseDelta(buf, want, in.x, at)
+}
+
+// warnDeltaFailed says that the delta file at url is given up after err, in
+// the same words before the install (its index) as during it (its ranges).
+func warnDeltaFailed(log *slog.Logger, url string, err error) {
+	log.Warn("delta file failed: the chunks it was to bring are fetched whole from the store", "url", url, "err", err)
 }
