@@ -37,6 +37,8 @@ type network struct {
 	// still to come as deltas whole from the store.
 	noDeltas atomic.Bool
 	warnOnce sync.Once
+	// noRangesOnce: the store read whole is said once (warnNoRanges).
+	noRangesOnce sync.Once
 	// dec is every lane's: they decode into their own buffers.
 	dec *payload.Decoder
 }
@@ -289,6 +291,7 @@ func (n *network) fetchAlone(ctx context.Context, l *lane, c payload.Chunk, buf 
 			return nil, err
 		}
 		if errors.Is(err, fetch.ErrNoRanges) {
+			n.warnNoRanges(err)
 			body, err = openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)
 		}
 		if err == nil {
@@ -329,7 +332,7 @@ func (n *network) next(ctx context.Context, c payload.Chunk) (piece, error) {
 		if !errors.Is(p.err, fetch.ErrNoRanges) {
 			return p, p.err
 		}
-		if err := n.sequential(ctx, c); err != nil {
+		if err := n.sequential(ctx, c, p.err); err != nil {
 			return piece{}, err
 		}
 	}

@@ -26,7 +26,7 @@ func (n *network) fetchMissing(ctx context.Context, c payload.Chunk, buf []byte)
 		if !errors.Is(err, fetch.ErrNoRanges) {
 			return b, err
 		}
-		if err := n.sequential(ctx, c); err != nil {
+		if err := n.sequential(ctx, c, err); err != nil {
 			return nil, err
 		}
 	}
@@ -37,9 +37,10 @@ func (n *network) fetchMissing(ctx context.Context, c payload.Chunk, buf []byte)
 	return n.readSequential(ctx, n.mine, c, buf)
 }
 
-// sequential gives up on ranges from chunk c on: the lanes stop, and the
-// store is read from its start, skipping to c.
-func (n *network) sequential(ctx context.Context, c payload.Chunk) error {
+// sequential gives up on ranges from chunk c on, after why: the lanes stop,
+// and the store is read from its start, skipping to c.
+func (n *network) sequential(ctx context.Context, c payload.Chunk, why error) error {
+	n.warnNoRanges(why)
 	n.stop()
 	n.wg.Wait()
 	n.stop = nil
@@ -115,4 +116,15 @@ func skipStore(r io.Reader, n int64, job *ChunkedJob) error {
 		return ota.FieldErrorf(ota.CodeSizeMismatch, "payload.chunks.store_size", "%d, but store %s ends after %d bytes", job.Expect.StoreSize, job.URL, got)
 	}
 	return err
+}
+
+// warnNoRanges says, once, that the store's server did not answer a Range
+// request as asked, so the store is read from its start: the device then
+// fetches up to the whole store, not what sign printed, and only the log
+// says why (docs/contract/chunked.md).
+func (n *network) warnNoRanges(why error) {
+	n.noRangesOnce.Do(func() {
+		n.in.log.Warn("the store's server answered without Range: the store is read whole from its start, not only the chunks this device lacks",
+			"url", n.in.job.URL, "store_size", n.in.job.Expect.StoreSize, "err", why)
+	})
 }
