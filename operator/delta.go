@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -128,17 +129,52 @@ func buildDeltas(ctx context.Context, j deltaJob, files *pending, stderr io.Writ
 	return entries, nil
 }
 
+// checkOlderImages checks that each --delta-from file is a regular file, non-empty
+// and readable, naming the flag and the file: the deltas are built after the
+// whole chunked payload, too late to learn of a typo.
+func checkOlderImages(paths []string) error {
+	for _, p := range paths {
+		if err := checkOlderImage(p); err != nil {
+			return fmt.Errorf("--delta-from %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func checkOlderImage(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return errors.Unwrap(err) // the path is named by the caller
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case st.IsDir():
+		return errors.New("a directory: want an older image file")
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (%s): want an older image file", st.Mode().Type())
+	case st.Size() == 0:
+		return errors.New("an empty file: want an older image")
+	}
+	if _, err := f.Read(make([]byte, 1)); err != nil {
+		return fmt.Errorf("unreadable: %w", err)
+	}
+	return nil
+}
+
 // deltaFrom builds the deltas of x's image against the older image at path into a
 // temporary file in dir, returned rewound.
 func deltaFrom(ctx context.Context, path string, newImg *os.File, newFiles *payload.FileMap, x *payload.Index, dir string, stderr io.Writer) (*payload.DeltaResult, *os.File, error) {
 	old, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--delta-from: %w", err)
+		return nil, nil, fmt.Errorf("--delta-from %s: %w", path, errors.Unwrap(err))
 	}
 	defer old.Close()
 	st, err := old.Stat()
-	if err != nil || st.Size() == 0 {
-		return nil, nil, fmt.Errorf("--delta-from %s: an empty or unreadable image (%v)", path, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--delta-from %s: %w", path, err)
 	}
 	frames, err := os.CreateTemp(dir, ".deltas.tmp-*")
 	if err != nil {

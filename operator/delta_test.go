@@ -181,8 +181,19 @@ func TestSignDeltaFromSizes(t *testing.T) {
 	}
 }
 
+// TestSignDeltaFromRefusals: wrong flags, and each --delta-from file that is not an
+// older image (missing, empty, a directory), are refused before the chunked payload
+// is built, naming the flag and the file; nothing is written.
 func TestSignDeltaFromRefusals(t *testing.T) {
 	dir, img, _, signArgs := chunkedSetup(t)
+	empty, sub := filepath.Join(dir, "empty.img"), filepath.Join(dir, "sub")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "p")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -191,12 +202,21 @@ func TestSignDeltaFromRefusals(t *testing.T) {
 	}{
 		{"without chunked", append(signArgs[:len(signArgs)-1], "--delta-from", img), ota.ExitUsage, "--delta-from needs --chunked"},
 		{"chunking unknown", append(signArgs, "--out-payload", filepath.Join(dir, "p"), "--chunking", "rabin"), ota.ExitUsage, "--chunking"},
-		{"older image missing", append(signArgs, "--out-payload", filepath.Join(dir, "p"), "--delta-from", filepath.Join(dir, "nope.img")), ota.ExitFailure, "nope.img"},
+		{"older image missing", append(signArgs, "--out-payload", out, "--delta-from", filepath.Join(dir, "nope.img")), ota.ExitFailure,
+			"--delta-from " + filepath.Join(dir, "nope.img") + ": no such file"},
+		{"older image empty", append(signArgs, "--out-payload", out, "--delta-from", img+","+empty), ota.ExitFailure,
+			"--delta-from " + empty + ": an empty file"},
+		{"older image a directory", append(signArgs, "--out-payload", out, "--delta-from", sub), ota.ExitFailure,
+			"--delta-from " + sub + ": a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := otactl(t, tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+			}
+			// Refused before the payload is built: nothing said as written.
+			if strings.Contains(r.stderr, "<nil>") || strings.Contains(r.stderr, ".idx:") {
+				t.Fatalf("stderr %q", r.stderr)
 			}
 		})
 	}

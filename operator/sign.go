@@ -175,6 +175,10 @@ func (o *signOptions) payload(ctx context.Context, chunkSize int64, stderr io.Wr
 func (o *signOptions) chunkedPayload(ctx context.Context, chunkSize int64, stderr io.Writer) (verify.Payload, error) {
 	co := chunkedOpts{chunkSize: chunkSize, comp: ota.Compression(o.compress), chunking: ota.Chunking(o.chunking), progress: o.progress}
 	olds := splitList(o.deltaFrom)
+	// Before the store is built (minutes at 1 GiB): a wrong older image fails now.
+	if err := checkOlderImages(olds); err != nil {
+		return verify.Payload{}, err
+	}
 	var sizer *streamSizer
 	if len(olds) > 0 {
 		var err error
