@@ -72,6 +72,10 @@ type Agent struct {
 
 	mu     sync.Mutex
 	status ota.Status // last published snapshot, for Status()
+	// confirming and bootID are the snapshot's running time and boot:
+	// Status() reads the window left at the time it is asked.
+	confirming RunTime
+	bootID     string
 
 	// Owned by the loop goroutine.
 	state     State
@@ -122,6 +126,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		state: s, persisted: s.Clone(), progress: make(chan struct{}, 1),
 	}
 	a.status = a.snapshot(s, d.Clock.Now())
+	if s.Target != nil {
+		a.confirming, a.bootID = s.Target.Confirming, s.BootID
+	}
 	return a, nil
 }
 
@@ -129,7 +136,12 @@ func New(cfg Config, d Deps) (*Agent, error) {
 func (a *Agent) Status() ota.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.status
+	st := a.status
+	if st.State == ota.Confirming {
+		st.Time = a.d.Clock.Now().UTC()
+		st = WithWindowLeft(st, a.confirming, a.cfg.CommitWindow, a.bootID, a.d.Uptime.Uptime())
+	}
+	return st
 }
 
 // Offer queues a raw envelope without blocking. key names the source (an

@@ -208,6 +208,10 @@ func (a *Agent) publish(e Emit) {
 	st := a.snapshot(e.State, now)
 	a.mu.Lock()
 	a.status = st
+	a.confirming, a.bootID = RunTime{}, e.State.BootID
+	if t := e.State.Target; t != nil {
+		a.confirming = t.Confirming
+	}
 	a.mu.Unlock()
 	ev := forOperatorEvent(e.Event, a.cfg.Policy)
 	ev.Device, ev.BootID, ev.Time = a.cfg.DeviceID, e.State.BootID, now.UTC()
@@ -247,6 +251,9 @@ func (a *Agent) publishProgress(e PublishProgress) {
 // snapshot is the status snapshot with what the agent's config adds.
 func (a *Agent) snapshot(s State, now time.Time) ota.Status {
 	st := ForOperator(Snapshot(a.cfg.DeviceID, a.cfg.AgentVersion, s, now), a.cfg.Policy)
+	if s.Target != nil {
+		st = WithWindowLeft(st, s.Target.Confirming, a.cfg.CommitWindow, s.BootID, a.d.Uptime.Uptime())
+	}
 	st.Groups = a.cfg.Groups
 	if a.cfg.TrustVersion != nil {
 		st.TrustVersion = a.cfg.TrustVersion()

@@ -38,7 +38,22 @@ func Snapshot(device, agentVersion string, s State, now time.Time) ota.Status {
 }
 
 func targetStatus(t *Target) *ota.TargetStatus {
-	return &ota.TargetStatus{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, BytesDone: t.BytesDone, BytesTotal: t.Payload.Size, Transfer: t.Transfer}
+	return &ota.TargetStatus{ID: t.ID, Version: t.Version, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, BytesDone: t.BytesDone, BytesTotal: t.Payload.Size, Transfer: t.Transfer,
+		ConfirmingSince: t.ConfirmingSince}
+}
+
+// WithWindowLeft adds to st, in confirming, what is left of the commit
+// window of rt (the target's running time), read at uptime in boot: an
+// operator told to wait for the window sees how long.
+func WithWindowLeft(st ota.Status, rt RunTime, window time.Duration, boot string, uptime time.Duration) ota.Status {
+	if st.State != ota.Confirming || st.Target == nil {
+		return st
+	}
+	left := max(0, window-rt.At(boot, uptime).Used()).Milliseconds()
+	t := *st.Target // snapshots handed out share the old pointer
+	t.WindowLeftMS = &left
+	st.Target = &t
+	return st
 }
 
 // ForOperator is the status as the operator reads it under the manual

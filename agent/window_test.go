@@ -220,3 +220,51 @@ func TestClockJumpRefusalOfAKnownOffer(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusShowsWindowLeft: in confirming the status says since when (the wall
+// clock, shown only) and how much of the commit window's running time is left,
+// read when it is asked: an operator told to wait for the window sees how long.
+func TestStatusShowsWindowLeft(t *testing.T) {
+	const window = time.Hour
+	since := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		boot   string
+		uptime time.Duration
+		left   time.Duration
+	}{
+		{"same boot, 40 minutes on", "boot-2", 10*time.Second + 40*time.Minute, 15 * time.Minute},
+		{"after a reboot", "boot-3", 3 * time.Second, 55 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := &Target{ID: "rel-n", Version: "n", Slot: ota.SlotB, Payload: ota.Payload{SHA256: strings.Repeat("ab", 32)},
+				ConfirmingSince: since, Confirming: RunTime{Boot: "boot-2", From: 10 * time.Second, Seen: 10 * time.Second, Ran: 5 * time.Minute}}
+			store := &memStore{ok: true, s: State{Phase: ota.Confirming, Target: target, BootID: "boot-2", Booted: ota.SlotB,
+				Slots: map[ota.Slot]SlotInfo{ota.SlotA: {Version: "o", Status: ota.SlotGood}, ota.SlotB: {Version: "n", SHA256: target.Payload.SHA256, Status: ota.SlotStaged}}}}
+			a, err := New(Config{DeviceID: "d", CommitWindow: window, Logger: slog.New(slog.DiscardHandler)}, Deps{
+				Store: store, Bootloader: &fakeBoot{}, Installer: &recordingInstaller{quick: true}, Checker: jsonChecker{},
+				Rebooter: &fakeReboot{}, Health: &deadlineHealth{}, Clock: fixedClock{since.Add(time.Hour)}, Uptime: fixedUptime(tc.uptime),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx, ota.SlotB, tc.boot) }()
+			defer func() { cancel(); <-done }()
+			for i := 0; ; i++ {
+				st := a.Status()
+				if tg := st.Target; st.State == ota.Confirming && tg != nil && tg.WindowLeftMS != nil && st.BootID == tc.boot {
+					if got := time.Duration(*tg.WindowLeftMS) * time.Millisecond; got != tc.left || !tg.ConfirmingSince.Equal(since) {
+						t.Fatalf("%s left since %v, want %s since %v", got, tg.ConfirmingSince, tc.left, since)
+					}
+					return
+				}
+				if i > 500 {
+					t.Fatalf("status %s, target %+v", st.State, st.Target)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -374,11 +374,16 @@ func TestStatusShowsWaiting(t *testing.T) {
 	}{
 		{"waiting for the network", w, "waiting:     waiting for the network (2:10): dial tcp: connection refused; next try in 40s\n"},
 		{"downloading", nil, ""},
+		{"confirming", nil, "confirming:  since 2026-01-02T02:04:05Z, 4m10s of the commit window's running time left\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
 			st := ota.Status{Device: "pc-1", State: ota.Downloading, BootedSlot: "A",
 				Target: &ota.TargetStatus{ID: "rel-2", Version: "2", BytesDone: 1, BytesTotal: 4, Waiting: tc.waiting}}
+			if tc.name == "confirming" {
+				left := int64(250_000)
+				st.State, st.Target.ConfirmingSince, st.Target.WindowLeftMS = ota.Confirming, now.Add(-time.Hour), &left
+			}
 			printStatus(&b, st, true, now)
 			if got := b.String(); tc.want != "" && !strings.Contains(got, tc.want) || tc.want == "" && strings.Contains(got, "waiting") {
 				t.Errorf("status:\n%s\nwant the line %q", got, tc.want)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +41,11 @@ func cmdStatus(e *env, args []string) int {
 			return e.fail(ota.ExitFailure, "%v", jerr)
 		}
 		st, err = agent.ForOperator(agent.Snapshot(cfg.DeviceID, e.version, s, time.Now()), agent.Policy{RebootImmediately: cfg.Reboot.Policy != "manual"}), nil
+		if s.Target != nil {
+			// The window counts on with no daemon: read on this boot's clock.
+			boot, _ := os.ReadFile(node.BootIDFile)
+			st = agent.WithWindowLeft(st, s.Target.Confirming, cfg.Commit.Window.Duration, strings.TrimSpace(string(boot)), agent.SystemUptime{}.Uptime())
+		}
 		st.Groups = cfg.MQTT.Groups
 		st.TrustVersion = e.offlineTrustVersion(cfg)
 		offline = true
@@ -102,6 +108,11 @@ func printStatus(w io.Writer, st ota.Status, manual bool, now time.Time) {
 	}
 	if t := st.Target; t != nil {
 		fmt.Fprintf(w, "target:      %s (%s) %d/%d bytes%s\n", t.ID, t.Version, t.BytesDone, t.BytesTotal, transfer(t.Transfer))
+		if t.WindowLeftMS != nil {
+			// What "wait for the window" means (docs/operating.md, Stuck states).
+			left := (time.Duration(*t.WindowLeftMS) * time.Millisecond).Round(time.Second)
+			fmt.Fprintf(w, "confirming:  since %s, %s of the commit window's running time left\n", t.ConfirmingSince.Format(time.RFC3339), left)
+		}
 		if t.Waiting != nil {
 			// A download waiting out a network that is down is no ending
 			// (docs/contract/installing.md, Networks that come and go).
