@@ -2,11 +2,13 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"time"
 
 	"github.com/otad/otad/agent"
@@ -154,7 +156,7 @@ func NewParts(cfg *config.Config, opt Options, st Storage) *Parts {
 				skew:  cfg.Trust.ClockSkew.Duration, client: st.Client, schemes: dl.Schemes, sources: sources, log: opt.logger(), beforeWrite: opt.BeforeWrite, pipelined: opt.Pipelined},
 			Checker:    newChecker(cfg, st.Keys, st.Slots, opt.Clock),
 			Rebooter:   st.Reboot,
-			Health:     health{argv: cfg.Commit.HealthCommand},
+			Health:     health{argv: cfg.Commit.HealthCommand, log: opt.logger()},
 			Clock:      opt.Clock,
 			Uptime:     opt.Uptime,
 			Publishers: opt.Publishers,
@@ -194,7 +196,11 @@ func (n *Node) Run(ctx context.Context) error { return n.Agent.Run(ctx, n.Booted
 
 // health runs the configured command until it passes or the commit window
 // (the context) ends; no command means "the agent came up" is healthy enough.
-type health struct{ argv []string }
+type health struct {
+	argv  []string
+	log   *slog.Logger
+	every time.Duration // between failed checks; 0: healthRetry
+}
 
 // healthRetry is the pause between failed health checks within the window.
 const healthRetry = 5 * time.Second
@@ -203,22 +209,44 @@ func (h health) Check(ctx context.Context) error {
 	if len(h.argv) == 0 {
 		return nil
 	}
+	every := cmp.Or(h.every, healthRetry)
 	var last error
-	for {
+	for n := 1; ; n++ {
 		out, err := runHealthCommand(ctx, h.argv)
 		if err == nil {
 			return nil
 		}
 		last = fmt.Errorf("%s: %w: %s", h.argv[0], err, tail(out))
+		if ctx.Err() == nil {
+			h.warn(n, err, out)
+		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return fmt.Errorf("not healthy within the commit window: %w", last)
 			}
 			return last
-		case <-time.After(healthRetry):
+		case <-time.After(every):
 		}
 	}
+}
+
+// warn logs failed check n: at most one line per check interval, so an
+// operator sees why the slot is not committed before the window ends.
+func (h health) warn(n int, err error, out []byte) {
+	if h.log == nil {
+		return
+	}
+	exit := err.Error()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		exit = ee.ProcessState.String()
+	}
+	head := bytes.TrimSpace(out)
+	if len(head) > 200 {
+		head = head[:200]
+	}
+	h.log.Warn("health check failed: checked again until it passes or the commit window ends",
+		"check", n, "command", h.argv[0], "exit", exit, "output", string(head))
 }
 
 func tail(b []byte) string {
