@@ -40,6 +40,10 @@ func checkBootEnv(bl bootctl.Bootloader) error {
 func recovery(cfg *config.Config, booted ota.Slot) string {
 	b := cfg.Bootloader
 	other := booted.Other()
+	if booted == "" {
+		// The command line names no slot (refused too): the reader fills it in.
+		booted, other = "<running slot>", "<other slot>"
+	}
 	switch b.Type {
 	case "uboot":
 		return fmt.Sprintf(`The U-Boot environment (%s) has no valid copy: never saved at the factory, or every copy has a bad CRC.

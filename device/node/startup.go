@@ -78,6 +78,13 @@ func Check(cfg *config.Config) ([]*Refusal, []Warning) {
 	log := slog.New(slog.DiscardHandler)
 	if _, r := openBoot(cfg, log, true); r != nil {
 		refusals = append(refusals, r)
+		if r.Key == "slots.cmdline" && cfg.Bootloader.Type != "sim" {
+			// The check reports every problem at once (docs/contract/config.md):
+			// the environment is read too, the booted slot unknown.
+			if _, r := openEnv(cfg, log, ""); r != nil {
+				refusals = append(refusals, r)
+			}
+		}
 	}
 	var kr *verify.Keyring
 	keys, r := openKeys(cfg, log)
@@ -135,21 +142,31 @@ func openBoot(cfg *config.Config, log *slog.Logger, probe bool) (boot, *Refusal)
 	if err != nil {
 		return boot{}, refuse(cfg, "slots.cmdline", err)
 	}
-	bl, key, err := openBackend(cfg, log)
-	if err == nil {
-		err = checkBootEnv(bl)
-	}
-	if errors.Is(err, bootctl.ErrBadEnv) {
-		return boot{}, &Refusal{Path: cfg.Path, Key: key, Code: ota.ExitNeedsOperator, Err: &BootEnvError{Err: err, Recovery: recovery(cfg, booted)}}
-	}
-	if err != nil {
-		return boot{}, refuse(cfg, key, err)
+	bl, r := openEnv(cfg, log, booted)
+	if r != nil {
+		return boot{}, r
 	}
 	id, err := os.ReadFile(BootIDFile)
 	if err != nil {
 		return boot{}, &Refusal{Path: cfg.Path, Code: ota.ExitFailure, Err: fmt.Errorf("boot id: %w", err)}
 	}
 	return boot{bl: bl, booted: booted, bootID: trimSpace(id), reboot: SystemReboot{}}, nil
+}
+
+// openEnv opens the bootloader backend and reads its environment once;
+// booted ("" when the command line names none) goes into the recovery text.
+func openEnv(cfg *config.Config, log *slog.Logger, booted ota.Slot) (bootctl.Bootloader, *Refusal) {
+	bl, key, err := openBackend(cfg, log)
+	if err == nil {
+		err = checkBootEnv(bl)
+	}
+	if errors.Is(err, bootctl.ErrBadEnv) {
+		return nil, &Refusal{Path: cfg.Path, Key: key, Code: ota.ExitNeedsOperator, Err: &BootEnvError{Err: err, Recovery: recovery(cfg, booted)}}
+	}
+	if err != nil {
+		return nil, refuse(cfg, key, err)
+	}
+	return bl, nil
 }
 
 // openKeys reads the root of trust, or without one the trust directory.
