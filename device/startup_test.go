@@ -130,6 +130,19 @@ func TestConfigCheckRefusesWhatRunRefuses(t *testing.T) {
 				devicetest.Must(t, os.Chmod(state, 0o777))
 				return cfg
 			}},
+		{name: "state_dir a regular file", bootloader: "uboot", code: ota.ExitUsage, key: "state_dir", says: "not a directory",
+			breakIt: func(t *testing.T, dir, cfg string) string {
+				devicetest.Must(t, os.WriteFile(filepath.Join(dir, "state"), nil, 0o600))
+				return cfg
+			}},
+		{name: "state_dir that cannot be created", bootloader: "grub", code: ota.ExitUsage, key: "state_dir", says: "/proc/otad-state",
+			breakIt: func(t *testing.T, dir, cfg string) string {
+				b, err := os.ReadFile(cfg)
+				devicetest.Must(t, err)
+				b = bytes.Replace(b, []byte(dir+"/state"), []byte("/proc/otad-state"), 1)
+				devicetest.Must(t, os.WriteFile(cfg, b, 0o600))
+				return cfg
+			}},
 		{name: "state_dir owned by another user", bootloader: "grub", code: ota.ExitUsage, key: "state_dir", says: "chown",
 			breakIt: func(t *testing.T, dir, cfg string) string {
 				if os.Geteuid() != 0 {

@@ -47,10 +47,11 @@ func refuse(cfg *config.Config, key string, err error) *Refusal {
 }
 
 // StateDirRefusal is state_dir's refusal, when err (statelock's) is one: a
-// directory others could write. Other errors (a read-only disk) are not
-// refusals of the config.
+// directory others could write, or a path that is not or cannot be made a
+// directory. Other errors (a lock file that does not open) are not refusals
+// of the config.
 func StateDirRefusal(cfg *config.Config, err error) *Refusal {
-	if !errors.Is(err, statelock.ErrUnsafeDir) {
+	if !errors.Is(err, statelock.ErrUnsafeDir) && !errors.Is(err, statelock.ErrNoDir) {
 		return nil
 	}
 	return refuse(cfg, "state_dir", err)
