@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/otad/otad/bootctl"
 	"github.com/otad/otad/device/config"
@@ -233,7 +234,8 @@ type SlotProblem struct {
 	Err    error
 }
 
-// SlotProblems checks the configured slot devices open and have a size.
+// SlotProblems checks the configured slot devices open and have a size,
+// and that slots.B is not slots.A by another name.
 func SlotProblems(cfg *config.Config) []SlotProblem {
 	var out []SlotProblem
 	for _, s := range []struct{ key, dev string }{{"slots.A", cfg.Slots.A}, {"slots.B", cfg.Slots.B}} {
@@ -244,5 +246,34 @@ func SlotProblems(cfg *config.Config) []SlotProblem {
 			out = append(out, SlotProblem{Key: s.key, Device: s.dev, Err: err})
 		}
 	}
+	if len(out) == 0 && cfg.Slots.A != cfg.Slots.B && sameSlot(cfg.Slots.A, cfg.Slots.B) {
+		// The file's check compares the strings only; a symlink or
+		// /dev/disk/by-partlabel/… reaches the same device, and every
+		// install would then overwrite the running slot or fail.
+		out = append(out, SlotProblem{Key: "slots.B", Device: cfg.Slots.B,
+			Err: fmt.Errorf("the same device as slots.A (%s)", cfg.Slots.A)})
+	}
 	return out
+}
+
+// sameSlot reports whether a and b are one file or device: the same file
+// after symlinks, or device nodes of the same device number.
+func sameSlot(a, b string) bool {
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	if errA == nil && errB == nil && ra == rb {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if os.SameFile(fa, fb) {
+		return true
+	}
+	sa, okA := fa.Sys().(*syscall.Stat_t)
+	sb, okB := fb.Sys().(*syscall.Stat_t)
+	isDev := func(fi os.FileInfo) bool { return fi.Mode()&os.ModeDevice != 0 }
+	return okA && okB && isDev(fa) && isDev(fb) && sa.Rdev == sb.Rdev
 }
