@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/ota"
@@ -182,6 +183,9 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 			key := strings.Join(de.Key(), ".")
 			return nil, &Error{Path: path, Key: key, Msg: fmt.Sprintf("line %d column %d: %s", row, col, plainType(de.Error()))}
 		}
+		if be := bareDuration(data, path, err); be != nil {
+			return nil, be
+		}
 		return nil, &Error{Path: path, Msg: err.Error()}
 	}
 	c.defaults()
@@ -204,6 +208,29 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 		errs = append([]error{idErr}, errs...)
 	}
 	return c, errors.Join(errs...)
+}
+
+// bareDuration names the key and line of a duration written unquoted
+// (window = 300): go-toml hands its text to UnmarshalText and returns the
+// error with neither, which every error names (docs/contract/config.md).
+func bareDuration(data []byte, path string, err error) *Error {
+	var de *durationError
+	if !errors.As(err, &de) {
+		return nil
+	}
+	durations := durationKeys()
+	for _, w := range writtenKeys(data) {
+		key := strings.Join(w.key, ".")
+		if w.kind == unstable.String || !durations[strings.ToLower(key)] {
+			continue
+		}
+		msg := fmt.Sprintf("line %d: %v: a string in quotes", w.line, err)
+		if w.kind == unstable.Integer || w.kind == unstable.Float {
+			msg += fmt.Sprintf(", with a unit (%q)", de.text+"s")
+		}
+		return &Error{Path: path, Key: key, Msg: msg}
+	}
+	return nil
 }
 
 func (c *Config) defaults() {

@@ -49,6 +49,10 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 	}{
 		{"unknown key", minimal + "\n[download]\nretrys = 3\n", "download.retrys"},
 		{"bad duration", minimal + "\n[download]\nbackoff = \"soon\"\n", "backoff"},
+		{"bare number for a duration", minimal + "\n[commit]\nwindow = 300\n", `commit.window: line 9: not a duration (like "15s" or "5m"): "300": a string in quotes, with a unit ("300s")`},
+		{"bare number for a top table's duration", minimal + "\n[trust]\nthreshold = 1\nclock_skew = 300\n", "trust.clock_skew: line 10:"},
+		{"inline table's bare duration", "download = { backoff = 1.5 }\n" + minimal, `download.backoff: line 1: not a duration (like "15s" or "5m"): "1.5": a string in quotes, with a unit ("1.5s")`},
+		{"boolean for a duration", minimal + "\n[commit]\nwindow = true\n", `commit.window: line 9: not a duration (like "15s" or "5m"): "true": a string in quotes`},
 		{"bad type", minimal + "\n[bootloader]\ntype = \"lilo\"\n", "bootloader.type"},
 		{"grub needs env_file", minimal + "\n[bootloader]\ntype = \"grub\"\n", "bootloader.env_file"},
 		{"missing compatible", strings.Replace(minimal, `compatible = "acme,gw-v2"`, "", 1), "compatible"},

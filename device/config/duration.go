@@ -13,10 +13,18 @@ type Duration struct{ time.Duration }
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("not a duration (like \"15s\" or \"5m\"): %q", b)
+		return &durationError{text: string(b)}
 	}
 	d.Duration = v
 	return nil
+}
+
+// durationError is a value that is not a duration; Decode finds the key
+// and line of one go-toml returns without them (bareDuration).
+type durationError struct{ text string }
+
+func (e *durationError) Error() string {
+	return fmt.Sprintf("not a duration (like \"15s\" or \"5m\"): %q", e.text)
 }
 
 // MarshalText writes the duration back, as the config is written ("5m").

@@ -10,6 +10,24 @@ import (
 // Config: a typo'd key is answered with the nearest of them.
 func knownKeys() []string {
 	var keys []string
+	walkKeys(func(key string, _ reflect.Type) { keys = append(keys, key) })
+	return keys
+}
+
+// durationKeys are the known keys that hold a Duration, lower-cased (as
+// go-toml matches them).
+func durationKeys() map[string]bool {
+	m := map[string]bool{}
+	walkKeys(func(key string, t reflect.Type) {
+		if t == reflect.TypeFor[Duration]() {
+			m[strings.ToLower(key)] = true
+		}
+	})
+	return m
+}
+
+// walkKeys calls fn with every dotted key of Config's toml tags and its type.
+func walkKeys(fn func(key string, t reflect.Type)) {
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
@@ -22,11 +40,10 @@ func knownKeys() []string {
 				walk(ft, prefix+name+".")
 				continue
 			}
-			keys = append(keys, prefix+name)
+			fn(prefix+name, ft)
 		}
 	}
 	walk(reflect.TypeFor[Config](), "")
-	return keys
 }
 
 // didYouMean is ` (did you mean "compatible"?)` for a key one or two edits
