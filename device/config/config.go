@@ -198,7 +198,7 @@ func Decode(data []byte, path, machineIDFile string) (*Config, error) {
 		c.DeviceID = strings.TrimSpace(string(id))
 		c.deviceIDFrom = machineIDFile
 	}
-	errs := c.validate()
+	errs := append(miscased(data, path), c.validate()...)
 	if unknown != nil {
 		errs = append([]error{unknown}, errs...)
 	}

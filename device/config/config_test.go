@@ -49,6 +49,10 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 	}{
 		{"unknown key", minimal + "\n[download]\nretrys = 3\n", "download.retrys"},
 		{"bad duration", minimal + "\n[download]\nbackoff = \"soon\"\n", "backoff"},
+		{"key beside its own in another case", "Compatible = \"zzz\"\n" + minimal, `Compatible: line 1: unknown key: keys are case-sensitive, the key is "compatible"`},
+		{"table in another case", minimal + "\n[Slots]\na = \"/y\"\n", `Slots.a: line 9: unknown key: keys are case-sensitive, the key is "slots.A"`},
+		{"leaf in another case", minimal + "\n[commit]\nWindow = \"5m\"\n", `commit.Window: line 9: unknown key: keys are case-sensitive, the key is "commit.window"`},
+		{"inline table in another case", "MQTT = { broker = \"mqtt://a\" }\n" + minimal, `MQTT: line 1: unknown key: keys are case-sensitive, the key is "mqtt"`},
 		{"bare number for a duration", minimal + "\n[commit]\nwindow = 300\n", `commit.window: line 9: not a duration (like "15s" or "5m"): "300": a string in quotes, with a unit ("300s")`},
 		{"bare number for a top table's duration", minimal + "\n[trust]\nthreshold = 1\nclock_skew = 300\n", "trust.clock_skew: line 10:"},
 		{"inline table's bare duration", "download = { backoff = 1.5 }\n" + minimal, `download.backoff: line 1: not a duration (like "15s" or "5m"): "1.5": a string in quotes, with a unit ("1.5s")`},

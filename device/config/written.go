@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
@@ -54,4 +57,28 @@ func keyParts(it unstable.Iterator) []string {
 		parts = append(parts, string(it.Node().Data))
 	}
 	return parts
+}
+
+// miscased names every key written in another case than its documented
+// spelling (Compatible, [Slots] a): go-toml matches keys case-insensitively,
+// so such a key would override or sit beside the real one unseen, where a
+// key otad does not know is an error (docs/contract/config.md).
+func miscased(data []byte, path string) []error {
+	spelling := map[string]string{} // lower-cased: the documented spelling
+	for _, k := range knownKeys() {
+		parts := strings.Split(k, ".")
+		for i := range parts {
+			p := strings.Join(parts[:i+1], ".")
+			spelling[strings.ToLower(p)] = p
+		}
+	}
+	var errs []error
+	for _, w := range writtenKeys(data) {
+		key := strings.Join(w.key, ".")
+		if known, ok := spelling[strings.ToLower(key)]; ok && known != key {
+			errs = append(errs, &Error{Path: path, Key: key,
+				Msg: fmt.Sprintf("line %d: unknown key: keys are case-sensitive, the key is %q", w.line, known)})
+		}
+	}
+	return errs
 }
