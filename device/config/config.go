@@ -24,6 +24,10 @@ const DefaultPath = "/etc/otad/otad.toml"
 // DefaultControlSocket is control_socket's default (docs/contract/config.md).
 const DefaultControlSocket = "/run/otad/otad.sock"
 
+// maxRetries bounds download.retries (docs/contract/config.md): past it a
+// server failing for good keeps an install from ending.
+const maxRetries = 100
+
 // Config is the whole configuration file.
 type Config struct {
 	DeviceID      string     `toml:"device_id"`
@@ -314,8 +318,8 @@ func (c *Config) validate() []error {
 	if c.Trust.Threshold < 1 {
 		bad("trust.threshold", "%d: at least 1 signature is required", c.Trust.Threshold)
 	}
-	if c.Download.Retries < 0 {
-		bad("download.retries", "negative")
+	if c.Download.Retries < 0 || c.Download.Retries > maxRetries {
+		bad("download.retries", "%d is not between 0 and %d (0: the default, 3)", c.Download.Retries, maxRetries)
 	}
 	inRange := true
 	for _, r := range c.durationRanges() {

@@ -64,5 +64,6 @@ func (c *Config) durationRanges() []durationRange {
 		{"download.backoff", c.Download.Backoff.Duration, time.Millisecond, time.Hour},
 		{"download.max_backoff", c.Download.MaxBackoff.Duration, time.Millisecond, 24 * time.Hour},
 		{"commit.window", c.Commit.Window.Duration, time.Second, 24 * time.Hour},
+		{"retry.delay", c.Retry.Delay.Duration, time.Second, 24 * time.Hour},
 	}
 }

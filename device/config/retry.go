@@ -29,11 +29,9 @@ func (r *Retry) defaults() {
 	}
 }
 
+// validate checks Attempts; Delay's range is with the other durations'.
 func (r Retry) validate(bad func(key, format string, a ...any)) {
 	if n := r.Count(); n < 0 || n > 100 {
 		bad("retry.attempts", "%d is not between 0 and 100", n)
-	}
-	if r.Delay.Duration < 0 {
-		bad("retry.delay", "%s is negative", r.Delay)
 	}
 }
