@@ -49,7 +49,7 @@ func Render(ctx context.Context, w io.Writer, s State, history int) error {
 			continue
 		}
 		w := s.Waves[i]
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i+1, w.Counts.Devices, w.Queued, bar(w.Counts), countsLine(w.Counts), clock(w.Started), clock(w.Ended))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i+1, w.Counts.Devices, w.Queued, bar(w.Counts, w.Queued), countsLine(w.Counts), clock(w.Started), clock(w.Ended))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -71,14 +71,17 @@ func current(s State) *WaveState {
 	return &s.Waves[len(s.Waves)-1]
 }
 
-func bar(c Counts) string {
-	if c.Devices == 0 {
+// bar is a wave's progress: outcomes out of the devices offered and the
+// ones still queued behind the pace (a paused paced wave is not done).
+func bar(c Counts, queued int) string {
+	all := c.Devices + queued
+	if all == 0 {
 		return "[" + strings.Repeat(" ", barWidth) + "] 100%"
 	}
 	bad := c.Bad()
 	good := c.Outcomes() - bad
 	// Cumulative ends, so the three parts always fill the bar exactly.
-	g, gx := good*barWidth/c.Devices, c.Outcomes()*barWidth/c.Devices
+	g, gx := good*barWidth/all, c.Outcomes()*barWidth/all
 	if bad > 0 && gx == g { // a failure always shows
 		if g > 0 {
 			g--
@@ -87,7 +90,7 @@ func bar(c Counts) string {
 		}
 	}
 	return fmt.Sprintf("[%s%s%s] %3d%%", strings.Repeat("#", g), strings.Repeat("x", gx-g), strings.Repeat(".", barWidth-gx),
-		c.Outcomes()*100/c.Devices)
+		c.Outcomes()*100/all)
 }
 
 // countsLine lists the counts that are not zero: "40 success, 2 failed, 6 pending".

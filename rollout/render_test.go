@@ -27,16 +27,19 @@ func TestRender(t *testing.T) {
 
 func TestBar(t *testing.T) {
 	for _, tc := range []struct {
-		c    Counts
-		want string
+		c      Counts
+		queued int
+		want   string
 	}{
-		{Counts{}, "[                              ] 100%"},
-		{Counts{Devices: 8, Success: 6, RolledBack: 2}, "[######################xxxxxxxx] 100%"},
-		{Counts{Devices: 100, Failed: 1, Pending: 99}, "[x.............................]   1%"},
-		{Counts{Devices: 100, Success: 50, TimedOut: 1, Pending: 49}, "[##############x...............]  51%"},
-		{Counts{Devices: 3, UpToDate: 1, Pending: 2}, "[##########....................]  33%"},
+		{Counts{}, 0, "[                              ] 100%"},
+		{Counts{Devices: 8, Success: 6, RolledBack: 2}, 0, "[######################xxxxxxxx] 100%"},
+		{Counts{Devices: 100, Failed: 1, Pending: 99}, 0, "[x.............................]   1%"},
+		{Counts{Devices: 100, Success: 50, TimedOut: 1, Pending: 49}, 0, "[##############x...............]  51%"},
+		{Counts{Devices: 3, UpToDate: 1, Pending: 2}, 0, "[##########....................]  33%"},
+		// A paced wave paused with most of it queued is not done.
+		{Counts{Devices: 21, Success: 21}, 159, "[###...........................]  11%"},
 	} {
-		if got := bar(tc.c); got != tc.want {
+		if got := bar(tc.c, tc.queued); got != tc.want {
 			t.Errorf("bar(%+v) = %q, want %q", tc.c, got, tc.want)
 		}
 	}
