@@ -70,7 +70,7 @@ func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return enc.Encode(v)
 	}
 	if !*watch {
-		return rollout.Render(ctx, stdout, rs.state, 10)
+		return rollout.Render(ctx, stdout, rs.state, 10, time.Now())
 	}
 	live := newLiveTable(ctx, stdout)
 	live.show(rs.state)

@@ -109,7 +109,7 @@ func newLiveTable(ctx context.Context, w io.Writer) *liveTable {
 func (l *liveTable) show(s rollout.State) {
 	if l.tty {
 		io.WriteString(l.w, "\x1b[H\x1b[2J") // home, clear screen
-		rollout.Render(l.ctx, l.w, s, 8)
+		rollout.Render(l.ctx, l.w, s, 8, time.Now())
 		return
 	}
 	from := 0
@@ -134,6 +134,6 @@ func (l *liveTable) done(s rollout.State) {
 	l.show(s)
 	if !l.tty {
 		fmt.Fprintln(l.w)
-		rollout.Render(l.ctx, l.w, s, 0)
+		rollout.Render(l.ctx, l.w, s, 0, time.Now())
 	}
 }

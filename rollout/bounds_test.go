@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every count, list and duration of a state read from a broker is checked
@@ -66,7 +67,7 @@ func TestBombStateCostsLittle(t *testing.T) {
 			// A state that bypassed the decoder still renders within ctx.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if err := Render(ctx, io.Discard, State{Name: "bomb", WaveCount: n}, 10); !errors.Is(err, context.Canceled) {
+			if err := Render(ctx, io.Discard, State{Name: "bomb", WaveCount: n}, 10, time.Now()); !errors.Is(err, context.Canceled) {
 				t.Errorf("render of wave_count %d with its context ended: %v", n, err)
 			}
 		})

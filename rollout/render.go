@@ -17,8 +17,10 @@ const barWidth = 30
 // Render writes a rollout's state for people: the headline, then a row per
 // wave with a progress bar ('#' a good outcome, 'x' a failed one, '.' none
 // yet), then the last changes. The rows come from a state read from a
-// broker (bounded by DecodeState); the loop stops when ctx ends.
-func Render(ctx context.Context, w io.Writer, s State, history int) error {
+// broker (bounded by DecodeState); the loop stops when ctx ends. now is
+// the clock the lease is read against: a controller killed leaves its last
+// renewal behind, which must not read as a live one.
+func Render(ctx context.Context, w io.Writer, s State, history int, now time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rollout %s: %s", s.Name, strings.ToUpper(s.Phase))
 	if s.Reason != "" {
@@ -32,7 +34,7 @@ func Render(ctx context.Context, w io.Writer, s State, history int) error {
 	}
 	b.WriteString("\n")
 	if l := s.Lease; l != nil {
-		fmt.Fprintf(&b, "controller %s (epoch %d), since %s, lease renewed %s\n", l.Holder, l.Epoch, clock(l.Since), clock(l.Renewed))
+		b.WriteString(leaseLine(l, now))
 	}
 	if w := current(s); w != nil && w.Pace != nil && w.Offered.IsZero() {
 		fmt.Fprintf(&b, "pace %.0f offers a minute, %d queued\n", w.Pace.PerMinute, w.Queued)
@@ -62,6 +64,20 @@ func Render(ctx context.Context, w io.Writer, s State, history int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// leaseLine is who runs the rollout: the live holder, or that none does
+// (docs/contract/rollouts.md: a released or expired lease is the next
+// controller's to take).
+func leaseLine(l *Lease, now time.Time) string {
+	line := fmt.Sprintf("controller %s (epoch %d), since %s", l.Holder, l.Epoch, clock(l.Since))
+	switch {
+	case !l.Released.IsZero():
+		return fmt.Sprintf("%s, stopped %s (lease released): no controller runs it; otactl rollout start with its plan takes it over\n", line, clock(l.Released))
+	case !l.Live(now):
+		return fmt.Sprintf("%s, lease expired %s (last renewed %s): no controller runs it; otactl rollout start with its plan takes it over\n", line, clock(l.Expires()), clock(l.Renewed))
+	}
+	return fmt.Sprintf("%s, lease renewed %s\n", line, clock(l.Renewed))
 }
 
 func current(s State) *WaveState {

@@ -11,7 +11,7 @@ func TestRender(t *testing.T) {
 	p := testPlan(5, 10, named(0, "d1", "d2"), Wave{Percent: 100})
 	s, _ := run(t, p, obs(0, "d1", "d2", "d3"), sent(time.Minute, 1), obs(2*time.Minute, "d1=success", "d2=rolled_back", "d3"))
 	var out strings.Builder
-	if err := Render(context.Background(), &out, s, 2); err != nil {
+	if err := Render(context.Background(), &out, s, 2, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -42,5 +42,32 @@ func TestBar(t *testing.T) {
 		if got := bar(tc.c, tc.queued); got != tc.want {
 			t.Errorf("bar(%+v) = %q, want %q", tc.c, got, tc.want)
 		}
+	}
+}
+
+// A killed controller leaves its last renewal in the retained state, and a
+// controller that ended its released lease: neither reads as live
+// (docs/contract/rollouts.md, the lease).
+func TestLeaseLine(t *testing.T) {
+	renewed := time.Date(2026, 12, 5, 10, 40, 25, 0, time.Local)
+	live := &Lease{Holder: "ops@h pid 30338", Epoch: 2, Since: renewed.Add(-time.Minute), Renewed: renewed, TTLMS: 30000}
+	released := *live
+	released.Released = renewed.Add(time.Second)
+	for _, tc := range []struct {
+		name      string
+		l         *Lease
+		now       time.Time
+		want, not string
+	}{
+		{"live", live, renewed.Add(10 * time.Second), "lease renewed 2026-12-05 10:40:25", "no controller"},
+		{"expired", live, renewed.Add(35 * time.Second), "lease expired 2026-12-05 10:40:55 (last renewed 2026-12-05 10:40:25): no controller runs it", "lease renewed"},
+		{"released", &released, renewed.Add(2 * time.Second), "stopped 2026-12-05 10:40:26 (lease released): no controller runs it", "lease renewed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := leaseLine(tc.l, tc.now)
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+				t.Errorf("%q: want %q, not %q", got, tc.want, tc.not)
+			}
+		})
 	}
 }
