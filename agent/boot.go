@@ -12,6 +12,11 @@ func (m *machine) boot(ev EvBoot) {
 	sameBoot := m.s.BootID == ev.BootID
 	m.s.Seq = max(m.s.Seq, m.s.SeqMark) // past seqs refusals used unjournaled
 	m.s.BootID, m.s.Booted = ev.BootID, ev.Booted
+	if m.stopRetrying() {
+		// The retry timer did not outlive the process: the ending stays,
+		// retryable (docs/contract/installing.md, the automatic retry).
+		m.persist()
+	}
 	if m.s.Slots == nil {
 		m.s.Slots = map[ota.Slot]SlotInfo{}
 	}

@@ -20,6 +20,10 @@ type Ended struct {
 	// Retryable says the slot was never marked and the same bytes may yet
 	// succeed: an explicit act starts it again (docs/contract/installing.md).
 	Retryable bool `json:"retryable,omitempty"`
+	// Retrying says the agent retries this ending by itself (a RetryLater
+	// timer is armed): it is not the offer's end yet. As last_result.retrying
+	// (docs/contract/formats.md); true only while the timer may run.
+	Retrying bool `json:"retrying,omitempty"`
 	// Try is the automatic retry that ended (Target.Try).
 	Try int `json:"try,omitempty"`
 	// Retry is the greatest attempt counter seen for the offer (Target.Retry).
@@ -39,6 +43,7 @@ func (t *Target) Key() string {
 // the ending is retryable.
 func (m *machine) recordEnd(t *Target, result ota.Result, retryable bool) {
 	key := t.Key()
+	m.stopRetrying() // a new ending drops any armed retry (retry.go)
 	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result, Retryable: retryable, Try: t.Try, Retry: t.Retry})
 	if over := len(m.s.Ended) - maxEnded; over > 0 {
 		m.s.Ended = append(m.s.Ended[:0], m.s.Ended[over:]...)

@@ -110,6 +110,9 @@ type EvMarkActive struct {
 type EvRetry struct {
 	event
 	Target Target
+	// Dropped says the loop could not start it (the envelope is no longer
+	// held, or its re-check refused it): the ending stays, no longer retrying.
+	Dropped bool
 }
 
 // EvEffectFailed reports that a bootloader effect could not be carried out.

@@ -74,7 +74,7 @@ func (m *machine) step(ev Event) {
 		m.s.Pending = nil
 		m.offer(ev.Target, false)
 	case EvRetry:
-		m.retry(ev.Target)
+		m.retry(ev)
 	case EvCancel:
 		m.cancel()
 	case EvMarkActive:
@@ -135,6 +135,7 @@ func (m *machine) startInstall(t Target, msg string) {
 	// The envelope stays with the install: its signatures are checked
 	// again before the flip (TrustChecker).
 	m.s.Target = &t
+	m.stopRetrying() // the retry itself, or an install in its place
 	m.s.InstallGen++
 	early := false
 	if prev := m.s.Slots[slot]; prev.SHA256 != "" && prev.Status != ota.SlotBad {

@@ -66,6 +66,7 @@ func (m *machine) offer(t Target, local bool) {
 		// From staged on the boot env has changed: nothing preempts. The newest
 		// offer waits, and replaces any older one waiting.
 		m.s.Pending = &t
+		m.stopRetrying() // an offer in its place drops any armed retry (retry.go)
 		m.emit(m.s.Phase, nil, "offer "+t.ID+" waits until "+cur.ID+" is settled")
 	}
 }

@@ -46,7 +46,11 @@ func (m *machine) failed(t *Target, code ota.Code, msg string) {
 		msg += "; retryable: otad install of the same offer, or otactl publish --retry, starts it again"
 	}
 	m.s.Target = nil
-	m.transition(ota.Idle, m.ending(t, ota.ResultFailed, code, msg, retryable), "")
+	r := m.ending(t, ota.ResultFailed, code, msg, retryable)
+	// Not the offer's end yet while the retry is armed: the fleet side waits
+	// (docs/contract/rollouts.md, rule 3).
+	r.Retrying, m.s.Ended[len(m.s.Ended)-1].Retrying = auto, auto
+	m.transition(ota.Idle, r, "")
 	if auto {
 		next := *t
 		next.Try++
@@ -58,15 +62,44 @@ func (m *machine) failed(t *Target, code ota.Code, msg string) {
 // retry starts t again when its timer ran out, if nothing happened since:
 // the latest ending is still t's retryable one of the try before, and no
 // install or pending offer took its place.
-func (m *machine) retry(t Target) {
-	n := len(m.s.Ended)
-	if m.s.Phase != ota.Idle || m.s.Target != nil || m.s.Pending != nil || n == 0 {
-		return
-	}
-	e := m.s.Ended[n-1]
-	if e.Key != t.Key() || !e.Retryable || e.Try != t.Try-1 || e.Retry > t.Retry || t.IssuedAt.Before(m.s.NewestIssuedAt) {
+// The armed retry of the latest ending that does not start (or that the
+// loop dropped) leaves the ending as it is, retryable, no longer retrying;
+// any other late timer changes nothing.
+func (m *machine) retry(ev EvRetry) {
+	t := ev.Target
+	if ev.Dropped || !m.retryStarts(t) {
+		if e, ok := m.ended(&t); ok && e.Retrying && e.Try == t.Try-1 && m.stopRetrying() {
+			m.emit(m.s.Phase, nil, "automatic retry of "+t.ID+" dropped")
+		}
 		return
 	}
 	m.s.Restarts = 0
 	m.startInstall(t, fmt.Sprintf("retry %d of %d of %s", t.Try, m.p.RetryAttempts, t.ID))
+}
+
+// retryStarts says whether nothing took the place of t's armed retry.
+func (m *machine) retryStarts(t Target) bool {
+	n := len(m.s.Ended)
+	if m.s.Phase != ota.Idle || m.s.Target != nil || m.s.Pending != nil || n == 0 {
+		return false
+	}
+	e := m.s.Ended[n-1]
+	return e.Key == t.Key() && e.Retryable && e.Try == t.Try-1 && e.Retry <= t.Retry && !t.IssuedAt.Before(m.s.NewestIssuedAt)
+}
+
+// stopRetrying clears retrying from last_result and the ended offers: no
+// retry timer is armed any more (it started, was dropped, or the agent
+// started anew: docs/contract/installing.md). It reports whether anything
+// changed; the caller persists.
+func (m *machine) stopRetrying() bool {
+	changed := false
+	if r := m.s.LastResult; r != nil && r.Retrying {
+		r.Retrying, changed = false, true
+	}
+	for i := range m.s.Ended {
+		if m.s.Ended[i].Retrying {
+			m.s.Ended[i].Retrying, changed = false, true
+		}
+	}
+	return changed
 }

@@ -78,3 +78,53 @@ func TestRetryBounded(t *testing.T) {
 		t.Fatalf("%d installs, want 4: the redelivery started one", n)
 	}
 }
+
+// last_result.retrying (and the ended entry's) is true only while the
+// agent's own retry of a failed download is armed (docs/contract/installing.md,
+// the automatic retry): the retry's start, an offer in its place, a newer
+// ending, a dropped retry and a restart all clear it, and the last try's
+// failure never sets it. The fleet side waits while it is true
+// (docs/contract/rollouts.md, rule 3).
+func TestRetryingOnlyWhileARetryIsArmed(t *testing.T) {
+	p := Policy{RetryAttempts: 1}
+	n, m := tgt("n", 1), tgt("m", 2)
+	again := n
+	again.Try = 1
+	failedN := []Event{EvOffer{Target: n}, done(1, ota.CodeDownloadFailed)}
+	tests := []struct {
+		name     string
+		events   []Event
+		retrying bool
+		effects  string // of the last event, when given
+	}{
+		{"a download failed with retries left", failedN, true, "persist emit(downloading>idle,failed,download_failed) retry(rel-n,1)"},
+		{"the retry starts", append(failedN, EvRetry{Target: again}), false, ""},
+		{"the retry's try failed, the last one", append(failedN, EvRetry{Target: again}, done(2, ota.CodeDownloadFailed)), false,
+			"persist emit(downloading>idle,failed,download_failed)"},
+		{"a newer offer installs in its place", append(failedN, EvOffer{Target: m}), false, ""},
+		{"the loop dropped the retry", append(failedN, EvRetry{Target: again, Dropped: true}), false, "persist emit(idle>idle)"},
+		{"the agent started again", append(failedN, EvBoot{Booted: "A", BootID: "b1"}), false, ""},
+		{"the agent started after a reboot", append(failedN, EvBoot{Booted: "A", BootID: "b2"}), false, ""},
+	}
+	for _, tc := range tests {
+		s, effects := run(t, fresh(), p, tc.events...)
+		lr := s.LastResult
+		if lr == nil || lr.Retrying != tc.retrying {
+			t.Errorf("%s: last_result %+v, want retrying %v", tc.name, lr, tc.retrying)
+		}
+		for _, e := range s.Ended {
+			if e.Retrying && (!tc.retrying || e.Key != n.Key()) {
+				t.Errorf("%s: ended %+v is retrying", tc.name, e)
+			}
+		}
+		if e := endedOf(t, s, n); e.Retrying != tc.retrying || !e.Retryable {
+			t.Errorf("%s: ended %+v, want retryable, retrying %v", tc.name, e, tc.retrying)
+		}
+		if tc.effects != "" && effects != tc.effects {
+			t.Errorf("%s: effects %q, want %q", tc.name, effects, tc.effects)
+		}
+		if st := Snapshot("d", "v", s, t0); st.LastResult.Retrying != tc.retrying {
+			t.Errorf("%s: the status's last_result.retrying is %v", tc.name, st.LastResult.Retrying)
+		}
+	}
+}

@@ -50,12 +50,15 @@ func (a *Agent) retryNow(ctx context.Context) error {
 	}
 	if a.retries.key != t.Key() || a.retries.raw == nil {
 		a.log.Warn("retry dropped: the offer's envelope is no longer held", "id", t.ID)
-		return nil
+		return a.apply(ctx, EvRetry{Target: *t, Dropped: true})
 	}
 	c, err := a.d.Checker.Check(a.retries.raw, a.facts())
 	if err != nil {
 		a.log.Warn("retry refused on its re-check", "id", t.ID, "err", err)
-		return a.apply(ctx, EvRefused{Outcome: refusal(err, *t), Time: a.now()})
+		if err := a.apply(ctx, EvRefused{Outcome: refusal(err, *t), Time: a.now()}); err != nil {
+			return err
+		}
+		return a.apply(ctx, EvRetry{Target: *t, Dropped: true})
 	}
 	c.Try, c.Retry = t.Try, t.Retry
 	return a.apply(ctx, EvRetry{Target: c})

@@ -74,6 +74,11 @@ type Outcome struct {
 	// Retryable says the offer may start again (docs/contract/installing.md):
 	// the slot was never marked and the same bytes may yet succeed.
 	Retryable bool `json:"retryable,omitempty"`
+	// Retrying says the agent retries this ending by itself: a retry timer
+	// is armed, so it is not the offer's end yet (docs/contract/installing.md,
+	// the automatic retry; docs/contract/rollouts.md, rule 3). It is cleared
+	// when the retry starts or is dropped, and on the agent's start.
+	Retrying bool `json:"retrying,omitempty"`
 }
 
 // ExitCode is the exit status of `otad install` for this outcome.

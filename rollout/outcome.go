@@ -49,9 +49,14 @@ func (o Outcome) String() string {
 // downgrade), which is superseded, not a failure. A result for the offer
 // wins over a refusal of it (the retained offer delivered again after the
 // install is refused as already ended). Staged and pending are not ends:
-// the install goes on.
+// the install goes on; nor is an ending the agent retries by itself
+// (last_result.retrying: a download that failed, with retries left): its
+// retry's result is the outcome, and device_timeout bounds the wait.
 func OutcomeOf(st ota.Status, offer Ref) Outcome {
 	if r := st.LastResult; r != nil && offer.Names(r.ID, r.SHA256, r.ManifestSHA256) {
+		if r.Retrying {
+			return Outcome{}
+		}
 		switch r.Result {
 		case ota.ResultRejected:
 			return Outcome{Result: rejected(r.Code), Code: r.Code, Message: r.Message, Settled: settled(st)}

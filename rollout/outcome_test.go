@@ -45,6 +45,7 @@ func TestOutcomeOfAnOfferSignedAgain(t *testing.T) {
 	failed := func(manifest string) *ota.Outcome {
 		return &ota.Outcome{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: manifest, Result: ota.ResultFailed, Code: ota.CodeDownloadFailed}
 	}
+	retrying := func(r *ota.Outcome) *ota.Outcome { r.Retryable, r.Retrying = true, true; return r }
 	target := func(manifest string) *ota.TargetStatus {
 		return &ota.TargetStatus{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: manifest}
 	}
@@ -59,6 +60,10 @@ func TestOutcomeOfAnOfferSignedAgain(t *testing.T) {
 		{"an older agent installing (no digest in the target or the result)", ota.Status{State: ota.Downloading, Target: target(""), LastResult: failed("")}, ""},
 		{"the first offer's failure while ours is pending", ota.Status{State: ota.Rebooting, Target: &ota.TargetStatus{ID: "other"}, Pending: target(again), LastResult: failed(first)}, ""},
 		{"ours failed", ota.Status{State: ota.Idle, LastResult: failed(again)}, ota.ResultFailed},
+		// The agent retries a download that failed by itself (docs/contract/rollouts.md,
+		// rule 3): its retry's result is the outcome, not this one.
+		{"ours failed, the agent retrying it", ota.Status{State: ota.Idle, LastResult: retrying(failed(again))}, ""},
+		{"an older agent's failure, the agent retrying it", ota.Status{State: ota.Idle, LastResult: retrying(failed(""))}, ""},
 		{"an older agent's failure, nothing installing", ota.Status{State: ota.Idle, LastResult: failed("")}, ota.ResultFailed},
 		{"the first offer refused", ota.Status{State: ota.Idle, LastRefusal: &ota.Refusal{ID: ours.ID, SHA256: ours.SHA256, ManifestSHA256: first, Code: ota.CodeExpired}}, ""},
 		{"ours refused before its signature verified (the digest alone names it)", ota.Status{State: ota.Idle,
