@@ -103,13 +103,18 @@ func TestPageEscapesHostileStatuses(t *testing.T) {
 	for id, st := range statuses {
 		pub("ota/devices/"+id+"/status", st)
 	}
-	pub("ota/devices/gw-evil/events", fmt.Sprintf(`{"device":"gw-evil","seq":2,"from":"confirming","to":"idle","result":"failed","message":%s}`, js(evilMessage)))
 	pub("ota/rollouts/evil/state", `{"name":`+js(evilMessage))
 	url := startDashboard(t, b.URL)
 
 	br := browsertest.Start(t, time.Minute)
 	br.Run(t, 30*time.Second, "load the page", chromedp.Navigate(url))
 	br.WaitFor(t, 20*time.Second, "every device in the table", `document.querySelectorAll("#device-rows tr").length === 6`)
+	// An event is not retained (docs/contract/mqtt.md): it comes live, once
+	// the view has its device's status (an event of a device the view does
+	// not know yet is dropped).
+	if tok := c.Publish("ota/devices/gw-evil/events", 1, false, fmt.Sprintf(`{"device":"gw-evil","seq":2,"from":"confirming","to":"idle","result":"failed","message":%s}`, js(evilMessage))); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("publish the event: %v", tok.Error())
+	}
 	br.WaitFor(t, 10*time.Second, "the overview", `document.getElementById("total").textContent === "6"`)
 
 	row := func(id string) string {
