@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,7 +145,7 @@ func checkOlderImages(paths []string) error {
 func checkOlderImage(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return errors.Unwrap(err) // the path is named by the caller
+		return pathless(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -164,12 +165,23 @@ func checkOlderImage(path string) error {
 	return nil
 }
 
+// pathless is err without the path an *fs.PathError repeats, for a caller
+// that names the file itself; any other error as it is (never nil for an
+// error: errors.Unwrap alone would drop one that wraps nothing).
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // deltaFrom builds the deltas of x's image against the older image at path into a
 // temporary file in dir, returned rewound.
 func deltaFrom(ctx context.Context, path string, newImg *os.File, newFiles *payload.FileMap, x *payload.Index, dir string, stderr io.Writer) (*payload.DeltaResult, *os.File, error) {
 	old, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--delta-from %s: %w", path, errors.Unwrap(err))
+		return nil, nil, fmt.Errorf("--delta-from %s: %w", path, pathless(err))
 	}
 	defer old.Close()
 	st, err := old.Stat()

@@ -146,12 +146,6 @@ type Progress struct {
 	Transfer
 	// Waiting says what the download waits for, while it waits.
 	Waiting *Waiting `json:"waiting,omitempty"`
-	// ConfirmingSince is when the agent first started on the new slot, by
-	// the wall clock (shown only), and WindowLeftMS what is left of the
-	// commit window's running time at Status.Time: in confirming only
-	// (docs/contract/formats.md).
-	ConfirmingSince time.Time `json:"confirming_since,omitzero"`
-	WindowLeftMS    *int64    `json:"window_left_ms,omitempty"`
 }
 
 // Waiting is a download that lost the network and waits to try again
