@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -21,6 +22,27 @@ func chunkImage(n int, seed uint64) []byte {
 	img := testImage(n*testChunk+1234, seed)
 	clear(img[5*testChunk : 8*testChunk])
 	return img
+}
+
+// rawChunkImage is chunkImage's shape of pseudo-random bytes without its
+// zero runs inside chunks: stored raw, which the lanes read straight into
+// the writer's window (chunkwindow.go).
+func rawChunkImage(n int, seed uint64) []byte {
+	img := make([]byte, n*testChunk+1234)
+	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 2}).Read(img)
+	clear(img[5*testChunk : 8*testChunk])
+	return img
+}
+
+// imageKinds are the images the install tests that read chunks from the
+// network run with: chunks stored compressed and stored raw.
+func imageKinds() []imageKind {
+	return []imageKind{{"zstd chunks", chunkImage}, {"raw chunks", rawChunkImage}}
+}
+
+type imageKind struct {
+	name  string
+	image func(n int, seed uint64) []byte
 }
 
 func TestWriteChunked(t *testing.T) {

@@ -40,37 +40,41 @@ func readCheckpoint(t *testing.T, d *chunkSlots) checkpoint {
 // from the second, finds what was written after it in the target, and
 // fetches in all no more than the store and one checkpoint interval.
 func TestChunkedPowerCut(t *testing.T) {
-	img := chunkImage(520, 13)
-	c, s, d, job := rig(t, img)
-	ct := resumeTuning()
-	calls, cutAt := 0, 0
-	ct.beforeCheckpoint = func(next int) error {
-		if calls++; calls == 3 {
-			cutAt = next
-			return errPowerCut
-		}
-		return nil
-	}
-	if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
-		t.Fatalf("first run: %v, want the power cut", err)
-	}
-	cp := readCheckpoint(t, d)
-	first := s.served.Load()
-	t.Logf("cut before the checkpoint at chunk %d; the file says chunk %d; %d of %d store bytes served", cutAt, cp.Next, first, len(c.store))
-	if cp.Next == 0 || cp.Next >= cutAt || first < int64(len(c.store))/4 {
-		t.Fatalf("checkpoint at chunk %d, cut at %d, %d bytes served: the test does not test a resume", cp.Next, cutAt, first)
-	}
-	var last ota.Progress
-	job.Progress = func(p ota.Progress) { last = p }
-	if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
-		t.Fatal(err)
-	}
-	checkSlot(t, d.target, img, d.slotSize)
-	if total, limit := s.served.Load(), int64(len(c.store))+ct.checkpointBytes; total > limit {
-		t.Fatalf("served %d store bytes in all, more than the store and one checkpoint interval (%d)", total, limit)
-	}
-	if last.BytesReused == 0 {
-		t.Fatal("nothing written after the checkpoint was taken from the target")
+	for _, kind := range imageKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			img := kind.image(520, 13)
+			c, s, d, job := rig(t, img)
+			ct := resumeTuning()
+			calls, cutAt := 0, 0
+			ct.beforeCheckpoint = func(next int) error {
+				if calls++; calls == 3 {
+					cutAt = next
+					return errPowerCut
+				}
+				return nil
+			}
+			if err := writeChunked(t.Context(), job, testTuning(), ct); !errors.Is(err, errPowerCut) {
+				t.Fatalf("first run: %v, want the power cut", err)
+			}
+			cp := readCheckpoint(t, d)
+			first := s.served.Load()
+			t.Logf("cut before the checkpoint at chunk %d; the file says chunk %d; %d of %d store bytes served", cutAt, cp.Next, first, len(c.store))
+			if cp.Next == 0 || cp.Next >= cutAt || first < int64(len(c.store))/4 {
+				t.Fatalf("checkpoint at chunk %d, cut at %d, %d bytes served: the test does not test a resume", cp.Next, cutAt, first)
+			}
+			var last ota.Progress
+			job.Progress = func(p ota.Progress) { last = p }
+			if err := writeChunked(t.Context(), job, testTuning(), resumeTuning()); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+			if total, limit := s.served.Load(), int64(len(c.store))+ct.checkpointBytes; total > limit {
+				t.Fatalf("served %d store bytes in all, more than the store and one checkpoint interval (%d)", total, limit)
+			}
+			if last.BytesReused == 0 {
+				t.Fatal("nothing written after the checkpoint was taken from the target")
+			}
+		})
 	}
 }
 
@@ -78,20 +82,24 @@ func TestChunkedPowerCut(t *testing.T) {
 // 50% and 90% of the store resumes each time and succeeds; in all it fetches
 // at most the store and one checkpoint interval per interruption.
 func TestChunkedCrashResumes(t *testing.T) {
-	img := chunkImage(520, 17)
-	c, s, d, job := rig(t, img)
-	ct := resumeTuning()
-	for _, pct := range []int64{10, 50, 90} {
-		stopAt(t, c, s, job, ct, pct)
-		t.Logf("stopped at %d%%: checkpoint at chunk %d, %d store bytes served so far", pct, readCheckpoint(t, d).Next, s.served.Load())
-	}
-	s.setHandler(nil)
-	if err := writeChunked(t.Context(), job, testTuning(), ct); err != nil {
-		t.Fatal(err)
-	}
-	checkSlot(t, d.target, img, d.slotSize)
-	if total, limit := s.served.Load(), int64(len(c.store))+3*ct.checkpointBytes; total > limit {
-		t.Fatalf("served %d store bytes in all, more than the store and three checkpoint intervals (%d)", total, limit)
+	for _, kind := range imageKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			img := kind.image(520, 17)
+			c, s, d, job := rig(t, img)
+			ct := resumeTuning()
+			for _, pct := range []int64{10, 50, 90} {
+				stopAt(t, c, s, job, ct, pct)
+				t.Logf("stopped at %d%%: checkpoint at chunk %d, %d store bytes served so far", pct, readCheckpoint(t, d).Next, s.served.Load())
+			}
+			s.setHandler(nil)
+			if err := writeChunked(t.Context(), job, testTuning(), ct); err != nil {
+				t.Fatal(err)
+			}
+			checkSlot(t, d.target, img, d.slotSize)
+			if total, limit := s.served.Load(), int64(len(c.store))+3*ct.checkpointBytes; total > limit {
+				t.Fatalf("served %d store bytes in all, more than the store and three checkpoint intervals (%d)", total, limit)
+			}
+		})
 	}
 }
 

@@ -133,38 +133,42 @@ func TestOutageStream(t *testing.T) {
 // ranges of the store: every lane waits and goes on from the first chunk it
 // did not deliver.
 func TestOutageChunked(t *testing.T) {
-	img := chunkImage(512, 37) // 8 MiB
-	for _, mode := range []struct {
-		name string
-		m    linktest.Mode
-	}{{"refused", linktest.Refuse}, {"blackholed", linktest.Blackhole}} {
-		t.Run(mode.name, func(t *testing.T) {
-			c := makeChunked(t, img)
-			s := newStoreServer(t, c)
-			d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
-			link := linktest.New(t, strings.TrimPrefix(s.URL, "http://"))
-			link.SetRate(2 << 20)
-			job := d.job(s, outagePolicy())
-			job.Booted = nil // every chunk from the network
-			job.URL, job.IndexURL = "http://"+link.Addr+"/img.store", "http://"+link.Addr+"/img.idx"
-			job.Until = time.Now().Add(*outageFor + time.Hour)
-			w := &waits{}
-			job.Progress = w.progress
-			tun := testTuning()
-			tun.stall = *outageStall
-			payloadBytes := int64(len(c.store) + len(c.idx))
-			cutAt(t.Context(), link, payloadBytes*4/10, mode.m)
-			start := time.Now()
-			if err := writeChunked(t.Context(), job, tun, chunkTestTuning()); err != nil {
-				t.Fatalf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
-			}
-			checkSlot(t, d.target, img, d.slotSize)
-			w.check(t)
-			twice := link.Served() - payloadBytes
-			t.Logf("outage %s: installed in %s; the link carried %d bytes for a %d-byte payload (%.3f%% more), %d store requests",
-				*outageFor, time.Since(start).Round(time.Millisecond), link.Served(), payloadBytes, 100*float64(twice)/float64(payloadBytes), s.asked.Load())
-			if twice > payloadBytes/100+headerAllowance {
-				t.Fatalf("%d bytes carried twice, more than 1%% of %d", twice, payloadBytes)
+	for _, kind := range imageKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			img := kind.image(512, 37) // 8 MiB
+			for _, mode := range []struct {
+				name string
+				m    linktest.Mode
+			}{{"refused", linktest.Refuse}, {"blackholed", linktest.Blackhole}} {
+				t.Run(mode.name, func(t *testing.T) {
+					c := makeChunked(t, img)
+					s := newStoreServer(t, c)
+					d := newChunkSlots(t, len(img)+50000, testImage(len(img), 99))
+					link := linktest.New(t, strings.TrimPrefix(s.URL, "http://"))
+					link.SetRate(2 << 20)
+					job := d.job(s, outagePolicy())
+					job.Booted = nil // every chunk from the network
+					job.URL, job.IndexURL = "http://"+link.Addr+"/img.store", "http://"+link.Addr+"/img.idx"
+					job.Until = time.Now().Add(*outageFor + time.Hour)
+					w := &waits{}
+					job.Progress = w.progress
+					tun := testTuning()
+					tun.stall = *outageStall
+					payloadBytes := int64(len(c.store) + len(c.idx))
+					cutAt(t.Context(), link, payloadBytes*4/10, mode.m)
+					start := time.Now()
+					if err := writeChunked(t.Context(), job, tun, chunkTestTuning()); err != nil {
+						t.Fatalf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+					}
+					checkSlot(t, d.target, img, d.slotSize)
+					w.check(t)
+					twice := link.Served() - payloadBytes
+					t.Logf("outage %s: installed in %s; the link carried %d bytes for a %d-byte payload (%.3f%% more), %d store requests",
+						*outageFor, time.Since(start).Round(time.Millisecond), link.Served(), payloadBytes, 100*float64(twice)/float64(payloadBytes), s.asked.Load())
+					if twice > payloadBytes/100+headerAllowance {
+						t.Fatalf("%d bytes carried twice, more than 1%% of %d", twice, payloadBytes)
+					}
+				})
 			}
 		})
 	}
