@@ -41,9 +41,6 @@ type network struct {
 	noRangesOnce sync.Once
 	// dec is every lane's: they decode into their own buffers.
 	dec *payload.Decoder
-	// win, when set, is the stager's window: the lanes read raw chunks of
-	// the store into their place in it (chunkwindow.go).
-	win *window
 }
 
 // lane is one fetcher's decoder, buffers and queue of decoded chunks.
@@ -202,14 +199,7 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 		if file == payload.FileDelta {
 			delta = length
 		}
-		placed := file == payload.FileStore && n.placeable(c)
-		var buf []byte
-		var err error
-		if placed {
-			buf, err = n.win.place(ctx, c.Offset, c.Length)
-		} else {
-			buf, err = l.take(ctx, c, delta)
-		}
+		buf, err := l.take(ctx, c, delta)
 		if err != nil {
 			return i, err
 		}
@@ -231,30 +221,16 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 			b, err = n.fetchOne(ctx, l, c, buf)
 		}
 		if err != nil {
-			if !placed {
-				l.ring.free <- buf
-			}
+			l.ring.free <- buf
 			return i, err
 		}
-		p := piece{chunk: i, buf: b, write: true, placed: placed}
-		if !placed {
-			p.pool = l.ring.free
-		}
 		select {
-		case l.out <- p:
+		case l.out <- piece{chunk: i, buf: b, write: true, pool: l.ring.free}:
 		case <-ctx.Done():
 			return i, ctx.Err()
 		}
 	}
 	return i, nil
-}
-
-// placeable reports whether a lane reads chunk c into its place in the
-// stager's window: a raw chunk, which is its stored bytes, whose place does
-// not cross the window's end (the rare one that does goes through the
-// lane's ring and is copied).
-func (n *network) placeable(c payload.Chunk) bool {
-	return n.win != nil && c.Kind == payload.KindRaw && !n.win.wraps(c.Offset, c.Length)
 }
 
 // planned reports whether the plan takes chunk i from src.

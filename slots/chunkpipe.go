@@ -27,7 +27,6 @@ type piece struct {
 	frame   bool        // buf is the chunk's delta, not yet decoded
 	rebuilt bool        // rebuilt from a delta against the booted slot
 	more    bool        // a part of a zero run that goes on in the next piece
-	placed  bool        // buf is its room in the staging window (chunkwindow.go)
 	pool    chan []byte // where buf goes back; nil for the shared zeros
 	err     error
 }
@@ -61,13 +60,11 @@ type chunkBufs struct {
 	lanes  [][]byte // each lane's ring (chunkring.go)
 	stored [][]byte
 	local  [][]byte
-	block  []byte // local, as one block
-	// window is the writer's staging window (chunkwindow.go), mapped at its
-	// largest: an install that uses less never touches the rest.
-	window []byte
-	// readback is the read-back's: the staging buffers' part of the
-	// window, idle once the image is written, where an install that reuses
-	// nothing never touched local.
+	block  []byte   // local, as one block
+	stage  [][]byte // the writer's staging buffers (chunkstage.go)
+	// readback is the read-back's: the staging buffers as one block, idle
+	// once the image is written, where an install that reuses nothing never
+	// touched local.
 	readback []byte
 	scratch  []byte
 	zeros    []byte
@@ -113,29 +110,27 @@ func (in *chunkInstall) buffers() (*chunkBufs, func(), error) {
 	}
 	// Mapped whatever the slot: a slot written without them never touches
 	// their pages, which then cost no memory.
-	win, releaseWin, err := mapBuffers(1, ct.windowBytes(perLane, cs))
+	stage, releaseStage, err := mapBuffers(1, ct.stageBufs*ct.stageBytes)
 	if err != nil {
 		releaseBlock()
 		releaseRings()
 		release()
 		return nil, nil, ota.Wrap(ota.CodeWriteFailed, err)
 	}
-	b := &chunkBufs{lanes: rings, block: block[0], window: win[0], readback: win[0][:ct.stageBufs*ct.stageBytes]}
+	b := &chunkBufs{lanes: rings, block: block[0], stage: split(stage[0], ct.stageBufs, ct.stageBytes), readback: stage[0]}
 	b.stored, all = all[:ct.lanes+1], all[ct.lanes+1:]
 	b.scratch, b.zeros = all[0], all[1]
 	for i := range local {
 		b.local = append(b.local, b.block[i*cs:(i+1)*cs:(i+1)*cs])
 	}
-	return b, func() { releaseWin(); releaseBlock(); releaseRings(); release() }, nil
+	return b, func() { releaseStage(); releaseBlock(); releaseRings(); release() }, nil
 }
 
 // write runs the install from the checkpoint on:
 //
 //	lanes:     range requests → chunks decoded and checked against the index
-//	           (raw ones, for the stager, read into their place in its window)
 //	assembler: each chunk from its source (the lanes for the network), in order → pieces
-//	writer:    pieces → vectored pwrite (or the stager, chunkstage.go), writeback
-//	           started as it goes, buffers back, checkpoints due
+//	writer:    pieces → vectored pwrite, writeback started as it goes, buffers back, checkpoints due
 //	committer: fdatasync the slot, then replace the checkpoint file
 //
 // Every chunk is checked against the authenticated index before it is
@@ -152,20 +147,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 			return err
 		}
 	}
-	// A slot written through the stager has its window; the lanes read
-	// raw chunks into it when nearly all the network brings is those.
-	var win *window
-	place := false
-	if in.tgt.directSlot() != nil {
-		var mem []byte
-		mem, place = in.ct.windowFor(in.plan, in.x, bufs.window)
-		low := in.job.Size
-		if len(in.plan.Steps) > 0 {
-			low = in.x.Chunk(in.plan.Steps[0].Chunk).Offset
-		}
-		win = newWindow(mem, low)
-	}
-	net, err := in.network(bufs, win, place)
+	net, err := in.network(bufs)
 	if err != nil {
 		return err
 	}
@@ -201,7 +183,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	}
 	wg.Go(func() {
 		defer close(due)
-		fail(in.writeLoop(ctx, toWrite, due, win, stagedHash))
+		fail(in.writeLoop(ctx, toWrite, due, bufs.stage, stagedHash))
 	})
 	wg.Go(func() { fail(in.commitLoop(ctx, due)) })
 	wg.Wait()
@@ -211,16 +193,13 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	return nil
 }
 
-func (in *chunkInstall) network(bufs *chunkBufs, win *window, place bool) (*network, error) {
+func (in *chunkInstall) network(bufs *chunkBufs) (*network, error) {
 	req := in.job.request(in.job.URL, 0, in.tun, &in.fetched)
 	src, err := fetch.OpenRanges(req, in.job.Expect.StoreSize)
 	if err != nil {
 		return nil, err
 	}
 	n := &network{in: in, src: src, req: req, fetches: in.plan.Fetches}
-	if place {
-		n.win = win
-	}
 	if in.plan.DeltaBytes > 0 {
 		d := in.deltaOf
 		if n.dsrc, err = fetch.OpenRangesNamed(in.job.request(d.URL, 0, in.tun, &in.fetched), d.Size, fmt.Sprintf("payload.chunks.deltas[%d].size", in.deltaAt)); err != nil {
@@ -302,7 +281,7 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 // the slot takes it: chunkstage.go), gives their buffers back, reports
 // progress and hands the committer a checkpoint when one is due
 // (chunkTuning); at most one waits while another is written.
-func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, win *window, ih *imageHash) error {
+func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due chan<- checkpoint, stage [][]byte, ih *imageHash) error {
 	w := &chunkWriter{in: in, due: due, cp: checkpoint{Key: in.key, Offer: in.job.Offer}}
 	if r := in.resumed; r != nil {
 		w.cp = *r
@@ -312,7 +291,7 @@ func (in *chunkInstall) writeLoop(ctx context.Context, pieces <-chan piece, due 
 	var err error
 	if d := in.tgt.directSlot(); d != nil {
 		s = d.flusher(in.tun.syncLag, func(int64) {})
-		err = w.staged(ctx, pieces, newStager(d, s, win, in.ct.stageBytes, ih))
+		err = w.staged(ctx, pieces, newStager(d, s, stage, ih))
 	} else {
 		s = in.tgt.flusher(in.tun.syncLag)
 		err = w.batched(ctx, pieces, s)
@@ -364,7 +343,6 @@ func (w *chunkWriter) staged(ctx context.Context, pieces <-chan piece, st *stage
 			if st.ih != nil {
 				err = st.ih.feed(p)
 			}
-			st.skip(p.off + int64(len(p.buf)))
 			p.release()
 			if err == nil {
 				err = w.piece(p)

@@ -47,8 +47,9 @@ func (n *network) sequential(ctx context.Context, c payload.Chunk, why error) er
 	// Chunks the lanes fetched ahead are dropped; their buffers go back.
 	for _, l := range n.lanes {
 		for len(l.out) > 0 {
-			p := <-l.out
-			p.release()
+			if p := <-l.out; p.buf != nil {
+				p.pool <- p.buf
+			}
 		}
 	}
 	seq, err := openSequential(ctx, n.in.job, n.in.tun, &n.in.fetched, c.StoreOffset)

@@ -10,13 +10,11 @@ import (
 // A chunked install writes a File slot with O_DIRECT too (issue 33): through
 // the page cache, its copy, writeback and the pages dropped behind it cost
 // more CPU than the SHA-256 of the image. Content-defined chunks lie at any
-// offset, so the writer puts the pieces, in image order, into a page-aligned
-// window at their place in the image (chunkwindow.go: raw chunks from the
-// network a lane has read there already, the rest are copied) and a
-// goroutine of its own writes each full staging buffer, a part of the
-// window, with O_DIRECT while the next fills, as the stream writer does. A
-// buffer is handed on only when full, so every direct write starts and
-// ends on a block boundary; only where a run of written pieces starts or ends inside
+// offset, so the writer copies the pieces, in image order, into aligned
+// staging buffers (stager) and a goroutine of its own writes each full one
+// with O_DIRECT while the next fills, as the stream writer does. A buffer
+// is handed on only when full, so every direct write starts and ends on a
+// block boundary; only where a run of written pieces starts or ends inside
 // a block (the image's end, a chunk the target already holds after a
 // restart) is that block's part written through the page cache, which the
 // fdatasync of the next checkpoint flushes with the rest.
@@ -36,9 +34,9 @@ import (
 // hash, and the lanes, two buffers each, waited for them (docs/design.md,
 // "Writing a slot").
 
-// staged is a part of the window on its way to the slot: buf[from:to] goes
-// at base+from. final: the run ends there, its last partial block is
-// written too.
+// staged is a staging buffer on its way to the slot: buf[from:to] goes at
+// base+from. final: the run ends there, its last partial block is written
+// too.
 type staged struct {
 	buf      []byte
 	base     int64
@@ -50,41 +48,35 @@ type staged struct {
 // end is where the buffer's written bytes end in the image.
 func (b staged) end() int64 { return b.base + int64(b.to) }
 
-// stager gathers the pieces into the window (chunkwindow.go), at their
-// place in the image, and accounts for them as their writes return.
+// stager gathers the pieces into staging buffers and accounts for them as
+// their writes return.
 type stager struct {
 	d    *directTarget
 	fl   flusher
-	win  *window
-	size int         // bytes of a staging buffer: a part of the window written at once
 	full chan staged // to the writing goroutine
-	back chan staged // written
+	back chan staged // written, with the buffer to fill again
 	// With ih (read-back off), each buffer is also handed to a hashing
 	// goroutine, which hashes them in the order they are handed while they
 	// are written; a buffer comes back once both are done.
 	ih      *imageHash
 	toHash  chan staged
 	hashed  chan struct{}
+	spare   [][]byte
 	cur     staged  // being filled; cur.buf nil: none
 	pending []piece // copied, not yet written, in order
-	inFly   []int64 // where each buffer handed on and not back starts, oldest first
+	inFly   int     // buffers handed on and not back
 	written int64   // the image is written up to here (as far as pending goes)
 }
 
-// maxInFly bounds the buffers handed on at once: a window's worth of full
-// ones, and the short ones runs end with.
-const maxInFly = 16
-
-func newStager(d *directTarget, fl flusher, win *window, size int, ih *imageHash) *stager {
-	s := &stager{d: d, fl: fl, win: win, size: size, full: make(chan staged, maxInFly), back: make(chan staged, maxInFly), ih: ih}
+func newStager(d *directTarget, fl flusher, bufs [][]byte, ih *imageHash) *stager {
+	s := &stager{d: d, fl: fl, full: make(chan staged, len(bufs)), back: make(chan staged, len(bufs)), spare: append([][]byte(nil), bufs...), ih: ih}
 	if ih != nil {
-		s.toHash, s.hashed = make(chan staged, maxInFly), make(chan struct{}, maxInFly)
+		s.toHash, s.hashed = make(chan staged, len(bufs)), make(chan struct{}, len(bufs))
 	}
 	return s
 }
 
-// run writes the buffers handed on until full is closed; once one is
-// written (and hashed), the window's room before its end is free.
+// run writes the buffers handed on until full is closed.
 func (s *stager) run() {
 	for b := range s.full {
 		b.err = s.write(b)
@@ -92,7 +84,6 @@ func (s *stager) run() {
 			// The hashing goroutine takes the buffers in the same order.
 			<-s.hashed
 		}
-		s.win.advance(b.end())
 		s.back <- b
 	}
 }
@@ -126,9 +117,8 @@ func (s *stager) write(b staged) error {
 	return s.fl.advance(b.end())
 }
 
-// add puts p (to be written) in the window, handing each buffer on as it
-// fills: copied, or, placed by a lane, already there; p's buffer goes back
-// at once.
+// add copies p (to be written) into the staging buffers, handing each on as
+// it fills; p's buffer goes back at once.
 func (s *stager) add(ctx context.Context, p piece, done func(piece) error) error {
 	if s.cur.buf != nil && p.off != s.cur.end() {
 		// Not contiguous (never, as the writer sends them): the run ends.
@@ -139,18 +129,15 @@ func (s *stager) add(ctx context.Context, p piece, done func(piece) error) error
 	b := p.buf
 	for len(b) > 0 {
 		if s.cur.buf == nil {
-			if err := s.take(ctx, p.off+int64(len(p.buf)-len(b)), done); err != nil {
+			if err := s.take(ctx, done); err != nil {
 				return err
 			}
+			at := p.off + int64(len(p.buf)-len(b))
+			s.cur.base = at / alignment * alignment
+			s.cur.from = int(at - s.cur.base)
+			s.cur.to = s.cur.from
 		}
-		n := min(len(s.cur.buf)-s.cur.to, len(b))
-		if !p.placed {
-			copy(s.cur.buf[s.cur.to:], b[:n])
-		} else if &s.cur.buf[s.cur.to] != &b[0] {
-			// A lane put it somewhere else: a bug, and writing the window
-			// there would write other bytes.
-			return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("chunk %d was placed outside its room in the staging window", p.chunk))
-		}
+		n := copy(s.cur.buf[s.cur.to:], b)
 		s.cur.to += n
 		b = b[n:]
 		if s.cur.to == len(s.cur.buf) {
@@ -163,19 +150,15 @@ func (s *stager) add(ctx context.Context, p piece, done func(piece) error) error
 	return nil
 }
 
-// take makes the window's room from image offset at the current buffer: up
-// to a staging buffer from at's block, never across the window's end (each
-// buffer is one slice of it), once the buffers handed on leave room for it.
-func (s *stager) take(ctx context.Context, at int64, done func(piece) error) error {
-	base := at / alignment * alignment
-	w := s.win.size()
-	end := min(base+int64(s.size), (base/w+1)*w)
-	for len(s.inFly) == maxInFly || (len(s.inFly) > 0 && end > s.inFly[0]+w) {
+// take makes a spare buffer the current one, waiting for one to come back.
+func (s *stager) take(ctx context.Context, done func(piece) error) error {
+	for len(s.spare) == 0 {
 		if err := s.wait(ctx, done); err != nil {
 			return err
 		}
 	}
-	s.cur = staged{buf: s.win.at(base, int(end-base)), base: base, from: int(at - base), to: int(at - base)}
+	s.cur = staged{buf: s.spare[len(s.spare)-1]}
+	s.spare = s.spare[:len(s.spare)-1]
 	return nil
 }
 
@@ -187,7 +170,7 @@ func (s *stager) hand(final bool) {
 	if s.ih != nil {
 		s.toHash <- s.cur
 	}
-	s.inFly = append(s.inFly, s.cur.base+int64(s.cur.from))
+	s.inFly++
 	s.cur = staged{}
 }
 
@@ -200,7 +183,8 @@ func (s *stager) wait(ctx context.Context, done func(piece) error) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	s.inFly = s.inFly[1:]
+	s.inFly--
+	s.spare = append(s.spare, b.buf)
 	if b.err != nil {
 		return ota.Wrap(ota.CodeWriteFailed, fmt.Errorf("write at offset %d of %s: %w", b.base+int64(b.from), s.d.path, b.err))
 	}
@@ -210,7 +194,7 @@ func (s *stager) wait(ctx context.Context, done func(piece) error) error {
 
 // poll takes back the buffers already written, without waiting.
 func (s *stager) poll(ctx context.Context, done func(piece) error) error {
-	for len(s.inFly) > 0 && len(s.back) > 0 {
+	for s.inFly > 0 && len(s.back) > 0 {
 		if err := s.wait(ctx, done); err != nil {
 			return err
 		}
@@ -241,20 +225,17 @@ func (s *stager) drain(ctx context.Context, done func(piece) error) error {
 		if s.cur.to > s.cur.from {
 			s.hand(true)
 		} else {
+			s.spare = append(s.spare, s.cur.buf)
 			s.cur = staged{}
 		}
 	}
-	for len(s.inFly) > 0 {
+	for s.inFly > 0 {
 		if err := s.wait(ctx, done); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// skip says the image up to end is held by the target, not written: a lane
-// may fill the window's room past it (after a drain: nothing is in flight).
-func (s *stager) skip(end int64) { s.win.advance(end) }
 
 // close ends the writing goroutine once every buffer is back (after drain,
 // or after a failure).
@@ -263,7 +244,7 @@ func (s *stager) close() {
 	if s.ih != nil {
 		close(s.toHash)
 	}
-	for ; len(s.inFly) > 0; s.inFly = s.inFly[1:] {
+	for ; s.inFly > 0; s.inFly-- {
 		<-s.back
 	}
 }
