@@ -132,40 +132,65 @@ func reportChunked(w io.Writer, out string, res *payload.Result) {
 		out, res.ChunkCount, res.ChunkSize, res.Zero, res.Raw, res.Zstd, out, res.StoreSize, res.ImageSize)
 }
 
+// chunkedCheck is what verify --payload checked of a chunked payload: the chunks
+// of its index and store, and each delta file, in the manifest's order.
+type chunkedCheck struct {
+	chunks int
+	deltas []deltaCheck
+}
+
+// deltaCheck is a delta file verify --payload checked: its size and its index.
+type deltaCheck struct {
+	path  string
+	entry int // payload.chunks.deltas[entry]
+	d     ota.Delta
+	count int // records of its index
+}
+
+// String is verify's line for the file, in the words of its other lines.
+func (c deltaCheck) String() string {
+	return fmt.Sprintf("%s: payload.chunks.deltas[%d], from sha256 %s… (%d bytes): %d bytes OK, delta index OK (%d records)",
+		c.path, c.entry, c.d.From[:12], c.d.FromSize, c.d.Size, c.count)
+}
+
 // checkChunked checks out.idx and out.store against a manifest's chunked payload: the
-// index as a device would check it, then every chunk and the image they make.
-func checkChunked(ctx context.Context, p *verify.Payload, out string) (int, error) {
+// index as a device would check it, then every chunk and the image they make, then
+// each delta file's size and index.
+func checkChunked(ctx context.Context, p *verify.Payload, out string) (chunkedCheck, error) {
 	want := verify.Expect(p)
 	f, err := os.Open(out + ".idx")
 	if err != nil {
-		return 0, err
+		return chunkedCheck{}, err
 	}
 	defer f.Close()
 	// One byte more than the manifest allows tells a longer file from a whole one.
 	data, err := io.ReadAll(io.LimitReader(f, want.IndexSize+1))
 	if err != nil {
-		return 0, fmt.Errorf("%s.idx: %w", out, err)
+		return chunkedCheck{}, fmt.Errorf("%s.idx: %w", out, err)
 	}
 	x, err := payload.ParseIndex(data, want)
 	if err != nil {
-		return 0, fmt.Errorf("%s.idx: %w", out, err)
+		return chunkedCheck{}, fmt.Errorf("%s.idx: %w", out, err)
 	}
 	s, err := os.Open(out + ".store")
 	if err != nil {
-		return 0, err
+		return chunkedCheck{}, err
 	}
 	defer s.Close()
 	if err := payload.CheckStore(ctx, x, bufio.NewReaderSize(s, copyBufferSize), p.SHA256, io.Discard); err != nil {
-		return 0, fmt.Errorf("%s.store: %w", out, err)
+		return chunkedCheck{}, fmt.Errorf("%s.store: %w", out, err)
 	}
+	res := chunkedCheck{chunks: x.Count()}
 	if p.Chunks.Deltas != nil {
 		for k, d := range *p.Chunks.Deltas {
-			if err := checkDeltaFile(p, k, x, out+deltaFileSuffix(d.From)); err != nil {
-				return 0, err
+			c, err := checkDeltaFile(p, k, x, out+deltaFileSuffix(d.From))
+			if err != nil {
+				return chunkedCheck{}, err
 			}
+			res.deltas = append(res.deltas, c)
 		}
 	}
-	return x.Count(), nil
+	return res, nil
 }
 
 // deltaFileSuffix is deltaName of an entry's from (64 hex digits, checked).
@@ -177,26 +202,34 @@ func deltaFileSuffix(from string) string {
 // checkDeltaFile checks the delta file of deltas entry k as a device would before
 // using it: its size, and its index against the entry and x. (Its deltas decode only
 // with the older image's bytes; every chunk they make is checked on the device.)
-func checkDeltaFile(p *verify.Payload, k int, x *payload.Index, path string) error {
+// A file that cannot be read is named with its entry: as a missing index or store,
+// it is no refusal of the offer (exit 1), only of what is at hand.
+func checkDeltaFile(p *verify.Payload, k int, x *payload.Index, path string) (deltaCheck, error) {
+	entry := (*p.Chunks.Deltas)[k]
 	want := verify.DeltaExpect(p, k)
+	at := fmt.Sprintf("payload.chunks.deltas[%d]", k)
+	unread := func(err error) error {
+		return fmt.Errorf("%s: the delta file of %s (from sha256 %s…): %w", path, at, entry.From[:12], pathless(err))
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return deltaCheck{}, unread(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return deltaCheck{}, unread(err)
 	}
 	if st.Size() != want.Size {
-		return ota.Errorf(ota.CodeSizeMismatch, "%s: %d bytes, payload.chunks.deltas[%d].size says %d", path, st.Size(), k, want.Size)
+		return deltaCheck{}, ota.Errorf(ota.CodeSizeMismatch, "%s: %d bytes, %s.size says %d", path, st.Size(), at, want.Size)
 	}
 	idx := make([]byte, want.IndexSize)
 	if _, err := io.ReadFull(f, idx); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return deltaCheck{}, unread(err)
 	}
-	if _, err := payload.ParseDelta(idx, want, x, fmt.Sprintf("payload.chunks.deltas[%d]", k)); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	d, err := payload.ParseDelta(idx, want, x, at)
+	if err != nil {
+		return deltaCheck{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	return deltaCheck{path: path, entry: k, d: entry, count: d.Count()}, nil
 }

@@ -232,3 +232,76 @@ func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestVerifyDeltaFiles: verify --payload says of each delta file it checked the
+// file, its size, its entry and the older image it is keyed to; a missing one
+// fails as a missing index or store does (exit 1), naming the path it looked for
+// and the entry, and a delta file that does not match its entry is refused as a
+// device would refuse it (exit 3).
+func TestVerifyDeltaFiles(t *testing.T) {
+	dir := t.TempDir()
+	oldPath, newPath, oldImg, _ := updatePair(t, dir)
+	old2 := bytes.Clone(oldImg)
+	for off := 500000; off < len(old2); off += 700000 {
+		old2[off] ^= 0x55
+	}
+	old2Path := filepath.Join(dir, "old2.img")
+	if err := os.WriteFile(old2Path, old2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "keygen", filepath.Join(dir, "k"))
+	out := filepath.Join(dir, "rel")
+	r := mustRun(t, "sign", "--key", filepath.Join(dir, "k.key"), "--image", newPath, "--version", "2", "--compatible", "c",
+		"--url", "https://updates.example.com/rel", "--chunked", "--delta-from", oldPath+","+old2Path, "--out-payload", out)
+	m, _ := manifestOf(t, r.stdout)
+	if m.Payload.Chunks.Deltas == nil || len(*m.Payload.Chunks.Deltas) != 2 {
+		t.Fatalf("deltas %+v; stderr %s", m.Payload.Chunks.Deltas, r.stderr)
+	}
+	deltas := *m.Payload.Chunks.Deltas
+	env := writeEnvelope(t, dir, r.stdout)
+	verifyArgs := []string{"verify", "--pub", filepath.Join(dir, "k.pub"), "--payload", out, env}
+	name := func(k int) string { return out + ".from-" + deltas[k].From[:12] + ".delta" }
+
+	v := mustRun(t, verifyArgs...)
+	lines := strings.Split(strings.TrimSuffix(v.stderr, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(lines[1], "image sha256 OK") {
+		t.Fatalf("verify --payload said %q; want the envelope's line, the index and store's, and one per delta file", v.stderr)
+	}
+	for k, d := range deltas {
+		want := fmt.Sprintf("%s: payload.chunks.deltas[%d], from sha256 %s… (%d bytes): %d bytes OK, delta index OK (%d records)",
+			name(k), k, d.From[:12], d.FromSize, d.Size, d.Count)
+		if lines[2+k] != want {
+			t.Errorf("delta %d: verify said\n%q\nwant\n%q", k, lines[2+k], want)
+		}
+	}
+
+	file, err := os.ReadFile(name(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name(1), file[:len(file)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := otactl(t, verifyArgs...); v.code != ota.ExitRefused || !strings.Contains(v.stderr, "size_mismatch") ||
+		!strings.Contains(v.stderr, name(1)) || !strings.Contains(v.stderr, "payload.chunks.deltas[1].size") || v.stdout != "" {
+		t.Errorf("truncated delta file: exit %d, stdout %q, stderr %q", v.code, v.stdout, v.stderr)
+	}
+	if err := os.Remove(name(1)); err != nil {
+		t.Fatal(err)
+	}
+	v = otactl(t, verifyArgs...)
+	if v.code != ota.ExitFailure || v.stdout != "" {
+		t.Fatalf("missing delta file: exit %d, stdout %q, stderr %q; want exit %d as for a missing store", v.code, v.stdout, v.stderr, ota.ExitFailure)
+	}
+	for _, want := range []string{name(1), "payload.chunks.deltas[1]", deltas[1].From[:12], "no such file"} {
+		if !strings.Contains(v.stderr, want) {
+			t.Errorf("missing delta file: stderr %q does not say %q", v.stderr, want)
+		}
+	}
+	if err := os.Remove(out + ".store"); err != nil {
+		t.Fatal(err)
+	}
+	if s := otactl(t, verifyArgs...); s.code != v.code {
+		t.Errorf("a missing store exits %d, a missing delta file %d", s.code, v.code)
+	}
+}

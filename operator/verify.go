@@ -11,7 +11,8 @@ import (
 )
 
 // verifyEnvelope runs checks 1-4 of docs/contract/checks.md (no device policy) and prints the manifest;
-// with --payload it checks a chunked payload's files against the manifest too.
+// with --payload it checks the payload's files against the manifest too, and says
+// which it checked: a chunked payload's index and store, and each delta file.
 func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var pubs stringList
 	fset := newFlagSet("verify", "--pub P [--pub P2] [--threshold N] [--payload PATH] FILE ('-' reads stdin)", stderr)
@@ -60,11 +61,11 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	chunks := 0
+	var chunked chunkedCheck
 	switch {
 	case *payloadPath == "":
 	case m.Payload.Chunks != nil:
-		if chunks, err = checkChunked(ctx, &m.Payload, *payloadPath); err != nil {
+		if chunked, err = checkChunked(ctx, &m.Payload, *payloadPath); err != nil {
 			return err
 		}
 	default:
@@ -82,11 +83,22 @@ func verifyEnvelope(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	fmt.Fprintf(stderr, "%s: signatures OK (%d of %d trusted keys required), manifest OK\n", file, *threshold, kr.Len())
-	switch {
-	case *payloadPath != "" && m.Payload.Chunks != nil:
-		fmt.Fprintf(stderr, "%s.idx, %s.store: index OK, %d chunks OK, image sha256 OK\n", *payloadPath, *payloadPath, chunks)
-	case *payloadPath != "":
-		fmt.Fprintf(stderr, "%s: image size and sha256 OK\n", *payloadPath)
+	if *payloadPath != "" {
+		reportPayload(stderr, *payloadPath, m.Payload.Chunks != nil, chunked)
 	}
 	return nil
+}
+
+// reportPayload says which files of the payload at path verify checked: a line for
+// the stream file, or for a chunked payload's index and store, then one per delta
+// file.
+func reportPayload(w io.Writer, path string, isChunked bool, c chunkedCheck) {
+	if !isChunked {
+		fmt.Fprintf(w, "%s: image size and sha256 OK\n", path)
+		return
+	}
+	fmt.Fprintf(w, "%s.idx, %s.store: index OK, %d chunks OK, image sha256 OK\n", path, path, c.chunks)
+	for _, d := range c.deltas {
+		fmt.Fprintln(w, d)
+	}
 }
