@@ -169,7 +169,7 @@ func TestConfigCheckFileOnlyRoot(t *testing.T) {
 	}{
 		{"signed", signed, 0, "is valid"},
 		{"unsigned", unsigned, 2, "trust.root: " + unsigned + ": root_signature"},
-		{"does not parse", garbled, 2, "trust.root: " + garbled + ": bad_root"},
+		{"does not parse", garbled, 2, "trust.root: " + garbled + ": bad_root: signed: want an object, got 1"},
 		// From a checkout the device's path is absent: said, not failed.
 		{"not on this machine", filepath.Join(dir, "none.json"), 0, "trust.root: " + filepath.Join(dir, "none.json") + " is not on this machine: not checked"},
 	} {

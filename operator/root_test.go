@@ -90,6 +90,52 @@ func TestRootCeremony(t *testing.T) {
 	}
 }
 
+// TestRootFileWithAWrongTypeOrAnUnknownField: a root file with a value of
+// the wrong JSON type or a field the format does not name is refused
+// (exit 3, bad_root) naming the file and the field's JSON path, in the
+// contract's words (docs/contract/trust.md), not Go's.
+func TestRootFileWithAWrongTypeOrAnUnknownField(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, k := range []string{"r1", "rel1"} {
+		if code, out := rootctl(t, "keygen", "--type", "ed25519", k); code != 0 {
+			t.Fatalf("keygen %s: %d %s", k, code, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"root", "init", "--root", "r1.pub", "--root-threshold", "1", "--release", "rel1.pub", "--release-threshold", "1", "--out", "1.json"},
+		{"root", "sign", "--key", "r1.key", "1.json"},
+	} {
+		if code, out := rootctl(t, args...); code != 0 {
+			t.Fatalf("otactl %s: %d %s", strings.Join(args, " "), code, out)
+		}
+	}
+	good, err := os.ReadFile("1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, old, new, want string
+	}{
+		{"fraction.json", `"version": 1,`, `"version": 1.0,`, "fraction.json: bad_root: signed.version: want a whole number, got 1.0"},
+		{"quoted.json", `"threshold": 1,`, `"threshold": "1",`, `quoted.json: bad_root: signed.root.threshold: want a whole number, got the string "1"`},
+		{"scheme.json", `"keyid": "`, `"scheme": "ed25519", "keyid": "`, "scheme.json: bad_root: signed.root.keys[0].scheme: unknown field, want one of keyid, public_key"},
+	} {
+		bad := bytes.Replace(good, []byte(c.old), []byte(c.new), 1)
+		if bytes.Equal(bad, good) {
+			t.Fatalf("%s: %q is not in the root", c.file, c.old)
+		}
+		if err := os.WriteFile(c.file, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"root", "verify", "--trusted", "1.json", c.file}, {"root", "sign", "--key", "r1.key", c.file}} {
+			code, out := rootctl(t, args...)
+			if code != ota.ExitRefused || !strings.Contains(out, c.want) || strings.Contains(out, "Go struct") {
+				t.Errorf("otactl %s: exit %d, %q; want %d saying %q", strings.Join(args, " "), code, out, ota.ExitRefused, c.want)
+			}
+		}
+	}
+}
+
 // TestRootSignRefuses: otactl root sign refuses (exit 2, naming the key) a
 // key whose signature no device would count, and leaves the file as it was.
 func TestRootSignRefuses(t *testing.T) {

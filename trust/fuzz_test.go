@@ -1,12 +1,14 @@
 package trust
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/otad/otad/ota"
 )
 
-// FuzzParseChain: no input panics, every refusal carries a root code, and
+// FuzzParseChain: no input panics, every refusal carries a root code and
+// speaks the contract's words, not Go's (docs/contract/trust.md), and
 // whatever parses writes back to a document that parses to the same signed part.
 func FuzzParseChain(f *testing.F) {
 	r, rel := newKeys(f, 2), newKeys(f, 1)
@@ -17,7 +19,8 @@ func FuzzParseChain(f *testing.F) {
 	}
 	f.Add(b)
 	f.Add([]byte("[" + string(b) + "]"))
-	for _, s := range []string{``, `null`, `[]`, `{}`, `{"signed":{}}`, `[{"signed":null}]`, `{"signed":{"type":"otad-root","version":1}}`} {
+	for _, s := range []string{``, `null`, `[]`, `{}`, `{"signed":{}}`, `[{"signed":null}]`, `{"signed":{"type":"otad-root","version":1}}`,
+		`{"signed":{"version":1.0}}`, `{"signed":{"root":{"keys":[{},{"keyid":5}]}}}`, `[{"signatures":[]},{"signatures":[{"x":1}]}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -25,6 +28,10 @@ func FuzzParseChain(f *testing.F) {
 		if err != nil {
 			if c := ota.CodeOf(err); c != ota.CodeBadRoot && c != ota.CodeRootChainLimit {
 				t.Fatalf("refusal without a root code: %v", err)
+			}
+			if msg := err.Error(); strings.Contains(msg, "cannot unmarshal") || strings.Contains(msg, "Go struct") ||
+				strings.Contains(msg, "Go value") || strings.Contains(msg, "json: unknown field") {
+				t.Fatalf("a refusal in Go's words: %v", err)
 			}
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -104,11 +103,7 @@ func Parse(b []byte) (*Root, error) {
 	dec.DisallowUnknownFields()
 	var w wireDoc
 	if err := dec.Decode(&w); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, bad(te.Field, "%v", err)
-		}
-		return nil, bad("", "not a root document: %v", err)
+		return nil, decodeError(b, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, bad("", "data after the document")
