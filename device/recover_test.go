@@ -233,3 +233,40 @@ func TestMarkActiveBootedTakesUpPending(t *testing.T) {
 		})
 	}
 }
+
+// otad install of an offer whose ending is final (a hash_mismatch of the
+// signed download) tries nothing: it says the offer already ended, with
+// the earlier ending's code and message marked as such, that it was not
+// tried again and what does try the image again; exit 1 as for the
+// failure (docs/contract/commands.md).
+func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
+	for _, daemon := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "through the daemon"}[daemon], func(t *testing.T) {
+			tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+			tampered, _ := tb.Offer("evil", 3, devicetest.OfferOpts{Tamper: true})
+			if daemon {
+				startDaemon(t, tb.Cfg.Path)
+			}
+			envFile := writeEnv(t, tampered)
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile); code != 1 || !strings.Contains(stderr, "failed: hash_mismatch") || strings.Contains(stderr, "not tried again") {
+				t.Fatalf("first install: exit %d, want 1 with hash_mismatch\n%s%s", code, stdout, stderr)
+			}
+			fetched := tb.Fetched.Load()
+			code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile)
+			if code != 1 {
+				t.Errorf("install of a final ending: exit %d, want 1\n%s%s", code, stdout, stderr)
+			}
+			for _, want := range []string{"not tried again", "rel-evil already ended failed", "hash_mismatch", "a final ending never starts again", "otactl sign"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("install of a final ending does not say %q:\n%s%s", want, stdout, stderr)
+				}
+			}
+			if strings.Contains(stderr, ": failed: hash_mismatch") {
+				t.Errorf("install of a final ending reads as a new failure:\n%s", stderr)
+			}
+			if n := tb.Fetched.Load(); n != fetched {
+				t.Errorf("install of a final ending fetched %d bytes", n-fetched)
+			}
+		})
+	}
+}
