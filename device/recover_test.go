@@ -270,3 +270,37 @@ func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
 		})
 	}
 }
+
+// mark-active booted without a daemon runs the pending offer it takes up:
+// when that install fails, the command says the drop was done and the
+// install failed, and exits as otad install does for that failure (1).
+func TestMarkActiveBootedPendingFailsExitsNonZero(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	first, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	next, _ := tb.Offer("evil", 3, devicetest.OfferOpts{Tamper: true, Issued: time.Now().Add(time.Second)})
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, first)); code != 0 {
+		t.Fatalf("first install: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, next)); code != 0 || !strings.Contains(stdout, "pending") {
+		t.Fatalf("the newer offer: exit %d, want pending\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := otad(t, "mark-active", "-c", tb.Cfg.Path, "booted")
+	if code != ota.ExitFailure {
+		t.Errorf("mark-active booted whose pending install failed: exit %d, want %d\n%s%s", code, ota.ExitFailure, stdout, stderr)
+	}
+	out := stdout + stderr
+	for _, want := range []string{"slot A is primary again; the staged install is dropped", "rel-evil", "failed", "hash_mismatch"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mark-active booted does not say %q:\n%s%s", want, stdout, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "hash_mismatch") {
+		t.Errorf("the failure is not on stderr:\n%s%s", stdout, stderr)
+	}
+	if j := tb.Journal(); j.Phase != ota.Idle || j.LastResult == nil || j.LastResult.ID != "rel-evil" || j.LastResult.Code != ota.CodeHashMismatch {
+		t.Fatalf("journal after mark-active booted: %s %+v", j.Phase, j.LastResult)
+	}
+	if v, err := tb.Sim().Vars(); err != nil || !strings.HasPrefix(v["BOOT_ORDER"], "A") {
+		t.Fatalf("boot order after mark-active booted: %v %v", v, err)
+	}
+}
