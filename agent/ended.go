@@ -54,8 +54,10 @@ func (m *machine) recordEnd(t *Target, result ota.Result, retryable bool) {
 func (m *machine) ended(t *Target) (Ended, bool) { return m.s.ended(t) }
 
 // ended returns how t ended, if it did.
-func (s *State) ended(t *Target) (Ended, bool) {
-	key := t.Key()
+func (s *State) ended(t *Target) (Ended, bool) { return s.endedKey(t.Key()) }
+
+// endedKey returns how the offer of key (Target.Key) ended, if it did.
+func (s *State) endedKey(key string) (Ended, bool) {
 	for i := len(s.Ended) - 1; i >= 0; i-- {
 		if s.Ended[i].Key == key {
 			return s.Ended[i], true

@@ -33,7 +33,7 @@ func (a *Agent) takeOffers(ctx context.Context) error {
 			continue
 		}
 		if it.reply != nil {
-			waiting = append(waiting, &waiter{sha: t.SHA256(), reply: it.reply})
+			waiting = append(waiting, &waiter{sha: t.SHA256(), key: t.Key(), reply: it.reply})
 			local[t.Key()] = true
 		}
 		if e, done := a.state.ended(&t); done {

@@ -8,6 +8,7 @@ import (
 
 type waiter struct {
 	sha   string
+	key   string // Target.Key: the offer waited for
 	reply chan ota.Outcome
 }
 
@@ -60,7 +61,7 @@ func (a *Agent) install1(ctx context.Context, it item) (ota.Outcome, error) {
 func (a *Agent) settleWaiters(events []ota.Event) {
 	keep := a.waiters[:0]
 	for _, w := range a.waiters {
-		if o, ok := a.outcomeFor(w.sha, events); ok {
+		if o, ok := a.outcomeFor(w, events); ok {
 			w.reply <- o
 			continue
 		}
@@ -69,7 +70,8 @@ func (a *Agent) settleWaiters(events []ota.Event) {
 	a.waiters = keep
 }
 
-func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
+func (a *Agent) outcomeFor(w *waiter, events []ota.Event) (ota.Outcome, bool) {
+	sha := w.sha
 	for _, ev := range events {
 		if ev.Result != "" && ev.SHA256 == sha {
 			return ota.Outcome{Result: ev.Result, Code: ev.Code, Message: ev.Message, ID: ev.ID, SHA256: sha}, true
@@ -88,10 +90,27 @@ func (a *Agent) outcomeFor(sha string, events []ota.Event) (ota.Outcome, bool) {
 		return ota.Outcome{Result: ota.ResultPending, ID: p.ID, SHA256: sha,
 			Message: "accepted; installs once " + cur.ID + " is settled (" + string(ForOperator(ota.Status{State: s.Phase}, a.cfg.Policy).State) + ")"}, true
 	}
+	if e, ok := s.endedKey(w.key); ok {
+		// It ended before this offer was handed over, and that ending stayed
+		// (a final one: a local install reopens a retryable one): nothing
+		// was tried. Say so, with the earlier ending (docs/contract/commands.md).
+		return alreadyEnded(e, s.LastResult, sha), true
+	}
 	if r := s.LastResult; r != nil && r.SHA256 == sha {
 		return ota.Outcome{Result: r.Result, Code: r.Code, Message: r.Message, ID: r.ID, SHA256: sha, Transfer: r.Transfer}, true
 	}
 	return ota.Outcome{Result: ota.ResultSuperseded, SHA256: sha, Message: "a newer offer took its place"}, true
+}
+
+// alreadyEnded is the answer for an offer that had ended before (e) and
+// was not tried again: that ending's result, and its code and message when
+// the last result is still that offer's.
+func alreadyEnded(e Ended, last *ota.Outcome, sha string) ota.Outcome {
+	o := ota.Outcome{ID: e.ID, SHA256: sha, Result: e.Result, Retryable: e.Retryable, AlreadyEnded: true}
+	if r := last; r != nil && r.ManifestSHA256 != "" && r.ManifestSHA256 == e.Key {
+		o.ManifestSHA256, o.Code, o.Message = r.ManifestSHA256, r.Code, r.Message
+	}
+	return o
 }
 
 func (a *Agent) finishWaiters(err error) {

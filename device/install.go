@@ -113,6 +113,10 @@ func (e *env) follow(status func(context.Context) (ota.Status, error)) (stop fun
 }
 
 func (e *env) report(file string, o ota.Outcome, manual bool) int {
+	if o.AlreadyEnded {
+		e.reportEnded(file, o)
+		return o.ExitCode()
+	}
 	switch o.Result {
 	case ota.ResultRejected:
 		e.printErr(fmt.Sprintf("otad: %s: offer refused: %s", file, withCode(o)))
@@ -128,6 +132,26 @@ func (e *env) report(file string, o ota.Outcome, manual bool) int {
 		e.printErr(fmt.Sprintf("otad: %s: %s: %s", file, o.Result, withCode(o)))
 	}
 	return o.ExitCode()
+}
+
+// reportEnded says that the offer had ended before and was not tried again
+// (docs/contract/commands.md): its earlier ending, marked as such, and what
+// tries the image again. The exit code stays the ending's.
+func (e *env) reportEnded(file string, o ota.Outcome) {
+	msg := fmt.Sprintf("%s: not tried again: %s already ended %s", file, o.ID, o.Result)
+	if said := withCode(o); said != "" {
+		msg += fmt.Sprintf(" before (%s)", said)
+	} else {
+		msg += " before"
+	}
+	if o.ExitCode() == ota.ExitOK {
+		fmt.Fprintln(e.stdout, msg)
+		return
+	}
+	if !o.Retryable {
+		msg += "; a final ending never starts again: fix the cause, then sign the image again (otactl sign: a new issued_at makes a new offer) and install that"
+	}
+	e.printErr("otad: " + msg)
 }
 
 // withCode is the outcome's message, led by its code once.

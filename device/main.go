@@ -175,11 +175,11 @@ func cmdMark(e *env, args []string) int {
 			return o.MarkGood(ctx)
 		}
 		return o.MarkBad(ctx)
-	}, func(after ota.Status) string { // what the mark left: the slot committed, or the one to return to
+	}, func(after ota.Status) (string, int) { // what the mark left: the slot committed, or the one to return to
 		if good {
-			return committed(after)
+			return committed(after), ota.ExitOK
 		}
-		return markedBad(after, manual)
+		return markedBad(after, manual), ota.ExitOK
 	})
 }
 

@@ -233,3 +233,74 @@ func TestMarkActiveBootedTakesUpPending(t *testing.T) {
 		})
 	}
 }
+
+// otad install of an offer whose ending is final (a hash_mismatch of the
+// signed download) tries nothing: it says the offer already ended, with
+// the earlier ending's code and message marked as such, that it was not
+// tried again and what does try the image again; exit 1 as for the
+// failure (docs/contract/commands.md).
+func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
+	for _, daemon := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "through the daemon"}[daemon], func(t *testing.T) {
+			tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+			tampered, _ := tb.Offer("evil", 3, devicetest.OfferOpts{Tamper: true})
+			if daemon {
+				startDaemon(t, tb.Cfg.Path)
+			}
+			envFile := writeEnv(t, tampered)
+			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile); code != 1 || !strings.Contains(stderr, "failed: hash_mismatch") || strings.Contains(stderr, "not tried again") {
+				t.Fatalf("first install: exit %d, want 1 with hash_mismatch\n%s%s", code, stdout, stderr)
+			}
+			fetched := tb.Fetched.Load()
+			code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile)
+			if code != 1 {
+				t.Errorf("install of a final ending: exit %d, want 1\n%s%s", code, stdout, stderr)
+			}
+			for _, want := range []string{"not tried again", "rel-evil already ended failed", "hash_mismatch", "a final ending never starts again", "otactl sign"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("install of a final ending does not say %q:\n%s%s", want, stdout, stderr)
+				}
+			}
+			if strings.Contains(stderr, ": failed: hash_mismatch") {
+				t.Errorf("install of a final ending reads as a new failure:\n%s", stderr)
+			}
+			if n := tb.Fetched.Load(); n != fetched {
+				t.Errorf("install of a final ending fetched %d bytes", n-fetched)
+			}
+		})
+	}
+}
+
+// mark-active booted without a daemon runs the pending offer it takes up:
+// when that install fails, the command says the drop was done and the
+// install failed, and exits as otad install does for that failure (1).
+func TestMarkActiveBootedPendingFailsExitsNonZero(t *testing.T) {
+	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
+	first, _ := tb.Offer("v2", 2, devicetest.OfferOpts{})
+	next, _ := tb.Offer("evil", 3, devicetest.OfferOpts{Tamper: true, Issued: time.Now().Add(time.Second)})
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, first)); code != 0 {
+		t.Fatalf("first install: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, writeEnv(t, next)); code != 0 || !strings.Contains(stdout, "pending") {
+		t.Fatalf("the newer offer: exit %d, want pending\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := otad(t, "mark-active", "-c", tb.Cfg.Path, "booted")
+	if code != ota.ExitFailure {
+		t.Errorf("mark-active booted whose pending install failed: exit %d, want %d\n%s%s", code, ota.ExitFailure, stdout, stderr)
+	}
+	out := stdout + stderr
+	for _, want := range []string{"slot A is primary again; the staged install is dropped", "rel-evil", "failed", "hash_mismatch"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mark-active booted does not say %q:\n%s%s", want, stdout, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "hash_mismatch") {
+		t.Errorf("the failure is not on stderr:\n%s%s", stdout, stderr)
+	}
+	if j := tb.Journal(); j.Phase != ota.Idle || j.LastResult == nil || j.LastResult.ID != "rel-evil" || j.LastResult.Code != ota.CodeHashMismatch {
+		t.Fatalf("journal after mark-active booted: %s %+v", j.Phase, j.LastResult)
+	}
+	if v, err := tb.Sim().Vars(); err != nil || !strings.HasPrefix(v["BOOT_ORDER"], "A") {
+		t.Fatalf("boot order after mark-active booted: %v %v", v, err)
+	}
+}

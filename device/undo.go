@@ -24,11 +24,11 @@ func cmdCancel(e *env, args []string) int {
 		return code
 	}
 	return e.operate(cfg, func(ctx context.Context, c operator) error { return c.Cancel(ctx) },
-		func(st ota.Status) string {
+		func(st ota.Status) (string, int) {
 			if r := st.LastResult; r != nil && r.Code == ota.CodeCancelled {
-				return fmt.Sprintf("cancelled %s; slot %s was not marked, the boot slot did not change (otad install of the same offer starts it again)", r.ID, st.BootedSlot.Other())
+				return fmt.Sprintf("cancelled %s; slot %s was not marked, the boot slot did not change (otad install of the same offer starts it again)", r.ID, st.BootedSlot.Other()), ota.ExitOK
 			}
-			return "cancelled"
+			return "cancelled", ota.ExitOK
 		})
 }
 
@@ -48,37 +48,38 @@ func cmdMarkActive(e *env, args []string) int {
 	}
 	manual := cfg.Reboot.Policy == "manual"
 	return e.operate(cfg, func(ctx context.Context, c operator) error { return c.MarkActive(ctx, other) },
-		func(st ota.Status) string {
+		func(st ota.Status) (string, int) {
 			if !other {
 				return droppedSays(st, manual)
 			}
 			if manual {
-				return fmt.Sprintf("slot %s is primary; reboot.policy is manual: reboot the device (systemctl reboot) to boot it", st.BootedSlot.Other())
+				return fmt.Sprintf("slot %s is primary; reboot.policy is manual: reboot the device (systemctl reboot) to boot it", st.BootedSlot.Other()), ota.ExitOK
 			}
-			return fmt.Sprintf("slot %s is primary; rebooting", st.BootedSlot.Other())
+			return fmt.Sprintf("slot %s is primary; rebooting", st.BootedSlot.Other()), ota.ExitOK
 		})
 }
 
 // droppedSays is what mark-active booted did, from the status after it: the
 // staged install dropped, and what became of a pending offer it took up
 // (docs/contract/commands.md): running in the daemon, staged or ended when
-// this process ran it.
-func droppedSays(st ota.Status, manual bool) string {
+// this process ran it. The exit code is that ending's, as otad install
+// exits for it: the drop is done either way, and said so.
+func droppedSays(st ota.Status, manual bool) (string, int) {
 	msg := fmt.Sprintf("slot %s is primary again; the staged install is dropped", st.BootedSlot)
 	t, r := st.Target, st.LastResult
 	switch {
 	case t != nil && (st.State == ota.Downloading || st.State == ota.Verifying):
-		return fmt.Sprintf("%s; the pending %s is taken up: %s into slot %s (otad status follows it)", msg, t.ID, st.State, st.BootedSlot.Other())
+		return fmt.Sprintf("%s; the pending %s is taken up: %s into slot %s (otad status follows it)", msg, t.ID, st.State, st.BootedSlot.Other()), ota.ExitOK
 	case t != nil:
 		next := "rebooting"
 		if manual {
 			next = "reboot to boot it (reboot.policy is manual: otad does not reboot)"
 		}
-		return fmt.Sprintf("%s; the pending %s is taken up: staged in slot %s; %s", msg, t.ID, st.BootedSlot.Other(), next)
+		return fmt.Sprintf("%s; the pending %s is taken up: staged in slot %s; %s", msg, t.ID, st.BootedSlot.Other(), next), ota.ExitOK
 	case r != nil && r.Code != ota.CodeCancelled:
-		return fmt.Sprintf("%s; the pending %s was taken up and ended %s: %s", msg, r.ID, r.Result, withCode(*r))
+		return fmt.Sprintf("%s; the pending %s was taken up and ended %s: %s", msg, r.ID, r.Result, withCode(*r)), r.ExitCode()
 	}
-	return msg + fmt.Sprintf("; slot %s keeps the verified image (otad mark-active other boots it)", st.BootedSlot.Other())
+	return msg + fmt.Sprintf("; slot %s keeps the verified image (otad mark-active other boots it)", st.BootedSlot.Other()), ota.ExitOK
 }
 
 // operator is what cancel, mark-active, mark-good and mark-bad ask of the
@@ -91,8 +92,10 @@ type operator interface {
 }
 
 // operate asks the daemon, or the agent in this process when none runs, and
-// says what came of it (said, from the status after) or why not.
-func (e *env) operate(cfg *config.Config, op func(context.Context, operator) error, said func(ota.Status) string) int {
+// says what came of it (said, from the status after) or why not. said's
+// exit code is not ExitOK when what the operation went on to do failed (the
+// install a mark-active booted took up): the line then goes to stderr.
+func (e *env) operate(cfg *config.Config, op func(context.Context, operator) error, said func(ota.Status) (string, int)) int {
 	c := control.Client{Path: cfg.ControlSocket}
 	var after ota.Status
 	err := op(e.ctx, c)
@@ -124,7 +127,11 @@ func (e *env) operate(cfg *config.Config, op func(context.Context, operator) err
 	case err != nil && !errors.Is(err, agent.ErrRebooted):
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
-	fmt.Fprintln(e.stdout, said(after))
+	msg, code := said(after)
+	if code != ota.ExitOK {
+		return e.fail(code, "%s", msg)
+	}
+	fmt.Fprintln(e.stdout, msg)
 	return ota.ExitOK
 }
 

@@ -79,6 +79,11 @@ type Outcome struct {
 	// the automatic retry; docs/contract/rollouts.md, rule 3). It is cleared
 	// when the retry starts or is dropped, and on the agent's start.
 	Retrying bool `json:"retrying,omitempty"`
+	// AlreadyEnded says, in the answer to a local install only (never in
+	// the status or the journal), that the offer had ended before and was
+	// not tried again: its ending is final (docs/contract/installing.md),
+	// and Result, Code and Message are that earlier ending's.
+	AlreadyEnded bool `json:"already_ended,omitempty"`
 }
 
 // ExitCode is the exit status of `otad install` for this outcome.
