@@ -12,13 +12,26 @@ OTAD_LICENSE_FILES = packaging/debian/copyright
 OTAD_REDISTRIBUTE = NO
 OTAD_GOMOD = github.com/otad/otad
 OTAD_BUILD_TARGETS = cmd/otad
-OTAD_LDFLAGS = -X main.version=$(OTAD_VERSION)
+OTAD_LDFLAGS = -X main.version=$$(cat $(@D)/otad-version)
+
+# The version otad prints (docs/contract/packaging.md): the VERSION file's
+# and the commit's, as packaging/version gives it for a build of one commit
+# (0.1.0~dev+gd4fcd5d9ea5f; the tarball has no history, so no commit
+# count), or, with OTAD_OVERRIDE_SRCDIR, the checkout's (as make gives it
+# there; OTAD_VERSION is then "custom"). Run on the build host before the
+# build; OTAD_LDFLAGS and the completions' hook read it.
+define OTAD_MAKE_VERSION
+	cd $(@D) && $(HOST_GO_HOST_ENV) $(GO_BIN) run ./packaging/version \
+		$(if $(OTAD_OVERRIDE_SRCDIR),-root $(OTAD_OVERRIDE_SRCDIR),-commit $(OTAD_VERSION)) \
+		>$(@D)/otad-version
+endef
+OTAD_PRE_BUILD_HOOKS += OTAD_MAKE_VERSION
 
 # The completions come from the command tables, as `make deb` makes them
 # (packaging/gendocs, built for and run on the build host).
 define OTAD_BUILD_COMPLETIONS
 	cd $(@D) && $(HOST_GO_HOST_ENV) $(GO_BIN) run \
-		./packaging/gendocs -out $(@D)/bin/docs -version $(OTAD_VERSION)
+		./packaging/gendocs -out $(@D)/bin/docs -version $$(cat $(@D)/otad-version)
 endef
 OTAD_POST_BUILD_HOOKS += OTAD_BUILD_COMPLETIONS
 

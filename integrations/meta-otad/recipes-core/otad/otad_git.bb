@@ -16,7 +16,12 @@ GO_IMPORT = "github.com/otad/otad"
 # packaging/gendocs, whose modules the man page and completions need: listed
 # here so that do_update_modules fetches them too; only otad is installed.
 GO_INSTALL = "${GO_IMPORT}/cmd/otad ${GO_IMPORT}/packaging/gendocs"
-GO_EXTRA_LDFLAGS = "-X main.version=${PV}"
+# The version otad prints (docs/contract/packaging.md): the VERSION file's
+# and SRCREV's, as packaging/version gives it for a build of one commit
+# (-commit: 0.1.0~dev+gd4fcd5d9ea5f; whatever tags the fetch brought), run
+# on the build host by do_compile:prepend into the shell variable
+# OTAD_BUILD_VERSION, which go_do_compile's -ldflags and gendocs read.
+GO_EXTRA_LDFLAGS = "-X main.version=$OTAD_BUILD_VERSION"
 
 inherit go-mod go-mod-update-modules systemd bash-completion features_check useradd
 
@@ -33,13 +38,18 @@ OTAD_LICENSE_FILE = "src/${GO_IMPORT}/packaging/debian/copyright"
 #   OTAD_CONFIG = "${UNPACKDIR}/otad.toml"
 OTAD_CONFIG ?= "${OTAD_SRC}/packaging/otad.toml"
 
+do_compile:prepend() {
+	OTAD_BUILD_VERSION=$(cd ${OTAD_SRC} && GOOS=${BUILD_GOOS} GOARCH=${BUILD_GOARCH} GOARM= GO386= GOMIPS= CGO_ENABLED=0 \
+		${GO} run -modcacherw ./packaging/version -commit ${SRCREV})
+}
+
 # The man page and the completions come from the command tables, as
 # `make deb` makes them (packaging/gendocs): built for the build host and run
 # there.
 do_compile:append() {
 	GOOS=${BUILD_GOOS} GOARCH=${BUILD_GOARCH} GOARM= GO386= GOMIPS= CGO_ENABLED=0 \
 		${GO} build -modcacherw -trimpath -o ${B}/gendocs ${GO_IMPORT}/packaging/gendocs
-	${B}/gendocs -out ${B}/docs -version ${PV}
+	${B}/gendocs -out ${B}/docs -version "$OTAD_BUILD_VERSION"
 }
 
 # The same files, modes and places as the otad .deb (packaging/otad.yaml;
