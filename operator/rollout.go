@@ -74,13 +74,28 @@ func rolloutStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	live := newLiveTable(ctx, stdout)
 	live.show(rs.state)
+	told := "" // the lease whose end was told: once, until another holds the rollout
 	for !rs.state.Terminal() {
+		// A controller that stopped publishes nothing more: say so once,
+		// when its lease ends (docs/contract/rollouts.md, one lease).
+		var expiry <-chan time.Time
+		if l := rs.state.Lease; l != nil {
+			if msg := rollout.Unrun(rs.state, time.Now()); msg != "" {
+				if lease := fmt.Sprintf("%d %s", l.Epoch, l.Holder); lease != told {
+					told = lease
+					live.unrun(rs.state, msg)
+				}
+			} else if l.Released.IsZero() {
+				expiry = time.After(time.Until(l.Expires()) + 10*time.Millisecond)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case s := <-rs.updates:
 			rs.state = s
 			live.show(s)
+		case <-expiry:
 		}
 	}
 	live.done(rs.state)

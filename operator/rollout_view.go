@@ -129,6 +129,16 @@ func (l *liveTable) show(s rollout.State) {
 	}
 }
 
+// unrun shows that no controller runs the rollout (msg, rollout.Unrun):
+// on a terminal the table again, whose lease line says so; else a line.
+func (l *liveTable) unrun(s rollout.State, msg string) {
+	if l.tty {
+		l.show(s)
+		return
+	}
+	fmt.Fprintf(l.w, "%s  %s\n", time.Now().Format(time.DateTime), msg)
+}
+
 // done shows the final state; off a terminal, the table after the lines.
 func (l *liveTable) done(s rollout.State) {
 	l.show(s)

@@ -110,16 +110,8 @@ func (e *PlanError) Error() string {
 
 func (e *PlanError) Unwrap() error { return e.Err }
 
-// The file's shape; pointers tell a missing key from a zero one.
-type planFile struct {
-	Name  string     `toml:"name"`
-	Offer string     `toml:"offer"`
-	Group string     `toml:"group"`
-	Wave  []waveFile `toml:"wave"`
-	Halt  haltFile   `toml:"halt"`
-	Rate  *rateFile  `toml:"rate"`
-}
-
+// A [[wave]], [halt] and [rate] as checked for their types (rawPlan is the
+// file as decoded); pointers tell a missing key from a zero one.
 type rateFile struct {
 	OffersPerMinute *float64 `toml:"offers_per_minute"`
 	Increase        *float64 `toml:"increase"`
@@ -178,40 +170,44 @@ func ParsePlan(data []byte, path string) (*Plan, error) {
 // parsePlan checks everything it can: a plan with mistakes comes back
 // with each of them (and nil only when the file is no TOML of this shape).
 func parsePlan(data []byte, path string) (*Plan, []error) {
-	c := &planCheck{path: path, named: map[string]int{}}
-	f := planFile{Halt: haltFile{MinOutcomes: 1}}
-	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
-		c.errs = append(c.errs, decodeError(path, err))
+	c := &planCheck{path: path, named: map[string]int{}, mistyped: map[string]bool{}}
+	var raw rawPlan
+	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&raw); err != nil {
+		c.errs = append(c.errs, decodeError(path, data, err))
 		if _, unknown := errors.AsType[*toml.StrictMissingError](err); !unknown {
 			return nil, c.errs // the rest did not decode
 		}
 	}
-	p := &Plan{Path: path, Name: f.Name, Group: f.Group, OfferFile: f.Offer}
-	if err := checkName(f.Name); err != nil {
+	c.lines = keyLines(data)
+	p := &Plan{Path: path}
+	p.Name = deref(c.str("name", raw.Name))
+	if err := checkName(p.Name); err != nil {
 		c.bad("name", "%w", err)
 	}
-	if err := checkName(f.Group); err != nil {
+	p.Group = deref(c.str("group", raw.Group))
+	if err := checkName(p.Group); err != nil {
 		c.bad("group", "%w", err)
 	}
-	if f.Offer == "" {
+	p.OfferFile = deref(c.str("offer", raw.Offer))
+	if p.OfferFile == "" {
 		c.bad("offer", "missing: the signed envelope file to release (from otactl sign)")
 	}
-	if len(f.Wave) == 0 {
+	if len(raw.Wave) == 0 {
 		c.bad("wave", "no [[wave]]: a plan needs at least one")
 	}
-	if len(f.Wave) > maxWaves {
-		c.bad("wave", "%d waves, at most %d", len(f.Wave), maxWaves)
-		f.Wave = f.Wave[:maxWaves]
+	if len(raw.Wave) > maxWaves {
+		c.bad("wave", "%d waves, at most %d", len(raw.Wave), maxWaves)
+		raw.Wave = raw.Wave[:maxWaves]
 	}
-	for i, w := range f.Wave {
-		p.Waves = append(p.Waves, c.wave(i, w))
+	for i, w := range raw.Wave {
+		p.Waves = append(p.Waves, c.wave(i, c.typedWave(i, w)))
 	}
-	p.Halt = c.halt(f.Halt)
+	p.Halt = c.halt(c.typedHalt(raw.Halt))
 	p.namedWave = c.named
-	if f.Rate != nil {
-		r, err := checkRate(*f.Rate)
+	if raw.Rate != nil {
+		r, err := checkRate(c.typedRate(*raw.Rate))
 		if err != nil {
-			c.errs = append(c.errs, &PlanError{Path: path, Key: "rate." + err.key, Err: err.err})
+			c.add("rate."+err.key, err.err)
 		} else {
 			p.Rate = r
 		}
@@ -226,10 +222,24 @@ type planCheck struct {
 	errs        []error
 	named       map[string]int // device → wave number, to refuse a device named twice
 	lastPercent float64
+	lines       map[string]int  // the line of each key the file sets (keyLines)
+	mistyped    map[string]bool // keys whose value is of the wrong type, named already
 }
 
 func (c *planCheck) bad(key, format string, args ...any) {
-	c.errs = append(c.errs, &PlanError{Path: c.path, Key: key, Err: fmt.Errorf(format, args...)})
+	c.add(key, fmt.Errorf(format, args...))
+}
+
+// add reports err about key, unless key's value, or one of its keys', was
+// of the wrong type: that is named already, and left out it would read as
+// missing here.
+func (c *planCheck) add(key string, err error) {
+	for k := range c.mistyped {
+		if k == key || strings.HasPrefix(k, key+".") {
+			return
+		}
+	}
+	c.errs = append(c.errs, &PlanError{Path: c.path, Key: key, Err: err})
 }
 
 // wave checks the i-th [[wave]] (0-based): devices or a cumulative percent,
@@ -320,7 +330,9 @@ func (c *planCheck) halt(h haltFile) HaltRule {
 }
 
 // decodeError turns a TOML decoding error into a PlanError naming the key.
-func decodeError(path string, err error) error {
+// Values are decoded untyped (rawPlan), so a type error here is a table
+// written as a value: it names the key and its line in the plan's words.
+func decodeError(path string, data []byte, err error) error {
 	if sm, ok := errors.AsType[*toml.StrictMissingError](err); ok {
 		keys := make([]string, 0, len(sm.Errors))
 		for _, e := range sm.Errors {
@@ -331,7 +343,14 @@ func decodeError(path string, err error) error {
 	}
 	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
 		row, col := de.Position()
-		return &PlanError{Path: path, Key: strings.Join(de.Key(), "."), Err: fmt.Errorf("line %d column %d: %w", row, col, err)}
+		key := strings.Join(de.Key(), ".")
+		if words := tableWords(key, err.Error()); words != "" {
+			if line, ok := keyLines(data)[strings.ToLower(key)]; ok {
+				row = line
+			}
+			return &PlanError{Path: path, Key: key, Err: fmt.Errorf("line %d: %s", row, words)}
+		}
+		return &PlanError{Path: path, Key: key, Err: fmt.Errorf("line %d column %d: %w", row, col, err)}
 	}
 	return &PlanError{Path: path, Err: err}
 }

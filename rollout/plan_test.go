@@ -49,7 +49,7 @@ func TestParsePlanRefuses(t *testing.T) {
 		{"unknown top-level key", head + "colour = \"red\"\n" + wave + halt, "", "unknown key colour (line 4)"},
 		{"unknown key in a wave", head + "[[wave]]\npercent = 10\nsoaks = \"1h\"\n" + halt, "", "unknown key wave.soaks (line 6)"},
 		{"unknown key in halt", head + wave + halt + "max_fail = 3\n", "", "unknown key halt.max_fail"},
-		{"a string where a number goes", head + "[[wave]]\npercent = \"ten\"\n" + halt, "wave.percent", "line 5"},
+		{"a string where a number goes", head + "[[wave]]\npercent = \"ten\"\n" + halt, "wave[1].percent", "line 5: a number, not a string"},
 		{"not TOML", "name = \n", "", ""},
 		{"name missing", "offer = \"o\"\ngroup = \"g\"\n" + wave + halt, "name", "missing"},
 		{"name with a dot", strings.Replace(head, `"r"`, `"fw.4"`, 1) + wave + halt, "name", "[A-Za-z0-9_-]"},

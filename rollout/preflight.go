@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // DefaultBrokerQueue is the messages a broker is taken to queue for one
@@ -91,4 +92,32 @@ func waveSizes(p *Plan, n int) []int {
 		taken += sizes[i]
 	}
 	return sizes
+}
+
+// EmptyGroup says what a rollout in state s does while no device's status
+// lists the plan's group (rule 1), for the controller to tell when its
+// view of the fleet finds the group empty: the named waves still to start
+// offer their devices all the same; the first percent wave to start waits,
+// offering nothing, until a device of the group is seen. "" when no wave
+// still to start waits for the group, or the rollout offers nothing more.
+func EmptyGroup(p *Plan, s State) string {
+	if s.Terminal() || s.Halted != nil {
+		return ""
+	}
+	var parts []string
+	for i := max(s.Wave, 0); i < len(p.Waves); i++ {
+		w := p.Waves[i]
+		if w.Devices == nil {
+			parts = append(parts, fmt.Sprintf("wave %d (%v%%) and the percent waves after it wait, offering nothing, "+
+				"until a device whose status lists the group is seen; this controller keeps running (state waiting) and starts them then", i+1, w.Percent))
+			return fmt.Sprintf("group %s: no device's status lists it (yet): %s", p.Group, strings.Join(parts, "; "))
+		}
+		plural := "s"
+		if len(w.Devices) == 1 {
+			plural = ""
+		}
+		parts = append(parts, fmt.Sprintf("wave %d offers its %d named device%s all the same (one never heard of times out after device_timeout %v and counts as failed)",
+			i+1, len(w.Devices), plural, p.Halt.DeviceTimeout))
+	}
+	return ""
 }

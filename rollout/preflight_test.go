@@ -65,3 +65,25 @@ func TestPreflight(t *testing.T) {
 		})
 	}
 }
+
+// EmptyGroup says what waits for the group and what is offered all the
+// same, from the waves still to start; nothing when nothing waits.
+func TestEmptyGroup(t *testing.T) {
+	p := testPlan(5, 1, named(0, "gw-1", "gw-2"), Wave{Percent: 10}, Wave{Percent: 100})
+	want := `group g: no device's status lists it (yet): wave 1 offers its 2 named devices all the same (one never heard of times out after device_timeout 1h0m0s and counts as failed); ` +
+		`wave 2 (10%) and the percent waves after it wait, offering nothing, until a device whose status lists the group is seen; this controller keeps running (state waiting) and starts them then`
+	if got := EmptyGroup(p, State{}); got != want {
+		t.Errorf("new rollout:\n%s\nwant\n%s", got, want)
+	}
+	if got := EmptyGroup(p, State{Wave: 1}); !strings.HasPrefix(got, "group g: no device's status lists it (yet): wave 2 (10%) and the percent waves after it wait") {
+		t.Errorf("after the canaries: %s", got)
+	}
+	for name, s := range map[string]State{"all started": {Wave: 3}, "halted": {Halted: &Mark{}}, "finished": {Finished: &Mark{}}} {
+		if got := EmptyGroup(p, s); got != "" {
+			t.Errorf("%s: %s", name, got)
+		}
+	}
+	if got := EmptyGroup(testPlan(5, 1, named(0, "gw-1")), State{}); got != "" {
+		t.Errorf("named devices only: %s", got)
+	}
+}

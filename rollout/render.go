@@ -80,6 +80,22 @@ func leaseLine(l *Lease, now time.Time) string {
 	return fmt.Sprintf("%s, lease renewed %s\n", line, clock(l.Renewed))
 }
 
+// Unrun says that no controller runs a rollout not ended — its lease
+// released, or unrenewed past its TTL by now — naming the last holder,
+// when, and what takes it over; "" while a controller holds it. `otactl
+// rollout status --watch` says it once: nothing moves meanwhile.
+func Unrun(s State, now time.Time) string {
+	l := s.Lease
+	if l == nil || s.Terminal() || l.Live(now) {
+		return ""
+	}
+	what := fmt.Sprintf("the lease of %s (epoch %d) expired %s (last renewed %s)", l.Holder, l.Epoch, clock(l.Expires()), clock(l.Renewed))
+	if !l.Released.IsZero() {
+		what = fmt.Sprintf("%s (epoch %d) released its lease %s", l.Holder, l.Epoch, clock(l.Released))
+	}
+	return fmt.Sprintf("no controller runs rollout %s: %s; nothing moves until otactl rollout start with its plan takes it over", s.Name, what)
+}
+
 func current(s State) *WaveState {
 	if len(s.Waves) == 0 {
 		return nil

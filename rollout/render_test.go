@@ -71,3 +71,29 @@ func TestLeaseLine(t *testing.T) {
 		})
 	}
 }
+
+// Unrun names the last holder and when its lease ended; nothing while the
+// lease is live or the rollout has ended.
+func TestUnrun(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	l := &Lease{Holder: "alice@ops-1 pid 4242 3fa2c1", Epoch: 3, Since: at, Renewed: at, TTLMS: 30000}
+	s := State{Name: "fw-2", Phase: PhaseRunning, Lease: l}
+	if got := Unrun(s, at.Add(29*time.Second)); got != "" {
+		t.Errorf("live lease: %s", got)
+	}
+	want := "no controller runs rollout fw-2: the lease of alice@ops-1 pid 4242 3fa2c1 (epoch 3) expired " + clock(at.Add(30*time.Second)) +
+		" (last renewed " + clock(at) + "); nothing moves until otactl rollout start with its plan takes it over"
+	if got := Unrun(s, at.Add(31*time.Second)); got != want {
+		t.Errorf("expired:\n%s\nwant\n%s", got, want)
+	}
+	released := *l
+	released.Released = at.Add(time.Second)
+	s.Lease = &released
+	if got := Unrun(s, at.Add(2*time.Second)); !strings.Contains(got, "alice@ops-1 pid 4242 3fa2c1 (epoch 3) released its lease "+clock(at.Add(time.Second))) {
+		t.Errorf("released: %s", got)
+	}
+	s.Finished = &Mark{Time: at}
+	if got := Unrun(s, at.Add(time.Hour)); got != "" {
+		t.Errorf("finished: %s", got)
+	}
+}

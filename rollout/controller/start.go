@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/otad/otad/mqtt"
@@ -134,6 +135,7 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 	}
 	defer c.close()
 	started(cfg.Out, plan, s, resumed)
+	c.empty.started(cfg.Out, rollout.EmptyGroup(plan, s))
 	cfg.OnState(s)
 	final, err := d.Run(ctx, s)
 	if errors.Is(err, ErrHalted) {
@@ -149,6 +151,37 @@ func started(out io.Writer, plan *rollout.Plan, s rollout.State, resumed bool) {
 		fmt.Fprintf(out, "continuing rollout %s from its retained state: %s, wave %d of %d\n", plan.Name, s.Phase, s.Wave, s.WaveCount)
 	} else {
 		fmt.Fprintf(out, "started rollout %s: offer %s to group %s in %d waves\n", plan.Name, plan.Offer.ID, plan.Group, len(plan.Waves))
+	}
+}
+
+// emptyNote tells people, once, that the group is empty and what the
+// rollout does meanwhile (rollout.EmptyGroup): after the line saying it
+// started, whichever comes first of that and the fleet view being ready.
+type emptyNote struct {
+	mu                   sync.Mutex
+	isReady, empty, done bool
+	out                  io.Writer
+	text                 string // set once started
+}
+
+func (n *emptyNote) ready(empty bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.isReady, n.empty = true, empty
+	n.tell()
+}
+
+func (n *emptyNote) started(out io.Writer, text string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.out, n.text = out, text
+	n.tell()
+}
+
+func (n *emptyNote) tell() {
+	if n.isReady && n.empty && n.out != nil && n.text != "" && !n.done {
+		n.done = true
+		fmt.Fprintln(n.out, n.text)
 	}
 }
 
@@ -213,6 +246,7 @@ func (c *controller) start(ctx context.Context, d *Driver, cfg Config) (rollout.
 // too when there is one broker. Until then each has a client ID of its own;
 // pub and the replicas then have the rollout's (fence).
 type controller struct {
+	empty     emptyNote
 	cfg       mqtt.Config
 	name      string
 	topics    mqtt.Topics
@@ -250,6 +284,7 @@ func openController(ctx context.Context, cfg mqtt.Config, plan *rollout.Plan, tr
 	c.observer.OnReady = func() {
 		n, in := c.tracker.Counts()
 		log.Info("rollout: fleet view ready", "devices", n, "in_group", in, "group", plan.Group)
+		c.empty.ready(in == 0)
 	}
 	// A quiet spell counts once a round trip through the broker confirms
 	// it (Observer.Probe): everything sent before the sync has been counted.
