@@ -141,6 +141,9 @@ func (l *liveTable) unrun(s rollout.State, msg string) {
 
 // done shows the final state; off a terminal, the table after the lines.
 func (l *liveTable) done(s rollout.State) {
+	// Shown even once the watch's context ended (a Ctrl-C, a deadline):
+	// the final state is what the operator stopped to read.
+	l.ctx = context.WithoutCancel(l.ctx)
 	l.show(s)
 	if !l.tty {
 		fmt.Fprintln(l.w)
