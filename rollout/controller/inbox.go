@@ -43,6 +43,9 @@ type Inbox struct {
 	mine    *rollout.Lease // the lease this controller holds (Hold)
 	onLost  func()         // a state shows another's lease over mine (OnLost)
 	lastCmd time.Time      // the newest command's time: an older one is a replay
+	// quiet: a forged or replayed state is refused without a word
+	// (Follower).
+	quiet bool
 
 	// counters keep the highest counters seen across restarts (Remember);
 	// nil: within this process only.
@@ -59,6 +62,25 @@ func (in *Inbox) Remember(counters *seen.Store, key string) {
 	in.mu.Lock()
 	in.counters, in.key = counters, key
 	in.mu.Unlock()
+}
+
+// Follower makes in a second listener on a state topic the controller's
+// primary inbox follows too (openState: the session that publishes the
+// state, a broker node's): the broker delivers each message to both, so a
+// forged or replayed state is the primary's to report, once, and this
+// inbox only refuses it.
+func (in *Inbox) Follower() {
+	in.mu.Lock()
+	in.quiet = true
+	in.mu.Unlock()
+}
+
+// refused reports a state refused (forged, replayed), unless in is a
+// Follower; in.mu is held.
+func (in *Inbox) refused(msg string) {
+	if !in.quiet {
+		in.log.Warn(msg)
+	}
 }
 
 // NewInbox listens for rollout name under the topic prefix t.Prefix,
@@ -163,7 +185,7 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 		return
 	}
 	if errors.Is(err, rollout.ErrForged) {
-		in.log.Warn("rollout: " + err.Error())
+		in.refused("rollout: " + err.Error())
 		return
 	}
 	if err != nil {
@@ -174,12 +196,12 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 		return
 	}
 	if in.latest != nil && in.latest.Newer(s) {
-		in.log.Warn(fmt.Sprintf("rollout: replayed state on %s refused: counter %d, %v (%d)", in.state,
+		in.refused(fmt.Sprintf("rollout: replayed state on %s refused: counter %d, %v (%d)", in.state,
 			s.Counter(), rollout.ErrReplayed, in.latest.Counter()))
 		return
 	}
 	if err := in.counters.Check(in.key, seen.State, in.state, s.Counter()); err != nil {
-		in.log.Warn("rollout: " + err.Error())
+		in.refused("rollout: " + err.Error())
 		return
 	}
 	// Kept once the broker delivers it (not when published): the state a

@@ -39,7 +39,10 @@ import (
 func checkLease(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, counters *seen.Store, name, holder string, here where, takeOver, lostClaim bool, stderr io.Writer) (gone string, err error) {
 	var first *rollout.Lease
 	for {
-		_, s, err := ReadState(ctx, cfg, trust, name)
+		// A forged copy is not reported here: the controller reads the
+		// same retained message again once connected (retained) and
+		// reports it there, once, rather than once per read.
+		_, s, err := readState(ctx, cfg, trust, name, false)
 		if errors.Is(err, ErrNoState) {
 			return "", nil
 		}

@@ -23,6 +23,12 @@ var ErrNoState = errors.New("no rollout")
 // skipped while another answers. A state trust does not verify is taken for
 // absent, and said: with no other copy, the error is ErrNoState naming it.
 func ReadState(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name string) ([]byte, rollout.State, error) {
+	return readState(ctx, cfg, trust, name, true)
+}
+
+// readState is ReadState; a forged copy is reported only when report is
+// set (see checkLease).
+func readState(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name string, report bool) ([]byte, rollout.State, error) {
 	var (
 		raw     []byte
 		best    rollout.State
@@ -52,7 +58,9 @@ func ReadState(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, name s
 		reached++
 		b, rerr := in.Retained()
 		if errors.Is(rerr, rollout.ErrForged) {
-			log.Warn("rollout: " + rerr.Error())
+			if report {
+				log.Warn("rollout: " + rerr.Error())
+			}
 			forged = rerr
 			continue
 		}

@@ -352,6 +352,7 @@ func (c *controller) openState(ctx context.Context, cfg mqtt.Config, id string) 
 	cfg.DeviceID, cfg.Reconnect = id, c.reconnect
 	in := NewInbox(c.topics, c.name, c.trust, c.log)
 	in.Remember(c.counters, c.key)
+	in.Follower() // c.inbox hears the same messages, and reports them
 	sess, err := mqtt.Open(ctx, cfg, map[string]byte{c.topics.RolloutState(c.name): 1}, in.Receive)
 	if err != nil {
 		return replica{}, err
@@ -498,14 +499,22 @@ func (c *controller) retained() ([]byte, error) {
 		inboxes = append(inboxes, r.inbox)
 	}
 	var (
-		raw    []byte
-		best   *rollout.State
-		forged error
+		raw      []byte
+		best     *rollout.State
+		forged   error
+		reported = map[string]bool{}
 	)
 	for _, in := range inboxes {
 		b, err := in.Retained()
 		if errors.Is(err, rollout.ErrForged) {
-			c.log.Warn("rollout: " + err.Error())
+			// The primary's node is read twice (its session and its
+			// replica's), and a broker replicating what it retains holds
+			// the same copy on every node: one forged message, reported
+			// once.
+			if !reported[string(b)] {
+				reported[string(b)] = true
+				c.log.Warn("rollout: " + err.Error())
+			}
 			forged = err
 			continue
 		}
