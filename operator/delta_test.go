@@ -133,14 +133,7 @@ func checkDeltaOf(t *testing.T, p *verify.Payload, k int, out string, oldImg, ne
 func TestSignDeltaFromSizes(t *testing.T) {
 	dir := t.TempDir()
 	oldPath, newPath, oldImg, newImg := updatePair(t, dir)
-	old2 := bytes.Clone(oldImg)
-	for off := 500000; off < len(old2); off += 700000 {
-		old2[off] ^= 0x55
-	}
-	old2Path := filepath.Join(dir, "old2.img")
-	if err := os.WriteFile(old2Path, old2, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	old2Path, old2 := secondOlder(t, dir, oldImg)
 	mustRun(t, "keygen", filepath.Join(dir, "k"))
 	for _, tc := range []struct {
 		name  string
@@ -241,14 +234,7 @@ func sha(b []byte) string {
 func TestVerifyDeltaFiles(t *testing.T) {
 	dir := t.TempDir()
 	oldPath, newPath, oldImg, _ := updatePair(t, dir)
-	old2 := bytes.Clone(oldImg)
-	for off := 500000; off < len(old2); off += 700000 {
-		old2[off] ^= 0x55
-	}
-	old2Path := filepath.Join(dir, "old2.img")
-	if err := os.WriteFile(old2Path, old2, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	old2Path, _ := secondOlder(t, dir, oldImg)
 	mustRun(t, "keygen", filepath.Join(dir, "k"))
 	out := filepath.Join(dir, "rel")
 	r := mustRun(t, "sign", "--key", filepath.Join(dir, "k.key"), "--image", newPath, "--version", "2", "--compatible", "c",
@@ -304,4 +290,19 @@ func TestVerifyDeltaFiles(t *testing.T) {
 	if s := otactl(t, verifyArgs...); s.code != v.code {
 		t.Errorf("a missing store exits %d, a missing delta file %d", s.code, v.code)
 	}
+}
+
+// secondOlder writes, beside updatePair's, another older image: oldImg with a
+// byte changed every 700,000, so that its delta differs.
+func secondOlder(t *testing.T, dir string, oldImg []byte) (string, []byte) {
+	t.Helper()
+	old2 := bytes.Clone(oldImg)
+	for off := 500000; off < len(old2); off += 700000 {
+		old2[off] ^= 0x55
+	}
+	path := filepath.Join(dir, "old2.img")
+	if err := os.WriteFile(path, old2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, old2
 }
