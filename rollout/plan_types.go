@@ -80,7 +80,12 @@ func deref(s *string) string {
 // and a hint; later errors about the key (it reads as missing) are left
 // out (planCheck.bad).
 func (c *planCheck) mistype(key, want string, v any, hint string) {
-	msg := want + ", not " + valueWords(v) + hint
+	c.wrongType(key, want+", not "+valueWords(v)+hint)
+}
+
+// wrongType reports msg about key's value, with its line; later errors
+// about the key are left out.
+func (c *planCheck) wrongType(key, msg string) {
 	if line, ok := c.lines[strings.ToLower(key)]; ok {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
 	}
@@ -160,12 +165,7 @@ func (c *planCheck) names(key string, v any) []string {
 	for i, item := range list {
 		s, ok := item.(string)
 		if !ok {
-			msg := fmt.Sprintf("a list of device names in quotes; item %d is %s", i+1, valueWords(item))
-			if line, ok := c.lines[strings.ToLower(key)]; ok {
-				msg = fmt.Sprintf("line %d: %s", line, msg)
-			}
-			c.errs = append(c.errs, &PlanError{Path: c.path, Key: key, Err: fmt.Errorf("%s", msg)})
-			c.mistyped[key] = true
+			c.wrongType(key, fmt.Sprintf("a list of device names in quotes; item %d is %s", i+1, valueWords(item)))
 			return nil
 		}
 		out = append(out, s)
@@ -189,19 +189,39 @@ func unquoteHint(v any) string {
 func valueWords(v any) string {
 	switch v.(type) {
 	case string:
-		return "a string"
+		return kindWords("string")
 	case int64:
-		return "a whole number"
+		return kindWords("integer")
 	case float64:
-		return "a number with a fraction"
+		return kindWords("float")
 	case bool:
-		return "true or false"
+		return kindWords("bool")
 	case []any:
-		return "a list"
+		return kindWords("array")
 	case map[string]any:
-		return "a table"
+		return kindWords("table")
 	}
 	return "a date or time"
+}
+
+// kindWords is a TOML kind as go-toml's errors name it, in a plan writer's
+// words.
+func kindWords(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "integer":
+		return "a whole number"
+	case "float":
+		return "a number with a fraction"
+	case "boolean", "bool":
+		return "true or false"
+	case "array":
+		return "a list"
+	case "table", "inline":
+		return "a table"
+	}
+	return "a " + kind
 }
 
 // keyLines maps each key the file sets, lower-cased as go-toml matches
@@ -283,10 +303,5 @@ func tableWords(key, msg string) string {
 	if want == "" {
 		return ""
 	}
-	got := map[string]string{"string": "a string", "integer": "a whole number", "float": "a number with a fraction",
-		"boolean": "true or false", "bool": "true or false", "array": "a list", "table": "a table", "inline": "a table"}[m[1]]
-	if got == "" {
-		got = "a " + m[1]
-	}
-	return want + ", not " + got
+	return want + ", not " + kindWords(m[1])
 }
