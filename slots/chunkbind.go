@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 
+	"github.com/otad/otad/sha256pair"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -14,16 +15,29 @@ import (
 // not read back (slots.readback = false): every chunk matched the index, but
 // only payload.sha256 binds the image the journal and the kept index name to
 // the one in the slot, so it is checked in every mode.
+//
+// Where two SHA-256s of the same bytes cost little more than one
+// (sha256pair.Fast: the x86 SHA extensions), the assembler checks each raw
+// chunk from the network and hashes it into the image in one pass (pair),
+// instead of a lane checking it and a stage after the writer hashing it
+// again (docs/design.md, "Writing a slot").
 type imageHash struct {
-	in  *chunkInstall
-	h   hash.Hash
-	buf []byte // for what the slot already holds: one chunk, aligned
+	in   *chunkInstall
+	h    hash.Hash         // without pair
+	d    sha256pair.Digest // with pair
+	pair bool
+	buf  []byte // for what the slot already holds: one chunk, aligned
 }
 
 // newImageHash starts with what the slot holds before chunk next (a
 // resumed install's chunks, written before the restart), read from it.
 func (in *chunkInstall) newImageHash(next int, buf []byte) (*imageHash, error) {
-	ih := &imageHash{in: in, h: sha256.New(), buf: buf}
+	ih := &imageHash{in: in, buf: buf, pair: in.ct.pairHash}
+	if ih.pair {
+		ih.d = sha256pair.New()
+	} else {
+		ih.h = sha256.New()
+	}
 	for i := range next {
 		if err := ih.held(in.x.Chunk(i)); err != nil {
 			return nil, err
@@ -35,10 +49,40 @@ func (in *chunkInstall) newImageHash(next int, buf []byte) (*imageHash, error) {
 // feed hashes the piece about to be written, or the chunk the slot holds.
 func (ih *imageHash) feed(p piece) error {
 	if p.buf != nil {
-		ih.h.Write(p.buf)
+		ih.write(p.buf)
 		return nil
 	}
 	return ih.held(ih.in.x.Chunk(p.chunk))
+}
+
+func (ih *imageHash) write(b []byte) {
+	if ih.pair {
+		ih.d.Write(b)
+	} else {
+		ih.h.Write(b)
+	}
+}
+
+// checked hashes chunk c's bytes b, not yet checked against the index, into
+// the image and into a hash of their own (pair only): false, and the image's
+// hash as it was, when they are not the chunk the index lists.
+func (ih *imageHash) checked(c payload.Chunk, b []byte) bool {
+	before, chunk := ih.d, sha256pair.New()
+	sha256pair.Both(&ih.d, &chunk, b)
+	if len(b) != c.Length || chunk.Sum() != c.SHA256 {
+		ih.d = before
+		return false
+	}
+	return true
+}
+
+// zeros hashes a zero run of n bytes from the shared zeros.
+func (ih *imageHash) zeros(n int, zeros []byte) {
+	for n > 0 {
+		k := min(n, len(zeros))
+		ih.write(zeros[:k])
+		n -= k
+	}
 }
 
 // held hashes chunk c as the slot holds it, in reads of one chunk buffer (a
@@ -50,14 +94,20 @@ func (ih *imageHash) held(c payload.Chunk) error {
 		if err != nil {
 			return ota.Wrap(ota.CodeWriteFailed, err)
 		}
-		ih.h.Write(b)
+		ih.write(b)
 	}
 	return nil
 }
 
 // check compares the whole with payload.sha256.
 func (ih *imageHash) check() error {
-	if sum := ih.h.Sum(nil); [sha256.Size]byte(sum) != [sha256.Size]byte(ih.in.expected) {
+	var sum [sha256.Size]byte
+	if ih.pair {
+		sum = ih.d.Sum()
+	} else {
+		sum = [sha256.Size]byte(ih.h.Sum(nil))
+	}
+	if sum != [sha256.Size]byte(ih.in.expected) {
 		return ota.Wrap(ota.CodeHashMismatch, fmt.Errorf("slot %s: the image written has sha256 %x, the manifest says %x", ih.in.job.targetName(), sum, ih.in.expected))
 	}
 	return nil

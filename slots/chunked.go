@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/otad/otad/durable"
+	"github.com/otad/otad/sha256pair"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
 )
@@ -75,6 +76,10 @@ type chunkTuning struct {
 	// has passed since the last, and after checkpointEvery in any case: on a
 	// slow link every few MiB, on a fast one a few times a second, where
 	// each sync of the slot would otherwise cost more than it saves.
+	// pairHash: with read-back off, the assembler checks each raw chunk
+	// from the network and hashes it into the image in one pass
+	// (imageHash.checked), where sha256pair.Fast.
+	pairHash        bool
 	checkpointBytes int64
 	checkpointGap   time.Duration
 	checkpointEvery time.Duration
@@ -101,6 +106,7 @@ func defaultChunkTuning() chunkTuning {
 		stageBytes:      512 << 10,
 		stageBufs:       3,
 		maxSpan:         1 << 20,
+		pairHash:        sha256pair.Fast(),
 		checkpointBytes: 8 << 20,
 		checkpointGap:   250 * time.Millisecond,
 		checkpointEvery: 2 * time.Second,

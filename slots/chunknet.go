@@ -33,6 +33,9 @@ type network struct {
 	seqPos int64
 	// The consumer's decoder, for the sequential stream and refetches.
 	mine *lane
+	// unchecked: the lanes hand raw chunks on unchecked, for the assembler
+	// to check as it hashes the image (imageHash.checked).
+	unchecked bool
 	// noDeltas is set once the delta file failed: the lanes fetch the chunks
 	// still to come as deltas whole from the store.
 	noDeltas atomic.Bool
@@ -210,6 +213,19 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 			}
 			select {
 			case l.out <- piece{chunk: i, buf: buf[:length], back: buf, frame: true, pool: l.ring.free}:
+			case <-ctx.Done():
+				return i, ctx.Err()
+			}
+			continue
+		}
+		if n.unchecked && c.Kind == payload.KindRaw {
+			// Checked by the assembler as it hashes the image (pair).
+			if _, err := io.ReadFull(body, buf[:c.StoreLength]); err != nil {
+				l.ring.free <- buf
+				return i, err
+			}
+			select {
+			case l.out <- piece{chunk: i, buf: buf[:c.StoreLength], write: true, unchecked: true, pool: l.ring.free}:
 			case <-ctx.Done():
 				return i, ctx.Err()
 			}

@@ -18,17 +18,20 @@ import (
 // piece is one chunk on its way to the slot, in chunk order, or a part of a zero
 // run longer than a buffer.
 type piece struct {
-	chunk   int
-	off     int64 // where buf goes in the image
-	buf     []byte
-	back    []byte      // the buffer to give back, when buf is a part of it
-	write   bool        // false: the target holds it already
-	reused  bool        // taken from a slot on the device
-	frame   bool        // buf is the chunk's delta, not yet decoded
-	rebuilt bool        // rebuilt from a delta against the booted slot
-	more    bool        // a part of a zero run that goes on in the next piece
-	pool    chan []byte // where buf goes back; nil for the shared zeros
-	err     error
+	chunk int
+	off   int64 // where buf goes in the image
+	buf   []byte
+	back  []byte // the buffer to give back, when buf is a part of it
+	write bool   // false: the target holds it already
+	// unchecked: a raw chunk from the network the assembler checks as it
+	// hashes it into the image (imageHash.checked)
+	unchecked bool
+	reused    bool        // taken from a slot on the device
+	frame     bool        // buf is the chunk's delta, not yet decoded
+	rebuilt   bool        // rebuilt from a delta against the booted slot
+	more      bool        // a part of a zero run that goes on in the next piece
+	pool      chan []byte // where buf goes back; nil for the shared zeros
+	err       error
 }
 
 func (p piece) release() {
@@ -152,6 +155,12 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 		return err
 	}
 	defer net.close()
+	// With pair, the assembler hashes the image; the lanes leave raw
+	// chunks to it.
+	var assembled *imageHash
+	if ih != nil && ih.pair {
+		assembled, ih, net.unchecked = ih, nil, true
+	}
 	net.start(ctx)
 	local := make(chan []byte, len(bufs.local))
 	for _, b := range bufs.local {
@@ -167,7 +176,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	}
 	wg.Go(func() {
 		defer close(pieces)
-		fail(in.assemble(ctx, net, local, bufs.zeros, pieces))
+		fail(in.assemble(ctx, net, local, bufs.zeros, assembled, pieces))
 	})
 	// A slot written with O_DIRECT hashes its staging buffers as they are
 	// written; any other has the image's hash a stage of its own, beside
@@ -236,14 +245,18 @@ func (in *chunkInstall) classify(err error) error {
 }
 
 // assemble takes every chunk of the plan from its source, checked against
-// the index, and hands them on in order.
-func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan []byte, zeros []byte, out chan<- piece) error {
+// the index, and hands them on in order; with ih, hashing them into the
+// image, and checking those the lanes left unchecked as it does.
+func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan []byte, zeros []byte, ih *imageHash, out chan<- piece) error {
 	for _, st := range in.plan.Steps {
 		c := in.x.Chunk(st.Chunk)
 		var p piece
 		var err error
 		switch st.Source {
 		case payload.FromZero:
+			if ih != nil {
+				ih.zeros(c.Length, zeros)
+			}
 			if err := sendZeros(ctx, c, zeros, out); err != nil {
 				return err
 			}
@@ -261,6 +274,9 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 		default:
 			p, err = in.fromSlot(ctx, net, st, c, local)
 		}
+		if err == nil && ih != nil {
+			p, err = in.hashInto(ctx, net, ih, p, c)
+		}
 		if err != nil {
 			return err
 		}
@@ -274,6 +290,31 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 		}
 	}
 	return nil
+}
+
+// hashInto hashes p, chunk c, into the image; a chunk the lanes left
+// unchecked is checked in the same pass, and one that arrived wrong is
+// fetched once more (a second wrong arrival is final: chunk_mismatch).
+func (in *chunkInstall) hashInto(ctx context.Context, net *network, ih *imageHash, p piece, c payload.Chunk) (piece, error) {
+	if !p.unchecked {
+		if err := ih.feed(p); err != nil {
+			p.release()
+			return piece{}, err
+		}
+		return p, nil
+	}
+	p.unchecked = false
+	if ih.checked(c, p.buf) {
+		return p, nil
+	}
+	b, err := net.fetchOne(ctx, net.mine, c, p.buf[:cap(p.buf)])
+	if err != nil {
+		p.release()
+		return piece{}, err
+	}
+	p.buf = b
+	ih.write(b)
+	return p, nil
 }
 
 // writeLoop writes pieces in order, as many neighbours as are waiting in

@@ -91,7 +91,7 @@ func (s *stager) run() {
 // hash hashes the buffers handed on, in order, until toHash is closed.
 func (s *stager) hash() {
 	for b := range s.toHash {
-		s.ih.h.Write(b.buf[b.from:b.to])
+		s.ih.write(b.buf[b.from:b.to])
 		s.hashed <- struct{}{}
 	}
 }

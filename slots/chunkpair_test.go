@@ -1,0 +1,71 @@
+package slots
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otad/otad/sha256pair"
+	"github.com/otad/otad/ota"
+	"github.com/otad/otad/payload"
+)
+
+// With read-back off and pairHash (sha256pair.Fast), the lanes hand raw
+// chunks on unchecked and the assembler checks each as it hashes it into
+// the image: a chunk that arrives wrong once is fetched again and left out
+// of the image's hash; twice, the install fails with chunk_mismatch and
+// writes nothing of it. The same without pairHash, where the lanes check.
+func TestPairHashChecksRawChunks(t *testing.T) {
+	img := rawChunkImage(40, 61)
+	modes := []bool{false}
+	if sha256pair.Fast() {
+		modes = append(modes, true)
+	}
+	for _, pair := range modes {
+		for _, wrong := range []int{1, 2} {
+			t.Run(fmt.Sprintf("pair %v, arrives wrong %d times", pair, wrong), func(t *testing.T) {
+				c, s, d, job := rig(t, img)
+				bad := -1
+				for i := 12; i < c.x.Count(); i++ {
+					if c.x.Chunk(i).Kind == payload.KindRaw {
+						bad = i
+						break
+					}
+				}
+				if bad < 0 {
+					t.Fatal("no raw chunk in the test image")
+				}
+				bc := c.x.Chunk(bad)
+				corrupt := bytes.Clone(c.store)
+				corrupt[bc.StoreOffset+int64(bc.StoreLength)/2] ^= 0x40
+				var sent atomic.Int64
+				s.setHandler(func(w http.ResponseWriter, r *http.Request, store []byte) {
+					var a, b int64
+					if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &a, &b); err == nil &&
+						a <= bc.StoreOffset && bc.StoreOffset < b && sent.Add(1) <= int64(wrong) {
+						store = corrupt
+					}
+					http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(store))
+				})
+				ct := chunkTestTuning()
+				ct.pairHash = pair
+				err := writeChunked(t.Context(), job, testTuning(), ct)
+				if wrong == 1 {
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkSlot(t, d.target, img, d.slotSize)
+					if n := s.rangesCovering(bad); n != 2 {
+						t.Fatalf("chunk %d was in %d requests, want 2 (fetched once more)", bad, n)
+					}
+					return
+				}
+				wantCode(t, err, ota.CodeChunkMismatch)
+				checkNotCorrupt(t, d, c)
+			})
+		}
+	}
+}
