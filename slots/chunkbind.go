@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/otad/otad/sha256pair"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/sha256pair"
 )
 
 // imageHash hashes the image in order as it is written, when the slot is

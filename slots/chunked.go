@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/otad/otad/durable"
-	"github.com/otad/otad/sha256pair"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/sha256pair"
 )
 
 // ChunkedJob describes a chunked payload (docs/contract/chunked.md) and where it goes. The

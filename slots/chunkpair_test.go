@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otad/otad/sha256pair"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/payload"
+	"github.com/otad/otad/sha256pair"
 )
 
 // With read-back off and pairHash (sha256pair.Fast), the lanes hand raw
