@@ -69,3 +69,42 @@ func TestPairHashChecksRawChunks(t *testing.T) {
 		}
 	}
 }
+
+// The assembler takes the image's hash only when the network brings at
+// least half of what is left to write as raw chunks: an install that mostly
+// reuses or decompresses chunks keeps the image's hash a stage of its own.
+func TestPairPays(t *testing.T) {
+	raw := makeChunked(t, rawChunkImage(40, 71))
+	zstd := makeChunked(t, chunkImage(40, 71))
+	for _, tc := range []struct {
+		name string
+		c    *chunked
+		in   payload.PlanInput
+		want bool
+	}{
+		{"raw chunks from the network", raw, payload.PlanInput{}, true},
+		{"zstd chunks from the network", zstd, payload.PlanInput{}, false},
+		{"raw chunks, the booted slot holds them", raw, payload.PlanInput{Booted: holds(raw.x)}, false},
+		{"raw chunks, resumed near the end", raw, payload.PlanInput{Next: 38}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := payload.MakePlan(tc.c.x, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pairPays(p, tc.c.x); got != tc.want {
+				t.Fatalf("pairPays = %v, want %v (network %d, booted %d, zero %d bytes)", got, tc.want, p.NetworkBytes, p.BootedBytes, p.ZeroBytes)
+			}
+		})
+	}
+}
+
+// holds is a booted slot's list of every chunk of x, where x has it.
+func holds(x *payload.Index) *payload.Have {
+	h := &payload.Have{}
+	for i := range x.Count() {
+		c := x.Chunk(i)
+		h.Add(c.SHA256, c.Offset)
+	}
+	return h
+}

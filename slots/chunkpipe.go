@@ -158,7 +158,7 @@ func (in *chunkInstall) write(ctx context.Context, bufs *chunkBufs) error {
 	// With pair, the assembler hashes the image; the lanes leave raw
 	// chunks to it.
 	var assembled *imageHash
-	if ih != nil && ih.pair {
+	if ih != nil && ih.pair && pairPays(in.plan, in.x) {
 		assembled, ih, net.unchecked = ih, nil, true
 	}
 	net.start(ctx)
@@ -292,6 +292,24 @@ func (in *chunkInstall) assemble(ctx context.Context, net *network, local chan [
 	return nil
 }
 
+// pairPays: the network brings at least half the image's bytes still to
+// write as raw chunks. The assembler then checks them and hashes the image
+// in one pass; otherwise it would hash the image alone, in series with
+// reading and checking the chunks from the slots or rebuilding them, which
+// a stage of its own does beside them (`make bench`'s 1% update ran at
+// 0.72x the time with the image hashed beside the assembler).
+func pairPays(p *payload.Plan, x *payload.Index) bool {
+	var raw, all int64
+	for _, st := range p.Steps {
+		c := x.Chunk(st.Chunk)
+		all += int64(c.Length)
+		if st.Source == payload.FromNetwork && c.Kind == payload.KindRaw {
+			raw += int64(c.Length)
+		}
+	}
+	return 2*raw >= all
+}
+
 // hashInto hashes p, chunk c, into the image; a chunk the lanes left
 // unchecked is checked in the same pass, and one that arrived wrong is
 // fetched once more (a second wrong arrival is final: chunk_mismatch).
@@ -307,7 +325,7 @@ func (in *chunkInstall) hashInto(ctx context.Context, net *network, ih *imageHas
 	if ih.checked(c, p.buf) {
 		return p, nil
 	}
-	b, err := net.fetchOne(ctx, net.mine, c, p.buf[:cap(p.buf)])
+	b, err := net.fetchOne(ctx, net.mine, c, p.buf)
 	if err != nil {
 		p.release()
 		return piece{}, err
