@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// write hashes p into d through each path: Write, or Both with a second
-// digest that may be part-way through a block of its own.
+// Every path hashes as crypto/sha256 does: a continuous digest written
+// to with Write and Both, part-way through a block when Both starts, and a
+// fresh one for each piece — with the SHA extensions and without.
 func TestMatchesCryptoSHA256(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, 1<<16)

@@ -25,8 +25,8 @@ func chunkImage(n int, seed uint64) []byte {
 }
 
 // rawChunkImage is chunkImage's shape of pseudo-random bytes without its
-// zero runs inside chunks: stored raw, which the lanes read straight into
-// the writer's window (chunkwindow.go).
+// zero runs inside chunks: stored raw, as every chunk of a squashfs or an
+// encrypted image is.
 func rawChunkImage(n int, seed uint64) []byte {
 	img := make([]byte, n*testChunk+1234)
 	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 2}).Read(img)

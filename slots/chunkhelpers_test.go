@@ -233,3 +233,15 @@ func oversizedFirstChunk(t testing.TB, c *chunked, j *ChunkedJob) {
 	j.Expect.StoreSize = int64(len(c.store))
 	j.Expect = expectOf(idx, j.Expect)
 }
+
+// firstOfKind is the first chunk of x from chunk from on stored as kind.
+func firstOfKind(t testing.TB, x *payload.Index, from int, kind payload.Kind) payload.Chunk {
+	t.Helper()
+	for i := from; i < x.Count(); i++ {
+		if c := x.Chunk(i); c.Kind == kind {
+			return c
+		}
+	}
+	t.Fatalf("no chunk of kind %v from chunk %d on", kind, from)
+	return payload.Chunk{}
+}

@@ -206,42 +206,34 @@ func (n *network) stream(ctx context.Context, l *lane, body io.Reader, i, end in
 		if err != nil {
 			return i, err
 		}
-		if file == payload.FileDelta {
+		var p piece
+		if file == payload.FileDelta || (n.unchecked && c.Kind == payload.KindRaw) {
+			// As stored: a delta, which the assembler decodes, or a raw
+			// chunk it checks as it hashes the image (imageHash.checked).
 			if _, err := io.ReadFull(body, buf[:length]); err != nil {
 				l.ring.free <- buf
 				return i, err
 			}
-			select {
-			case l.out <- piece{chunk: i, buf: buf[:length], back: buf, frame: true, pool: l.ring.free}:
-			case <-ctx.Done():
-				return i, ctx.Err()
+			p = piece{chunk: i, buf: buf[:length], pool: l.ring.free}
+			if file == payload.FileDelta {
+				p.back, p.frame = buf, true
+			} else {
+				p.write, p.unchecked = true, true
 			}
-			continue
-		}
-		if n.unchecked && c.Kind == payload.KindRaw {
-			// Checked by the assembler as it hashes the image (pair).
-			if _, err := io.ReadFull(body, buf[:c.StoreLength]); err != nil {
+		} else {
+			b, err := l.read(body, c, buf)
+			if ota.CodeOf(err) == ota.CodeChunkMismatch {
+				// The bytes arrived whole and are wrong: fetched once more.
+				b, err = n.fetchOne(ctx, l, c, buf)
+			}
+			if err != nil {
 				l.ring.free <- buf
 				return i, err
 			}
-			select {
-			case l.out <- piece{chunk: i, buf: buf[:c.StoreLength], write: true, unchecked: true, pool: l.ring.free}:
-			case <-ctx.Done():
-				return i, ctx.Err()
-			}
-			continue
-		}
-		b, err := l.read(body, c, buf)
-		if ota.CodeOf(err) == ota.CodeChunkMismatch {
-			// The bytes arrived whole and are wrong: fetched once more.
-			b, err = n.fetchOne(ctx, l, c, buf)
-		}
-		if err != nil {
-			l.ring.free <- buf
-			return i, err
+			p = piece{chunk: i, buf: b, write: true, pool: l.ring.free}
 		}
 		select {
-		case l.out <- piece{chunk: i, buf: b, write: true, pool: l.ring.free}:
+		case l.out <- p:
 		case <-ctx.Done():
 			return i, ctx.Err()
 		}

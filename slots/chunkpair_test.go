@@ -28,17 +28,8 @@ func TestPairHashChecksRawChunks(t *testing.T) {
 		for _, wrong := range []int{1, 2} {
 			t.Run(fmt.Sprintf("pair %v, arrives wrong %d times", pair, wrong), func(t *testing.T) {
 				c, s, d, job := rig(t, img)
-				bad := -1
-				for i := 12; i < c.x.Count(); i++ {
-					if c.x.Chunk(i).Kind == payload.KindRaw {
-						bad = i
-						break
-					}
-				}
-				if bad < 0 {
-					t.Fatal("no raw chunk in the test image")
-				}
-				bc := c.x.Chunk(bad)
+				bc := firstOfKind(t, c.x, 12, payload.KindRaw)
+				bad := bc.Num
 				corrupt := bytes.Clone(c.store)
 				corrupt[bc.StoreOffset+int64(bc.StoreLength)/2] ^= 0x40
 				var sent atomic.Int64

@@ -182,14 +182,8 @@ func TestPrefixCorruptFrame(t *testing.T) {
 	}{{"corrupt once", false}, {"corrupt always", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s, d, job := prefixRig(t, img)
-			bad := -1
-			for i := 10; i < c.x.Count(); i++ {
-				if c.x.Chunk(i).Kind == payload.KindZstd {
-					bad = i
-					break
-				}
-			}
-			ch := c.x.Chunk(bad)
+			ch := firstOfKind(t, c.x, 10, payload.KindZstd)
+			bad := ch.Num
 			var served atomic.Int64
 			s.setHandler(func(w http.ResponseWriter, r *http.Request, data []byte) {
 				start, end, ok := asked(r)
