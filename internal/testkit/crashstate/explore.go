@@ -232,7 +232,9 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 	// The second: a power cut at each point of the recovery from each state
 	// of the first. A sample takes each state with twice the chance that
 	// brings it to its size, the recoveries in a seeded order, until the
-	// size is reached.
+	// size is reached. States the agent cannot tell apart count once, so a
+	// draw can fall short: a second pass then takes those the first left,
+	// in the same order, until the size is reached or none is left.
 	r := rand.New(rand.NewPCG(opt.Model.Seed, 21))
 	r.Shuffle(len(e.deep), func(i, j int) { e.deep[i], e.deep[j] = e.deep[j], e.deep[i] })
 	total := 0
@@ -243,6 +245,29 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 	if opt.Sample > 0 && total > 0 {
 		chance = min(1, 2*float64(opt.Sample-sr.States)/float64(total))
 	}
+	for pass := 0; pass < 2; pass++ {
+		if pass == 1 {
+			e.wg.Wait()
+			if chance == 1 || e.explored() >= opt.Sample || ctx.Err() != nil {
+				break
+			}
+			chance = 1
+		}
+		if !e.second(ctx, r, chance) {
+			break
+		}
+	}
+	e.wg.Wait()
+	sr.Points = len(e.points)
+	slices.SortFunc(sr.Violations, func(a, b Violation) int { return a.State.K - b.State.K })
+	sr.Wall = time.Since(start)
+	return sr, ctx.Err()
+}
+
+// second walks the recoveries of the first level, taking each state with
+// the given chance; false once the sample is full or ctx has ended.
+func (e *explorer) second(ctx context.Context, r *rand.Rand, chance float64) bool {
+	opt := e.opt
 	for _, rc := range e.deep {
 		more := true
 		opt.Model.Walk(rc.base, rc.ops, e.seed, func(s State, build func() *Image) bool {
@@ -257,14 +282,10 @@ func exploreOne(ctx context.Context, fx *Fixture, sc Scenario, opt Options) (Sce
 			return more
 		})
 		if !more {
-			break
+			return false
 		}
 	}
-	e.wg.Wait()
-	sr.Points = len(e.points)
-	slices.SortFunc(sr.Violations, func(a, b Violation) int { return a.State.K - b.State.K })
-	sr.Wall = time.Since(start)
-	return sr, ctx.Err()
+	return true
 }
 
 // explored is how many distinct states were explored so far.
