@@ -46,7 +46,7 @@ func within(pkg, dir string) bool {
 // the edges they are built from.
 var (
 	programs = []string{"device", "operator", "sim"}
-	edges    = []string{"verify", "slots", "fetch", "backoff", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable", "trust", "sha256pair"}
+	edges    = []string{"verify", "slots", "fetch", "backoff", "payload", "bootctl", "mqtt", "rollout", "fleetview", "tlsfiles", "durable", "trust", "sha256pair", "tomlkeys"}
 )
 
 // TestDependenciesPointInward enforces the dependency rule of the layout:

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pelletier/go-toml/v2/unstable"
+	"github.com/otad/otad/tomlkeys"
 )
 
 // The file as decoded: every value untyped, so a value of the wrong type is
@@ -189,39 +189,19 @@ func unquoteHint(v any) string {
 func valueWords(v any) string {
 	switch v.(type) {
 	case string:
-		return kindWords("string")
+		return tomlkeys.KindWords("string")
 	case int64:
-		return kindWords("integer")
+		return tomlkeys.KindWords("integer")
 	case float64:
-		return kindWords("float")
+		return tomlkeys.KindWords("float")
 	case bool:
-		return kindWords("bool")
+		return tomlkeys.KindWords("bool")
 	case []any:
-		return kindWords("array")
+		return tomlkeys.KindWords("array")
 	case map[string]any:
-		return kindWords("table")
+		return tomlkeys.KindWords("table")
 	}
 	return "a date or time"
-}
-
-// kindWords is a TOML kind as go-toml's errors name it, in a plan writer's
-// words.
-func kindWords(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "integer":
-		return "a whole number"
-	case "float":
-		return "a number with a fraction"
-	case "boolean", "bool":
-		return "true or false"
-	case "array":
-		return "a list"
-	case "table", "inline":
-		return "a table"
-	}
-	return "a " + kind
 }
 
 // keyLines maps each key the file sets, lower-cased as go-toml matches
@@ -229,63 +209,11 @@ func kindWords(kind string) string {
 // its line. A file that does not parse gives what was read before the
 // error; the decoder names that error.
 func keyLines(data []byte) map[string]int {
-	var p unstable.Parser
-	p.Reset(data)
 	lines := map[string]int{}
-	arrays := map[string]int{} // [[x]] seen so far, by x
-	var table string
-	for p.NextExpression() {
-		e := p.Expression()
-		switch e.Kind {
-		case unstable.Table:
-			table = keyString(e.Key())
-		case unstable.ArrayTable:
-			k := keyString(e.Key())
-			arrays[k]++
-			table = fmt.Sprintf("%s[%d]", k, arrays[k])
-		case unstable.KeyValue:
-			addKeyLines(&p, lines, table, e.Key(), e)
-		}
+	for _, k := range tomlkeys.Written(data) {
+		lines[strings.ToLower(k.Name)] = k.Line
 	}
 	return lines
-}
-
-// addKeyLines records kv's key under prefix, and the keys of the inline
-// tables it holds (wave = [{percent = 10}] numbers them as [[wave]] does).
-func addKeyLines(p *unstable.Parser, lines map[string]int, prefix string, key unstable.Iterator, kv *unstable.Node) {
-	k := keyString(key)
-	if prefix != "" {
-		k = prefix + "." + k
-	}
-	lines[k] = p.Shape(kv.Raw).Start.Line
-	switch v := kv.Value(); v.Kind {
-	case unstable.InlineTable:
-		for it := v.Children(); it.Next(); {
-			if n := it.Node(); n.Kind == unstable.KeyValue {
-				addKeyLines(p, lines, k, n.Key(), n)
-			}
-		}
-	case unstable.Array:
-		i := 0
-		for it := v.Children(); it.Next(); {
-			if n := it.Node(); n.Kind == unstable.InlineTable {
-				i++
-				for kvs := n.Children(); kvs.Next(); {
-					if kv := kvs.Node(); kv.Kind == unstable.KeyValue {
-						addKeyLines(p, lines, fmt.Sprintf("%s[%d]", k, i), kv.Key(), kv)
-					}
-				}
-			}
-		}
-	}
-}
-
-func keyString(it unstable.Iterator) string {
-	var parts []string
-	for it.Next() {
-		parts = append(parts, strings.ToLower(string(it.Node().Data)))
-	}
-	return strings.Join(parts, ".")
 }
 
 // decodeInto matches go-toml's "cannot decode TOML integer into struct
@@ -303,5 +231,5 @@ func tableWords(key, msg string) string {
 	if want == "" {
 		return ""
 	}
-	return want + ", not " + kindWords(m[1])
+	return want + ", not " + tomlkeys.KindWords(m[1])
 }

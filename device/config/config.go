@@ -16,6 +16,7 @@ import (
 
 	"github.com/otad/otad/bootctl/uboot"
 	"github.com/otad/otad/ota"
+	"github.com/otad/otad/tomlkeys"
 )
 
 // DefaultPath is where otad looks without -c.
@@ -223,16 +224,15 @@ func bareDuration(data []byte, path string, err error) *Error {
 		return nil
 	}
 	durations := durationKeys()
-	for _, w := range writtenKeys(data) {
-		key := strings.Join(w.key, ".")
-		if w.kind == unstable.String || !durations[strings.ToLower(key)] {
+	for _, w := range tomlkeys.Written(data) {
+		if w.Kind == unstable.String || !durations[strings.ToLower(w.Name)] {
 			continue
 		}
-		msg := fmt.Sprintf("line %d: %v: a string in quotes", w.line, err)
-		if w.kind == unstable.Integer || w.kind == unstable.Float {
+		msg := fmt.Sprintf("line %d: %v: a string in quotes", w.Line, err)
+		if w.Kind == unstable.Integer || w.Kind == unstable.Float {
 			msg += fmt.Sprintf(", with a unit (%q)", de.text+"s")
 		}
-		return &Error{Path: path, Key: key, Msg: msg}
+		return &Error{Path: path, Key: w.Name, Msg: msg}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+
+	"github.com/otad/otad/tomlkeys"
 )
 
 // knownKeys are the dotted keys a config may hold, from the toml tags of
@@ -95,7 +97,7 @@ func plainType(msg string) string {
 		return msg
 	}
 	got, want := m[1], goTypeWords(m[2])
-	s := want + ", not " + tomlWords(got)
+	s := want + ", not " + tomlkeys.KindWords(got)
 	if got == "string" && (strings.HasPrefix(want, "a whole number") || want == "true or false") {
 		s += " (leave out the quotes)"
 	}
@@ -116,22 +118,6 @@ func goTypeWords(t string) string {
 	case t == "string" || strings.HasSuffix(t, "Duration"):
 		return `a string in quotes`
 	case strings.HasPrefix(t, "map") || strings.HasPrefix(t, "config."):
-		return "a table"
-	}
-	return "a " + t
-}
-
-func tomlWords(t string) string {
-	switch t {
-	case "integer":
-		return "a whole number"
-	case "float":
-		return "a number with a fraction"
-	case "boolean", "bool":
-		return "true or false"
-	case "array":
-		return "a list"
-	case "table", "inline":
 		return "a table"
 	}
 	return "a " + t
