@@ -67,12 +67,25 @@ func trustUpdate(e *env, args []string) int {
 	}
 	if err != nil {
 		if ota.CodeOf(err) != "" {
-			return e.fail(ota.ExitRefused, "root refused, the device keeps version %d: %v", u.From, err)
+			return e.fail(ota.ExitRefused, "root refused, the device keeps version %d: %v", u.From, inFile(files, docs, err))
 		}
 		return e.fail(ota.ExitFailure, "%v", err)
 	}
 	fmt.Fprintf(e.stdout, "root of trust: version %d, was %d\n", u.To, u.From)
 	return ota.ExitOK
+}
+
+// inFile names the file of a refusal that one file's content caused: the
+// device, given the documents alone, can only say "root document 2". A
+// refusal of the chain as a whole (a signature, a version) names the root
+// version at fault, which the file holds.
+func inFile(files []string, docs [][]byte, err error) error {
+	for i, d := range docs {
+		if _, perr := trust.ParseChain(d); perr != nil {
+			return fmt.Errorf("%s: %w", files[i], perr)
+		}
+	}
+	return err
 }
 
 // readLimited reads a file of at most limit bytes.

@@ -37,7 +37,8 @@ func rootDoc(t *testing.T, dir string, v uint64, rk, rel crypto.Signer, signers 
 
 // otad trust update: in-process when no daemon runs; a root taken once is
 // not taken again (exit 3, nothing changed); one signed by a stranger is
-// refused by name; a device without a root says so.
+// refused by name, one that does not parse by its file; a device without a
+// root says so.
 func TestTrustUpdate(t *testing.T) {
 	tb := devicetest.New(t, devicetest.Options{Policy: "manual"})
 	gen := func() crypto.Signer {
@@ -50,6 +51,8 @@ func TestTrustUpdate(t *testing.T) {
 	one := rootDoc(t, dir, 1, r1, rel, r1)
 	two := rootDoc(t, dir, 2, r2, rel, r1, r2)
 	evil := rootDoc(t, t.TempDir(), 2, stranger, rel, stranger)
+	garbled := filepath.Join(dir, "garbled.json")
+	devicetest.Must(t, os.WriteFile(garbled, []byte(`{"signed": 1}`), 0o644))
 
 	noRoot := tb.Cfg.Path
 	data, err := os.ReadFile(noRoot)
@@ -64,6 +67,7 @@ func TestTrustUpdate(t *testing.T) {
 		{Args: []string{"trust", "update", "-c", withRoot}, Code: 2, Stderr: "want at least 1 arguments"},
 		{Args: []string{"trust", "update", "-c", noRoot, two}, Code: 2, Stderr: "trust.root is not set"},
 		{Args: []string{"trust", "update", "-c", withRoot, evil}, Code: 3, Stderr: "root_signature"},
+		{Args: []string{"trust", "update", "-c", withRoot, two, garbled}, Code: 3, Stderr: "keeps version 1: " + garbled + ": bad_root: signed: want an object"},
 		{Args: []string{"trust", "update", "-c", withRoot, two}, Stdout: "root of trust: version 2, was 1"},
 		{Args: []string{"trust", "update", "-c", withRoot, two}, Code: 3, Stderr: "keeps version 2: root_version"},
 		{Args: []string{"trust", "update", "-c", withRoot, one}, Code: 3, Stderr: "not newer"},
