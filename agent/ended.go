@@ -28,6 +28,9 @@ type Ended struct {
 	Try int `json:"try,omitempty"`
 	// Retry is the greatest attempt counter seen for the offer (Target.Retry).
 	Retry int64 `json:"retry,omitempty"`
+	// Time is when it ended, by the wall clock (shown only); zero in a
+	// journal written before it was kept.
+	Time time.Time `json:"time,omitzero"`
 }
 
 // Key identifies the offer: the SHA-256 of its manifest bytes, or for
@@ -44,7 +47,7 @@ func (t *Target) Key() string {
 func (m *machine) recordEnd(t *Target, result ota.Result, retryable bool) {
 	key := t.Key()
 	m.stopRetrying() // a new ending drops any armed retry (retry.go)
-	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result, Retryable: retryable, Try: t.Try, Retry: t.Retry})
+	m.s.Ended = append(m.s.Ended, Ended{Key: key, ID: t.ID, Result: result, Retryable: retryable, Try: t.Try, Retry: t.Retry, Time: m.now})
 	if over := len(m.s.Ended) - maxEnded; over > 0 {
 		m.s.Ended = append(m.s.Ended[:0], m.s.Ended[over:]...)
 	}

@@ -21,7 +21,7 @@ func (a *Agent) setFatal(err error) { a.fatal = err }
 
 // apply steps the machine and carries out the effects in order.
 func (a *Agent) apply(ctx context.Context, ev Event) error {
-	next, fx := Step(a.state, a.cfg.Policy, ev)
+	next, fx := Step(a.state, a.cfg.Policy, a.d.Clock.Now().UTC(), ev)
 	a.state = next
 	var events []ota.Event
 	for _, e := range fx {

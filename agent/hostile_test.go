@@ -90,7 +90,7 @@ func TestRefusalFloodSparesTheJournal(t *testing.T) {
 	}
 	// Seq still only grows across restarts: the next start begins past every seq used.
 	s, _, _ := r.store.Load()
-	next, _ := Step(s, Policy{}, EvBoot{Booted: "A", BootID: "boot-2"})
+	next, _ := Step(s, Policy{}, time.Time{}, EvBoot{Booted: "A", BootID: "boot-2"})
 	if next.Seq <= uint64(n) || seq == 0 {
 		t.Fatalf("after a restart seq is %d, but refusals used up to %d", next.Seq, n)
 	}

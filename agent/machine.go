@@ -19,17 +19,20 @@ type Policy struct {
 }
 
 // Step applies ev to s and returns the new state and what the loop must do.
-// It never performs I/O and never reads the clock.
-func Step(s State, p Policy, ev Event) (State, []Effect) {
-	m := &machine{s: s.Clone(), p: p}
+// It never performs I/O and never reads the clock: now is the wall clock's
+// time of the event, which the machine only records (when an offer ended),
+// never decides by.
+func Step(s State, p Policy, now time.Time, ev Event) (State, []Effect) {
+	m := &machine{s: s.Clone(), p: p, now: now}
 	m.step(ev)
 	return m.s, m.fx
 }
 
 type machine struct {
-	s  State
-	p  Policy
-	fx []Effect
+	s   State
+	p   Policy
+	now time.Time
+	fx  []Effect
 }
 
 func (m *machine) do(e ...Effect) { m.fx = append(m.fx, e...) }
@@ -125,7 +128,7 @@ func (m *machine) result(t *Target, result ota.Result, code ota.Code, msg string
 // explicit act or the agent's bounded retries (retry.go).
 func (m *machine) ending(t *Target, result ota.Result, code ota.Code, msg string, retryable bool) *ota.Outcome {
 	m.recordEnd(t, result, retryable)
-	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer, Retryable: retryable}
+	return &ota.Outcome{ID: t.ID, SHA256: t.SHA256(), ManifestSHA256: t.ManifestSHA256, IssuedAt: t.IssuedAt, Result: result, Code: code, Message: msg, Transfer: t.Transfer, Retryable: retryable, Time: m.now}
 }
 
 func (m *machine) startInstall(t Target, msg string) {

@@ -67,7 +67,7 @@ func run(t *testing.T, s State, p Policy, evs ...Event) (State, string) {
 	t.Helper()
 	var last []Effect
 	for _, ev := range evs {
-		s, last = Step(s, p, ev)
+		s, last = Step(s, p, time.Time{}, ev)
 	}
 	return s, fx(last)
 }
@@ -310,7 +310,7 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 	evs := []Event{EvOffer{Target: tgt("n", 1)}, EvProgress{Gen: 1, Progress: ota.Progress{Phase: ota.Verifying}}, done(1, ""), EvBoot{Booted: "B", BootID: "b2"}, EvHealth{OK: true}}
 	for _, ev := range evs {
 		var effects []Effect
-		s, effects = Step(s, p, ev)
+		s, effects = Step(s, p, time.Time{}, ev)
 		for _, e := range effects {
 			switch e := e.(type) {
 			case Persist:
@@ -332,8 +332,24 @@ func TestSeqJournaledBeforePublish(t *testing.T) {
 func TestStepDoesNotMutateInput(t *testing.T) {
 	s := fresh()
 	before := fmt.Sprintf("%+v", s.Slots)
-	Step(s, Policy{}, EvOffer{Target: tgt("n", 1)})
+	Step(s, Policy{}, time.Time{}, EvOffer{Target: tgt("n", 1)})
 	if after := fmt.Sprintf("%+v", s.Slots); after != before {
 		t.Fatalf("input slots changed: %s -> %s", before, after)
+	}
+}
+
+// An ending keeps the time of the step that ended it, in the journal's
+// ended list and the last result; a redelivery later changes neither (the
+// time is shown, never decided by).
+func TestEndingKeepsItsTime(t *testing.T) {
+	t1, t2 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC), time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	s, _ := Step(fresh(), Policy{}, t1, EvOffer{Target: tgt("n", 1)})
+	s, _ = Step(s, Policy{}, t1, done(1, ota.CodeHashMismatch))
+	if len(s.Ended) != 1 || !s.Ended[0].Time.Equal(t1) || s.LastResult == nil || !s.LastResult.Time.Equal(t1) {
+		t.Fatalf("ended %+v, last result %+v: want both at %s", s.Ended, s.LastResult, t1)
+	}
+	s, _ = Step(s, Policy{}, t2, EvOffer{Target: tgt("n", 1)})
+	if len(s.Ended) != 1 || !s.Ended[0].Time.Equal(t1) || !s.LastResult.Time.Equal(t1) {
+		t.Fatalf("redelivery at %s: ended %+v, last result %+v", t2, s.Ended, s.LastResult)
 	}
 }

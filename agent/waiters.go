@@ -106,7 +106,7 @@ func (a *Agent) outcomeFor(w *waiter, events []ota.Event) (ota.Outcome, bool) {
 // was not tried again: that ending's result, and its code and message when
 // the last result is still that offer's.
 func alreadyEnded(e Ended, last *ota.Outcome, sha string) ota.Outcome {
-	o := ota.Outcome{ID: e.ID, SHA256: sha, Result: e.Result, Retryable: e.Retryable, AlreadyEnded: true}
+	o := ota.Outcome{ID: e.ID, SHA256: sha, Result: e.Result, Retryable: e.Retryable, Time: e.Time, AlreadyEnded: true}
 	if r := last; r != nil && r.ManifestSHA256 != "" && r.ManifestSHA256 == e.Key {
 		o.ManifestSHA256, o.Code, o.Message = r.ManifestSHA256, r.Code, r.Message
 	}

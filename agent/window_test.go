@@ -172,7 +172,7 @@ func TestRunTime(t *testing.T) {
 func TestRunningIsJournaled(t *testing.T) {
 	s := State{Phase: ota.Confirming, BootID: "b1", Booted: ota.SlotB,
 		Target: &Target{ID: "n", Slot: ota.SlotB, Confirming: RunTime{Boot: "b1", From: time.Second, Seen: time.Second}}}
-	next, effects := Step(s, Policy{}, EvRunning{Uptime: 31 * time.Second})
+	next, effects := Step(s, Policy{}, time.Time{}, EvRunning{Uptime: 31 * time.Second})
 	if got := next.Target.Confirming.Used(); got != 30*time.Second {
 		t.Fatalf("used %s after 30 s, want 30s", got)
 	}
@@ -183,7 +183,7 @@ func TestRunningIsJournaled(t *testing.T) {
 		t.Fatalf("effects %s, want the journal written", fx(effects))
 	}
 	s.Phase = ota.Idle
-	if _, effects := Step(s, Policy{}, EvRunning{Uptime: time.Hour}); len(effects) != 0 {
+	if _, effects := Step(s, Policy{}, time.Time{}, EvRunning{Uptime: time.Hour}); len(effects) != 0 {
 		t.Fatalf("idle: effects %s, want none", fx(effects))
 	}
 }
@@ -210,7 +210,7 @@ func TestClockJumpRefusalOfAKnownOffer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			next, effects := Step(base.Clone(), Policy{}, EvRefused{Outcome: ota.Outcome{ID: "x", ManifestSHA256: c.manifest, Code: c.code}})
+			next, effects := Step(base.Clone(), Policy{}, time.Time{}, EvRefused{Outcome: ota.Outcome{ID: "x", ManifestSHA256: c.manifest, Code: c.code}})
 			if got := next.LastRefusal != nil; got != c.recorded {
 				t.Fatalf("refusal recorded %v, want %v (effects %s)", got, c.recorded, fx(effects))
 			}

@@ -1,6 +1,8 @@
 package device
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"flag"
@@ -139,10 +141,13 @@ func (e *env) report(file string, o ota.Outcome, manual bool) int {
 // tries the image again. The exit code stays the ending's.
 func (e *env) reportEnded(file string, o ota.Outcome) {
 	msg := fmt.Sprintf("%s: not tried again: %s already ended %s", file, o.ID, o.Result)
-	if said := withCode(o); said != "" {
-		msg += fmt.Sprintf(" before (%s)", said)
+	if o.Time.IsZero() {
+		msg += " before" // a journal written before endings kept their time
 	} else {
-		msg += " before"
+		msg += " at " + o.Time.UTC().Format(time.RFC3339)
+	}
+	if said := withCode(o); said != "" {
+		msg += fmt.Sprintf(" (%s)", said)
 	}
 	if o.ExitCode() == ota.ExitOK {
 		fmt.Fprintln(e.stdout, msg)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -236,7 +237,7 @@ func TestMarkActiveBootedTakesUpPending(t *testing.T) {
 
 // otad install of an offer whose ending is final (a hash_mismatch of the
 // signed download) tries nothing: it says the offer already ended, with
-// the earlier ending's code and message marked as such, that it was not
+// the earlier ending's code, message and time marked as such, that it was not
 // tried again and what does try the image again; exit 1 as for the
 // failure (docs/contract/commands.md).
 func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
@@ -248,9 +249,11 @@ func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
 				startDaemon(t, tb.Cfg.Path)
 			}
 			envFile := writeEnv(t, tampered)
+			before := time.Now().UTC().Truncate(time.Second)
 			if code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile); code != 1 || !strings.Contains(stderr, "failed: hash_mismatch") || strings.Contains(stderr, "not tried again") {
 				t.Fatalf("first install: exit %d, want 1 with hash_mismatch\n%s%s", code, stdout, stderr)
 			}
+			after := time.Now().UTC()
 			fetched := tb.Fetched.Load()
 			code, stdout, stderr := otad(t, "install", "-c", tb.Cfg.Path, envFile)
 			if code != 1 {
@@ -260,6 +263,12 @@ func TestInstallOfFinalEndingSaysNotTriedAgain(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("install of a final ending does not say %q:\n%s%s", want, stdout, stderr)
 				}
+			}
+			// When it ended: the first install's time, not this one's.
+			if m := regexp.MustCompile(`already ended failed at (\S+) \(`).FindStringSubmatch(stderr); m == nil {
+				t.Errorf("install of a final ending does not say when it ended:\n%s", stderr)
+			} else if at, err := time.Parse(time.RFC3339, m[1]); err != nil || at.Before(before) || at.After(after) {
+				t.Errorf("ended at %s (%v), want between %s and %s", m[1], err, before.Format(time.RFC3339), after.Format(time.RFC3339))
 			}
 			if strings.Contains(stderr, ": failed: hash_mismatch") {
 				t.Errorf("install of a final ending reads as a new failure:\n%s", stderr)

@@ -127,7 +127,11 @@ func printStatus(w io.Writer, st ota.Status, manual bool, now time.Time) {
 		if r.Message != "" {
 			fmt.Fprintf(w, " (%s)", r.Message)
 		}
-		fmt.Fprintln(w, transfer(r.Transfer))
+		fmt.Fprint(w, transfer(r.Transfer))
+		if !r.Time.IsZero() {
+			fmt.Fprintf(w, " at %s", r.Time.Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
 	}
 	if r := st.LastRefusal; r != nil {
 		// Why the last offer that came in did nothing, when one was refused.

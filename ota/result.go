@@ -79,6 +79,9 @@ type Outcome struct {
 	// the automatic retry; docs/contract/rollouts.md, rule 3). It is cleared
 	// when the retry starts or is dropped, and on the agent's start.
 	Retrying bool `json:"retrying,omitempty"`
+	// Time is when the offer ended, by the wall clock (shown only, never
+	// decided by); zero in a journal written before it was kept.
+	Time time.Time `json:"time,omitzero"`
 	// AlreadyEnded says, in the answer to a local install only (never in
 	// the status or the journal), that the offer had ended before and was
 	// not tried again: its ending is final (docs/contract/installing.md),

@@ -45,7 +45,7 @@ func TestAttemptCounterReopensOnlyRetryable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("refused: %v", err)
 		}
-		next, fx := agent.Step(o.s, o.p, agent.EvOffer{Target: tg})
+		next, fx := agent.Step(o.s, o.p, time.Time{}, agent.EvOffer{Target: tg})
 		o.s = next
 		for _, e := range fx {
 			if _, ok := e.(agent.StartInstall); ok {
@@ -58,7 +58,7 @@ func TestAttemptCounterReopensOnlyRetryable(t *testing.T) {
 	if !deliver(x) {
 		t.Fatal("x did not start")
 	}
-	o.s, _ = agent.Step(o.s, o.p, agent.EvInstallDone{Gen: o.s.InstallGen, Code: ota.CodeDownloadFailed, Message: "404"})
+	o.s, _ = agent.Step(o.s, o.p, time.Time{}, agent.EvInstallDone{Gen: o.s.InstallGen, Code: ota.CodeDownloadFailed, Message: "404"})
 	if r := o.s.LastResult; r == nil || !r.Retryable {
 		t.Fatalf("download_failed is not retryable: %+v", r)
 	}
@@ -68,7 +68,7 @@ func TestAttemptCounterReopensOnlyRetryable(t *testing.T) {
 	if !deliver(retry(x, 7)) {
 		t.Fatal("publish --retry (attempt 7) did not reopen download_failed")
 	}
-	o.s, _ = agent.Step(o.s, o.p, agent.EvInstallDone{Gen: o.s.InstallGen, Code: ota.CodeDownloadFailed, Message: "404"})
+	o.s, _ = agent.Step(o.s, o.p, time.Time{}, agent.EvInstallDone{Gen: o.s.InstallGen, Code: ota.CodeDownloadFailed, Message: "404"})
 	if deliver(retry(x, 7)) {
 		t.Fatal("the same attempt counter replayed (retained) restarted it")
 	}
@@ -79,7 +79,7 @@ func TestAttemptCounterReopensOnlyRetryable(t *testing.T) {
 	slot, boot := o.s.Target.Slot, o.s.BootID+"'"
 	for _, ev := range []agent.Event{agent.EvInstallDone{Gen: o.s.InstallGen}, agent.EvBoot{Booted: slot, BootID: boot},
 		agent.EvHealth{OK: false, Message: "unhealthy"}, agent.EvBoot{Booted: slot.Other(), BootID: boot + "'"}} {
-		o.s, _ = agent.Step(o.s, o.p, ev)
+		o.s, _ = agent.Step(o.s, o.p, time.Time{}, ev)
 	}
 	if r := o.s.LastResult; r == nil || r.Code != ota.CodeHealthCheckFailed || r.Retryable {
 		t.Fatalf("after the health check: %+v", r)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"errors"
 	"log/slog"
 	"os"
@@ -39,7 +41,7 @@ func Inspect(cfg *config.Config, s agent.State, booted ota.Slot, raw []byte) Ver
 	// Judged as otad install would take the file (a person's explicit act):
 	// an offer whose ending is retryable starts again
 	// (docs/contract/commands.md, otad install and otad info).
-	next, fx := agent.Step(s, policy(cfg), agent.EvOffer{Target: t, Local: true})
+	next, fx := agent.Step(s, policy(cfg), time.Now().UTC(), agent.EvOffer{Target: t, Local: true})
 	return Verdict{Target: t, State: next, Effects: fx}
 }
 

@@ -76,7 +76,7 @@ func (o *offerPath) deliver(raw []byte, healthy bool) {
 }
 
 func (o *offerPath) step(ev agent.Event) {
-	next, fx := agent.Step(o.s, o.p, ev)
+	next, fx := agent.Step(o.s, o.p, time.Time{}, ev)
 	for _, e := range fx {
 		if si, ok := e.(agent.StartInstall); ok && o.ended[si.Target.Key()] {
 			o.t.Fatalf("offer %s (manifest %s) ended before, and an install of it started", si.Target.ID, si.Target.ManifestSHA256)
