@@ -16,7 +16,7 @@ var exitCodes = []cli.Item{
 	{Term: "1", Text: "failure"},
 	{Term: "2", Text: "usage"},
 	{Term: "3", Text: "offer refused (verify: the envelope fails a check; its code is printed)"},
-	{Term: "4", Text: "rollout held by another controller"},
+	{Term: "4", Text: "rollout held by another controller, or its group in another rollout that a controller runs"},
 }
 
 // Manual is otactl's man page and completions: the command table walked

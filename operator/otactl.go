@@ -37,7 +37,7 @@ func program() cli.Program {
 			switch {
 			case ota.CodeOf(err) != "":
 				return ota.ExitRefused
-			case errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost):
+			case errors.Is(err, rollout.ErrLeaseHeld) || errors.Is(err, rollout.ErrLeaseLost) || errors.Is(err, rollout.ErrGroupBusy):
 				return ota.ExitBusy
 			case errors.As(err, new(*rollout.BrokerQueueError)):
 				return ota.ExitUsage // the plan does not fit the broker's queue as stated

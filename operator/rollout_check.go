@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/otad/otad/mqtt"
 	"github.com/otad/otad/ota"
 	"github.com/otad/otad/rollout"
+	"github.com/otad/otad/rollout/controller"
 )
 
 // rolloutCheck checks a plan without starting it (docs/contract/rollouts.md):
@@ -156,7 +158,16 @@ func sizeWaves(ctx context.Context, cfg mqtt.Config, trust rollout.Trust, p *rol
 	mu.Lock()
 	raw, rawErr := retained, tooLarge
 	mu.Unlock()
-	return sayExisting(w, trust, p, stateTopic, raw, rawErr)
+	if err := sayExisting(w, trust, p, stateTopic, raw, rawErr); err != nil {
+		return err
+	}
+	// Another rollout of the group: what start would warn of or refuse.
+	if err := controller.CheckGroup(ctx, cfg, trust, p, w); errors.Is(err, rollout.ErrGroupBusy) {
+		return usagef("%v: start would refuse it", err)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // sayBadStatuses names the first show of the statuses not taken (an ID the

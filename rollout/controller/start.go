@@ -66,7 +66,9 @@ const maxHaltList = 50
 // it goes on from the retained state when there is one, and ends when the
 // rollout finishes (nil), halts (ErrHalted, with the failed devices) or is
 // aborted (ErrAborted), or another controller holds or takes its lease
-// (rollout.ErrLeaseHeld, rollout.ErrLeaseLost). It returns the last state.
+// (rollout.ErrLeaseHeld, rollout.ErrLeaseLost); it does not start while
+// another rollout of its group runs (rollout.ErrGroupBusy). It returns the
+// last state.
 func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -82,6 +84,9 @@ func Run(ctx context.Context, cfg Config) (rollout.State, *Halted, error) {
 	mcfg.Logger = log
 	holder, here := holderName(), thisProcess()
 	if err := rollout.PacePreflight(plan, cfg.BrokerQueue); err != nil {
+		return rollout.State{}, nil, err
+	}
+	if err := CheckGroup(ctx, mcfg, cfg.Trust, plan, cfg.Out); err != nil {
 		return rollout.State{}, nil, err
 	}
 	var (
