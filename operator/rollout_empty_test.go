@@ -1,13 +1,11 @@
 package operator
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/otad/otad/internal/testkit/mosquittotest"
-	"github.com/otad/otad/internal/testkit/testtool"
 	"github.com/otad/otad/rollout"
 )
 
@@ -20,14 +18,8 @@ func TestRolloutStartOnAnEmptyGroup(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{Quiet: true})
 	log := recordStates(t, b.URL)
 	plan := scalePlan(t, "empty", "[[wave]]\ndevices = [\"gw-001\"]\n[[wave]]\npercent = 100\n", "max_failed_percent = 5\ndevice_timeout = \"1h\"\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut testtool.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, []string{"rollout", "start", "--broker", b.URL, "--settle", "500ms", "--tick", "100ms", plan}, &out, &errOut)
-	}()
+	errOut, stop := inBackground("rollout", "start", "--broker", b.URL, "--settle", "500ms", "--tick", "100ms", plan)
+	defer stop()
 	waitStates(t, log, "empty", "wave 1 offered", func(s rollout.State) bool { return len(s.Waves) == 1 && !s.Waves[0].Offered.IsZero() })
 	want := `group g: no device's status lists it (yet): wave 1 offers its 1 named device all the same (one never heard of times out after device_timeout 1h0m0s and counts as failed); ` +
 		`wave 2 (100%) and the percent waves after it wait, offering nothing, until a device whose status lists the group is seen; this controller keeps running (state waiting) and starts them then`
@@ -35,8 +27,7 @@ func TestRolloutStartOnAnEmptyGroup(t *testing.T) {
 	for !strings.Contains(errOut.String(), want) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	<-done
+	stop()
 	if s := errOut.String(); !strings.Contains(s, want) || strings.Index(s, want) < strings.Index(s, "started rollout empty") {
 		t.Errorf("start does not say the group is empty and what happens, after it started:\n%s", s)
 	}

@@ -23,24 +23,15 @@ func TestOneRolloutPerGroup(t *testing.T) {
 	log := recordStates(t, b.URL)
 	waves, halt := "[[wave]]\ndevices = [\"gw-001\"]\n", "max_failed_percent = 5\ndevice_timeout = \"1h\"\n"
 	first, second := scalePlan(t, "first", waves, halt), scalePlan(t, "second", waves, halt)
-	start := func(ctx context.Context, plan string, out, errOut *testtool.Buffer) int {
-		return Run(ctx, []string{"rollout", "start", "--broker", b.URL, "--settle", "500ms", "--tick", "100ms", plan}, out, errOut)
-	}
 
-	ctx1, stop1 := context.WithCancel(context.Background())
+	_, stop1 := inBackground("rollout", "start", "--broker", b.URL, "--settle", "500ms", "--tick", "100ms", first)
 	defer stop1()
-	var out1, err1 testtool.Buffer
-	done1 := make(chan struct{})
-	go func() {
-		defer close(done1)
-		start(ctx1, first, &out1, &err1)
-	}()
 	waitStates(t, log, "first", "wave 1 offered", func(s rollout.State) bool { return len(s.Waves) == 1 && !s.Waves[0].Offered.IsZero() })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var out, errOut testtool.Buffer
-	if code := start(ctx, second, &out, &errOut); code != ota.ExitBusy {
+	if code := Run(ctx, []string{"rollout", "start", "--broker", b.URL, "--settle", "500ms", second}, &out, &errOut); code != ota.ExitBusy {
 		t.Fatalf("second rollout of the group while the first runs: exit %d, want %d\n%s", code, ota.ExitBusy, errOut.String())
 	}
 	for _, want := range []string{"group in another rollout: rollout second: group g is in rollout first (", "runs now", "otactl rollout abort"} {
@@ -58,20 +49,29 @@ func TestOneRolloutPerGroup(t *testing.T) {
 	}
 
 	stop1() // Ctrl-C: the first's controller releases its lease
-	<-done1
-	ctx2, stop2 := context.WithCancel(context.Background())
+	err2, stop2 := inBackground("rollout", "start", "--broker", b.URL, "--settle", "500ms", "--tick", "100ms", second)
 	defer stop2()
-	var out2, err2 testtool.Buffer
-	done2 := make(chan struct{})
-	go func() {
-		defer close(done2)
-		start(ctx2, second, &out2, &err2)
-	}()
 	waitStates(t, log, "second", "wave 1 offered", func(s rollout.State) bool { return len(s.Waves) == 1 && !s.Waves[0].Offered.IsZero() })
 	stop2()
-	<-done2
 	want := "rollout second: group g is also in rollout first (running, wave 1 of 1, offer "
 	if s := err2.String(); !strings.Contains(s, want) || !strings.Contains(s, "which no controller runs now") || !strings.Contains(s, "started rollout second") {
 		t.Errorf("the second rollout, started once no controller runs the first, does not warn of it:\n%s", s)
+	}
+}
+
+// inBackground runs otactl with args until stop is called, which cancels
+// it (Ctrl-C) and waits for it to return; errOut is its stderr so far.
+func inBackground(args ...string) (errOut *testtool.Buffer, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out testtool.Buffer
+	errOut = new(testtool.Buffer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, args, &out, errOut)
+	}()
+	return errOut, func() {
+		cancel()
+		<-done
 	}
 }
