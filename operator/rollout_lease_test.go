@@ -114,29 +114,55 @@ func (l *stateLog) of(name string) []rollout.State {
 
 // holders are the lease holders of name's states in order, each run of
 // one holder once: "a b" is a takeover; "a b a" two controllers publishing.
+// A claim passed over as stale (stale) is not a run.
 func (l *stateLog) holders(name string) []string {
-	var out []string
+	out, _ := l.runs(name)
+	return out
+}
+
+// runs are holders, and the claims every reader passes over as stale
+// (docs/contract/rollouts.md, two started at once): a claim that reached
+// the broker after a later state of the holder it raced, the same epoch
+// under another holder and an older counter.
+func (l *stateLog) runs(name string) (holders []string, stale []rollout.State) {
+	var last *rollout.State
 	for _, s := range l.of(name) {
 		if s.Lease == nil {
 			continue
 		}
-		if n := len(out); n == 0 || out[n-1] != s.Lease.Holder {
-			out = append(out, s.Lease.Holder)
+		if last != nil && s.Lease.Epoch == last.Lease.Epoch && s.Lease.Holder != last.Lease.Holder && last.Newer(s) {
+			stale = append(stale, s)
+			continue
 		}
+		if n := len(holders); n == 0 || holders[n-1] != s.Lease.Holder {
+			holders = append(holders, s.Lease.Holder)
+		}
+		last = &s
 	}
-	return out
+	return holders, stale
 }
 
 // neverTwo fails when two controllers' states interleave, or an epoch goes
-// back.
+// back. A stale claim (runs) is what a controller publishes before it
+// learns of the other (docs/contract/rollouts.md, two started at once):
+// its holder then publishes nothing more.
 func neverTwo(t *testing.T, l *stateLog, name string) {
 	t.Helper()
+	holders, stale := l.runs(name)
 	seen := map[string]bool{}
-	for _, h := range l.holders(name) {
+	for _, h := range holders {
 		if seen[h] {
-			t.Fatalf("rollout %s: %s published again after another controller did: %v", name, h, l.holders(name))
+			t.Fatalf("rollout %s: %s published again after another controller did: %v", name, h, holders)
 		}
 		seen[h] = true
+	}
+	claimed := map[string]bool{}
+	for _, s := range stale {
+		if seen[s.Lease.Holder] || claimed[s.Lease.Holder] || !s.Lease.Since.Equal(s.Lease.Renewed) {
+			t.Fatalf("rollout %s: %s published more than its claim, which was passed over as stale: %v, stale %+v", name, s.Lease.Holder, holders, s.Lease)
+		}
+		claimed[s.Lease.Holder] = true
+		t.Logf("rollout %s: a stale claim of %s (epoch %d, seq %d) passed over", name, s.Lease.Holder, s.Lease.Epoch, s.Seq)
 	}
 	var epoch uint64
 	for _, s := range l.of(name) {

@@ -278,3 +278,61 @@ func TestObserverProbe(t *testing.T) {
 		t.Fatal("a ready view went back or probed again")
 	}
 }
+
+// Two controllers started at once (docs/contract/rollouts.md): a state
+// delivered after the retained one was read means another controller
+// claimed or published meanwhile, and a claim from the older read would
+// land after it; the claim does not go out. The retained state delivered
+// again (a reconnect) is no change.
+func TestDriverStartDoesNotClaimOverAStateSeenMeanwhile(t *testing.T) {
+	p := testPlan(5, 1, named(0, "d1"), rollout.Wave{Percent: 100})
+	const topic = "ota/rollouts/r1/state"
+	released := rollout.NewState(p, t0)
+	released.Seq = 7
+	released.Lease = &rollout.Lease{Holder: "ctl-a", Epoch: 3, Since: t0.Add(-time.Hour), Renewed: t0.Add(-time.Minute), TTLMS: 30000, Released: t0.Add(-time.Minute)}
+	claimA := rollout.NewState(p, t0)
+	claimA.Seq = 1
+	claimA.Lease = &rollout.Lease{Holder: "ctl-a", Epoch: 1, Since: t0, Renewed: t0, TTLMS: 30000}
+	takenA := released
+	takenA.Seq = 8
+	takenA.Lease = &rollout.Lease{Holder: "ctl-c", Epoch: 4, Since: t0, Renewed: t0, TTLMS: 30000}
+	enc := func(s rollout.State) []byte { b, _ := s.Encode(); return b }
+	tests := []struct {
+		name     string
+		retained *rollout.State
+		seen     *rollout.State
+		err      string
+	}{
+		{"nothing seen meanwhile", nil, nil, ""},
+		{"the retained state again", &released, &released, ""},
+		{"another's claim of a new rollout", nil, &claimA, "rollout state changed while claiming: rollout r1 was published meanwhile by ctl-a (epoch 1, seq 1); not claiming it from the state read before"},
+		{"another took the released lease", &released, &takenA, "rollout r1 was published meanwhile by ctl-c (epoch 4, seq 8)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pub := &retain{msgs: map[string][]byte{}}
+			seen := make(chan rollout.State, 1)
+			if tc.seen != nil {
+				seen <- *tc.seen
+			}
+			var retained []byte
+			if tc.retained != nil {
+				retained = enc(*tc.retained)
+			}
+			d := &Driver{Plan: p, Topics: mqtt.Topics{Prefix: "ota"}, Pub: pub, Trust: unsigned, Holder: "ctl-b", Seen: seen, Now: func() time.Time { return t0 }}
+			s, _, err := d.Start(context.Background(), retained)
+			if tc.err == "" {
+				if err != nil || s.Lease.Holder != "ctl-b" || len(pub.msgs[topic]) == 0 {
+					t.Fatalf("not claimed: %v, %+v", err, s.Lease)
+				}
+				return
+			}
+			if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v, want %q", err, tc.err)
+			}
+			if len(pub.msgs) != 0 {
+				t.Fatalf("the claim went out: %s", pub.msgs[topic])
+			}
+		})
+	}
+}

@@ -210,10 +210,46 @@ func (d *Driver) Start(ctx context.Context, retained []byte) (s rollout.State, r
 				rollout.ErrLeaseHeld, d.Plan.Name, r.Lease.String(), r.Lease.Expires().UTC().Format(time.RFC3339))
 		}
 	}
-	if err := d.publishState(ctx, next); err != nil {
+	var base *rollout.State
+	if len(retained) > 0 {
+		base = &s
+	}
+	if err := d.publish(ctx, next, func() error { return d.unchanged(base) }); err != nil {
 		return s, resumed, err
 	}
 	return next, resumed, nil
+}
+
+// holderOf names the holder of s's lease ("no controller" without one).
+func holderOf(s rollout.State) string {
+	if s.Lease == nil {
+		return "no controller"
+	}
+	return s.Lease.Holder
+}
+
+// ErrChanged: the rollout's state changed while a controller read it to
+// claim the lease; the claim did not go out, and the lease is read again.
+var ErrChanged = errors.New("rollout state changed while claiming")
+
+// unchanged is nil unless a state the broker delivered since base was read
+// (Seen; base nil: none was retained) is not base: another controller's
+// claim or state landed meanwhile (two started at once, the other first).
+// A claim from the older read would reach the broker after it and stand
+// there until the holder publishes again (docs/contract/rollouts.md, two
+// started at once). Checked last before the claim goes out: the window
+// left is the claim's way to the broker.
+func (d *Driver) unchanged(base *rollout.State) error {
+	select {
+	case seen := <-d.Seen:
+		if base != nil && seen.Counter() == base.Counter() && holderOf(seen) == holderOf(*base) {
+			return nil // the retained state delivered again (a reconnect): nothing new for Run
+		}
+		return fmt.Errorf("%w: rollout %s was published meanwhile by %s (epoch %d, seq %d); not claiming it from the state read before",
+			ErrChanged, seen.Name, holderOf(seen), seen.Counter()>>32, seen.Seq)
+	default:
+		return nil
+	}
 }
 
 // release gives the lease up as the controller stops, so the next one
@@ -394,6 +430,11 @@ func (d *Driver) leaseLeft(s rollout.State) error {
 }
 
 func (d *Driver) publishState(ctx context.Context, s rollout.State) error {
+	return d.publish(ctx, s, nil)
+}
+
+// publish publishes s once ready, if set, passes just before it is sent.
+func (d *Driver) publish(ctx context.Context, s rollout.State, ready func() error) error {
 	if err := d.leaseLeft(s); err != nil {
 		return err
 	}
@@ -404,6 +445,11 @@ func (d *Driver) publishState(ctx context.Context, s rollout.State) error {
 	topic := d.Topics.RolloutState(s.Name)
 	if b, err = rollout.Seal(d.Key, topic, s.Counter(), b); err != nil {
 		return err
+	}
+	if ready != nil {
+		if err := ready(); err != nil {
+			return err
+		}
 	}
 	d.sent = s
 	if err := d.Pub.PublishRetained(ctx, b, topic); err != nil {

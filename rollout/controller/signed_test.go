@@ -216,3 +216,43 @@ func TestInboxRemembersAcrossRestarts(t *testing.T) {
 		}
 	}
 }
+
+// Two controllers started at once (docs/contract/rollouts.md): the claim
+// of one that read the state before the other's claim landed, arriving
+// after the other's next state, is older; it is passed over, said as what
+// it is rather than as a replay, and the lease held stays held.
+func TestInboxPassesOverAStaleClaim(t *testing.T) {
+	key, trust := operatorKey(t)
+	var logged bytes.Buffer
+	in := NewInbox(mqtt.Topics{Prefix: "ota"}, "r1", trust, slog.New(slog.NewTextHandler(&logged, nil)))
+	const topic = "ota/rollouts/r1/state"
+	p := testPlan(5, 1, rollout.Wave{Percent: 100})
+	in.Retained() // nothing retained: a new rollout
+	mine := rollout.NewState(p, t0)
+	mine.Lease = &rollout.Lease{Holder: "me", Epoch: 1, Since: t0, Renewed: t0, TTLMS: 30000}
+	mine.Seq = 1
+	in.Hold(*mine.Lease)
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, mine)})
+	<-in.Seen()
+	next := mine
+	next.Seq = 2
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, next)})
+	<-in.Seen()
+	stale := rollout.NewState(p, t0)
+	stale.Lease = &rollout.Lease{Holder: "other", Epoch: 1, Since: t0, Renewed: t0, TTLMS: 30000}
+	stale.Seq = 1
+	in.Receive(mqtt.Message{Topic: topic, Payload: mustSeal(t, key, topic, stale)})
+	select {
+	case s := <-in.Seen():
+		t.Fatalf("the stale claim was seen: %+v", s.Lease)
+	default:
+	}
+	if err := in.Check(synced{})(context.Background()); err != nil {
+		t.Fatalf("a stale claim stopped the holder: %v", err)
+	}
+	want := "a claim of rollout r1 by other made from an older state is passed over: counter " + strconv.FormatUint(stale.Counter(), 10) +
+		", older than " + strconv.FormatUint(next.Counter(), 10) + " here"
+	if out := logged.String(); !strings.Contains(out, want) || strings.Contains(out, "replayed") {
+		t.Fatalf("logged %s\nwant %q", out, want)
+	}
+}
