@@ -296,6 +296,8 @@ func TestDriverStartDoesNotClaimOverAStateSeenMeanwhile(t *testing.T) {
 	takenA := released
 	takenA.Seq = 8
 	takenA.Lease = &rollout.Lease{Holder: "ctl-c", Epoch: 4, Since: t0, Renewed: t0, TTLMS: 30000}
+	older := released
+	older.Seq = 6
 	enc := func(s rollout.State) []byte { b, _ := s.Encode(); return b }
 	tests := []struct {
 		name     string
@@ -305,6 +307,7 @@ func TestDriverStartDoesNotClaimOverAStateSeenMeanwhile(t *testing.T) {
 	}{
 		{"nothing seen meanwhile", nil, nil, ""},
 		{"the retained state again", &released, &released, ""},
+		{"an older copy (another broker node's)", &released, &older, ""},
 		{"another's claim of a new rollout", nil, &claimA, "rollout state changed while claiming: rollout r1 was published meanwhile by ctl-a (epoch 1, seq 1); not claiming it from the state read before"},
 		{"another took the released lease", &released, &takenA, "rollout r1 was published meanwhile by ctl-c (epoch 4, seq 8)"},
 	}

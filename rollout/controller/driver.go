@@ -233,8 +233,8 @@ func holderOf(s rollout.State) string {
 var ErrChanged = errors.New("rollout state changed while claiming")
 
 // unchanged is nil unless a state the broker delivered since base was read
-// (Seen; base nil: none was retained) is not base: another controller's
-// claim or state landed meanwhile (two started at once, the other first).
+// (Seen; base nil: none was retained) is newer than base: another
+// controller's claim or state landed meanwhile (two started at once, the other first).
 // A claim from the older read would reach the broker after it and stand
 // there until the holder publishes again (docs/contract/rollouts.md, two
 // started at once). Checked last before the claim goes out: the window
@@ -242,8 +242,11 @@ var ErrChanged = errors.New("rollout state changed while claiming")
 func (d *Driver) unchanged(base *rollout.State) error {
 	select {
 	case seen := <-d.Seen:
-		if base != nil && seen.Counter() == base.Counter() && holderOf(seen) == holderOf(*base) {
-			return nil // the retained state delivered again (a reconnect): nothing new for Run
+		// Another's claim from base has the next epoch; the retained
+		// state delivered again (a reconnect), or an older copy (another
+		// broker node's), is nothing new.
+		if base != nil && !seen.Newer(*base) && (seen.Counter() != base.Counter() || holderOf(seen) == holderOf(*base)) {
+			return nil
 		}
 		return fmt.Errorf("%w: rollout %s was published meanwhile by %s (epoch %d, seq %d); not claiming it from the state read before",
 			ErrChanged, seen.Name, holderOf(seen), seen.Counter()>>32, seen.Seq)
