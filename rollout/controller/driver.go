@@ -234,11 +234,11 @@ var ErrChanged = errors.New("rollout state changed while claiming")
 
 // unchanged is nil unless a state the broker delivered since base was read
 // (Seen; base nil: none was retained) is newer than base: another
-// controller's claim or state landed meanwhile (two started at once, the other first).
-// A claim from the older read would reach the broker after it and stand
-// there until the holder publishes again (docs/contract/rollouts.md, two
-// started at once). Checked last before the claim goes out: the window
-// left is the claim's way to the broker.
+// controller's claim or state landed meanwhile (two started at once, the
+// other first). A claim from the older read would reach the broker after
+// it and stand there until the holder publishes again
+// (docs/contract/rollouts.md, two started at once). Checked last before
+// the claim goes out: the window left is the claim's way to the broker.
 func (d *Driver) unchanged(base *rollout.State) error {
 	select {
 	case seen := <-d.Seen:
