@@ -121,16 +121,14 @@ func (l *stateLog) holders(name string) []string {
 }
 
 // runs are holders, and the claims every reader passes over as stale
-// (docs/contract/rollouts.md, two started at once): a claim that reached
-// the broker after a later state of the holder it raced, the same epoch
-// under another holder and an older counter.
+// (rollout.StaleClaim; docs/contract/rollouts.md, two started at once).
 func (l *stateLog) runs(name string) (holders []string, stale []rollout.State) {
 	var last *rollout.State
 	for _, s := range l.of(name) {
 		if s.Lease == nil {
 			continue
 		}
-		if last != nil && s.Lease.Epoch == last.Lease.Epoch && s.Lease.Holder != last.Lease.Holder && last.Newer(s) {
+		if last != nil && rollout.StaleClaim(*last, s) {
 			stale = append(stale, s)
 			continue
 		}

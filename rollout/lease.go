@@ -66,6 +66,19 @@ func Lost(mine *Lease, seen State) bool {
 	return seen.Lease.Epoch > mine.Epoch || (seen.Lease.Epoch == mine.Epoch && seen.Lease.Holder != mine.Holder)
 }
 
+// Rivals reports whether a and b hold the lease of one epoch under two
+// holders: two controllers claimed from the same state (two started at
+// once, docs/contract/rollouts.md).
+func Rivals(a, b State) bool {
+	return a.Lease != nil && b.Lease != nil && a.Lease.Epoch == b.Lease.Epoch && a.Lease.Holder != b.Lease.Holder
+}
+
+// StaleClaim reports whether s, delivered after latest, is a rival's
+// state older than latest: a claim made from a state read before latest's
+// holder claimed, which reached the broker after that holder's next state.
+// Every reader passes it over; its claimer stops on reading latest back.
+func StaleClaim(latest, s State) bool { return latest.Newer(s) && Rivals(latest, s) }
+
 // The ways a controller is refused or stopped for the lease (exit 4).
 var (
 	// ErrLeaseHeld: another controller holds the rollout's lease.

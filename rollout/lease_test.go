@@ -105,3 +105,36 @@ func TestLeaseRace(t *testing.T) {
 		t.Errorf("b shown its own claim: %s", acts(as))
 	}
 }
+
+// Of two controllers that claimed one epoch, the claim that reached the
+// broker after the other's next state is stale; a replay of one holder's
+// own older state, a takeover, and a rival's newer state are not.
+func TestStaleClaim(t *testing.T) {
+	st := func(holder string, epoch, seq uint64) State {
+		return State{Seq: seq, Lease: &Lease{Holder: holder, Epoch: epoch}}
+	}
+	tests := []struct {
+		name      string
+		latest, s State
+		rivals    bool
+		stale     bool
+	}{
+		{"a rival's claim after my next state", st("a", 1, 2), st("b", 1, 1), true, true},
+		{"a rival's claim at my counter", st("a", 1, 1), st("b", 1, 1), true, false},
+		{"a rival's state newer than mine", st("a", 1, 1), st("b", 1, 2), true, false},
+		{"my own older state (a replay)", st("a", 1, 2), st("a", 1, 1), false, false},
+		{"an older epoch's state", st("a", 2, 1), st("b", 1, 5), false, false},
+		{"a takeover", st("a", 1, 3), st("b", 2, 4), false, false},
+		{"no lease", st("a", 1, 2), State{Seq: 1}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Rivals(tc.latest, tc.s); got != tc.rivals {
+				t.Errorf("Rivals = %v, want %v", got, tc.rivals)
+			}
+			if got := StaleClaim(tc.latest, tc.s); got != tc.stale {
+				t.Errorf("StaleClaim = %v, want %v", got, tc.stale)
+			}
+		})
+	}
+}

@@ -242,10 +242,11 @@ var ErrChanged = errors.New("rollout state changed while claiming")
 func (d *Driver) unchanged(base *rollout.State) error {
 	select {
 	case seen := <-d.Seen:
-		// Another's claim from base has the next epoch; the retained
-		// state delivered again (a reconnect), or an older copy (another
-		// broker node's), is nothing new.
-		if base != nil && !seen.Newer(*base) && (seen.Counter() != base.Counter() || holderOf(seen) == holderOf(*base)) {
+		// Another's claim from base has the next epoch, or base's own
+		// under another holder; the retained state delivered again (a
+		// reconnect), or an older copy (another broker node's), is
+		// nothing new.
+		if base != nil && !seen.Newer(*base) && !rollout.Rivals(seen, *base) {
 			return nil
 		}
 		return fmt.Errorf("%w: rollout %s was published meanwhile by %s (epoch %d, seq %d); not claiming it from the state read before",

@@ -195,14 +195,14 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 	if len(m.Payload) == 0 {
 		return
 	}
-	if in.latest != nil && in.latest.Newer(s) && staleClaim(*in.latest, s) {
-		in.refused(fmt.Sprintf("rollout: a claim of rollout %s by %s made from an older state is passed over: counter %d, older than %d here (docs/contract/rollouts.md, two started at once)",
-			in.name, s.Lease.Holder, s.Counter(), in.latest.Counter()))
-		return
-	}
 	if in.latest != nil && in.latest.Newer(s) {
-		in.refused(fmt.Sprintf("rollout: replayed state on %s refused: counter %d, %v (%d)", in.state,
-			s.Counter(), rollout.ErrReplayed, in.latest.Counter()))
+		if rollout.Rivals(*in.latest, s) {
+			in.refused(fmt.Sprintf("rollout: a claim of rollout %s by %s made from an older state is passed over: counter %d, older than %d here (docs/contract/rollouts.md, two started at once)",
+				in.name, s.Lease.Holder, s.Counter(), in.latest.Counter()))
+		} else {
+			in.refused(fmt.Sprintf("rollout: replayed state on %s refused: counter %d, %v (%d)", in.state,
+				s.Counter(), rollout.ErrReplayed, in.latest.Counter()))
+		}
 		return
 	}
 	if err := in.counters.Check(in.key, seen.State, in.state, s.Counter()); err != nil {
@@ -226,13 +226,6 @@ func (in *Inbox) stateMessage(m mqtt.Message) {
 	default:
 	}
 	in.seen <- s
-}
-
-// staleClaim: s, older than latest, holds the lease of latest's epoch under
-// another holder: a controller started with latest's holder read the
-// state before that one's claim landed, and its own claim came after.
-func staleClaim(latest, s rollout.State) bool {
-	return latest.Lease != nil && s.Lease != nil && s.Lease.Epoch == latest.Lease.Epoch && s.Lease.Holder != latest.Lease.Holder
 }
 
 func (in *Inbox) record(m mqtt.Message) {
