@@ -1,8 +1,11 @@
 package sha256pair
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -126,4 +129,21 @@ func FuzzBoth(f *testing.F) {
 			t.Fatalf("piece: %x, want %x", got, want)
 		}
 	})
+}
+
+// TestAssemblyIsGenerated: block_amd64.s is what gen.go writes, so that a
+// change to the generator is not left out of the code it describes.
+func TestAssemblyIsGenerated(t *testing.T) {
+	// go test puts its own go command first on PATH.
+	out, err := exec.Command("go", "run", "gen.go").Output()
+	if err != nil {
+		t.Fatalf("go run gen.go: %v", err)
+	}
+	have, err := os.ReadFile("block_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, have) {
+		t.Fatal("block_amd64.s is not what gen.go writes: go run gen.go > block_amd64.s")
+	}
 }
