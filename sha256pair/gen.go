@@ -128,7 +128,8 @@ func main() {
 	// One message alone works in X0. Two keep their constants plus words in
 	// X8 and X15 and share X7 as scratch (each uses it within one step).
 	one := stream{kw: "X0", abef: "X1", cdgh: "X2", tmp: "X7", m: [4]string{"X3", "X4", "X5", "X6"}, data: "R8", dig: "DI", save: 0}
-	a := stream{kw: "X8", abef: "X1", cdgh: "X2", tmp: "X7", m: [4]string{"X3", "X4", "X5", "X6"}, data: "R8", dig: "DI", save: 0}
+	a := one
+	a.kw = "X8"
 	b := stream{kw: "X15", abef: "X9", cdgh: "X10", tmp: "X7", m: [4]string{"X11", "X12", "X13", "X14"}, data: "R9", dig: "SI", save: 32}
 
 	// block1(dig *[8]uint32, p *byte, n int): n blocks of 64 bytes.
